@@ -1,0 +1,36 @@
+# Northwind Ops. `make run` serves the app with demo data on the embedded
+# store; `make test` runs every test. Both install what is missing first.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+export PATH := $(HOME)/.cargo/bin:$(CURDIR)/end2end/node_modules/.bin:$(PATH)
+
+BIN := target/debug/northwind-ops
+# cargo-leptos builds the server with this cfg and env; cargo test gets the
+# same, so tests reuse the build instead of recompiling every crate.
+TEST_ENV := RUSTFLAGS="--cfg erase_components" LEPTOS_OUTPUT_NAME=northwind-ops
+
+.PHONY: setup build run test test-rust test-e2e clean
+
+setup:
+	scripts/setup.sh
+
+build: setup
+	cargo leptos build
+
+run: build
+	$(BIN) seed
+	$(BIN) serve
+
+test: build test-rust test-e2e
+
+# Unit tests, then the integration tests against Dynoxide and DynamoDB Local.
+test-rust:
+	$(TEST_ENV) scripts/with-dynamodb-local.sh cargo test --features ssr
+
+test-e2e:
+	cd end2end && npx playwright test
+
+clean:
+	cargo clean
+	rm -rf data end2end/.run end2end/test-results end2end/playwright-report

@@ -1,0 +1,16 @@
+//! Northwind Ops: an operations console for order data kept in DynamoDB.
+//!
+//! `model` and `app` compile for both the server and the browser; everything
+//! that talks to a store lives under `server`, which only the `ssr` build has.
+
+pub mod app;
+pub mod model;
+#[cfg(feature = "ssr")]
+pub mod server;
+
+#[cfg(feature = "hydrate")]
+#[wasm_bindgen::prelude::wasm_bindgen]
+pub fn hydrate() {
+    console_error_panic_hook::set_once();
+    leptos::mount::hydrate_body(app::App);
+}

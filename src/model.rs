@@ -1,0 +1,314 @@
+//! The order model shared by the server, the JSON API and the pages.
+
+use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// Page size when a request names none, and the most any request gets.
+pub const DEFAULT_PAGE_SIZE: u32 = 25;
+pub const MAX_PAGE_SIZE: u32 = 100;
+/// The widest range of days one PENDING query may cover.
+pub const MAX_DAYS: u32 = 31;
+/// Longest order or customer id accepted.
+pub const MAX_ID_LEN: usize = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Status {
+    Pending,
+    Confirmed,
+    Shipped,
+    Delivered,
+    Cancelled,
+}
+
+impl Status {
+    pub const ALL: [Status; 5] = [
+        Status::Pending,
+        Status::Confirmed,
+        Status::Shipped,
+        Status::Delivered,
+        Status::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "PENDING",
+            Status::Confirmed => "CONFIRMED",
+            Status::Shipped => "SHIPPED",
+            Status::Delivered => "DELIVERED",
+            Status::Cancelled => "CANCELLED",
+        }
+    }
+
+    /// The statuses an order in this status may move to:
+    /// PENDING→CONFIRMED→SHIPPED→DELIVERED, and PENDING or CONFIRMED→CANCELLED.
+    pub fn next(self) -> &'static [Status] {
+        match self {
+            Status::Pending => &[Status::Confirmed, Status::Cancelled],
+            Status::Confirmed => &[Status::Shipped, Status::Cancelled],
+            Status::Shipped => &[Status::Delivered],
+            Status::Delivered | Status::Cancelled => &[],
+        }
+    }
+
+    pub fn can_become(self, to: Status) -> bool {
+        self.next().contains(&to)
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Status {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Status::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown status {s:?}: expected PENDING, CONFIRMED, SHIPPED, DELIVERED or CANCELLED")
+            })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LineItem {
+    pub sku: String,
+    pub name: String,
+    pub quantity: u32,
+    /// Minor units of the order's currency (cents for USD).
+    pub unit_price: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Order {
+    pub order_id: String,
+    pub customer_id: String,
+    pub status: Status,
+    #[serde(with = "iso_millis")]
+    pub created_at: DateTime<Utc>,
+    #[serde(with = "iso_millis")]
+    pub updated_at: DateTime<Utc>,
+    /// Minor units of `currency`.
+    pub total: i64,
+    pub currency: String,
+    pub items: Vec<LineItem>,
+    pub shipping_city: String,
+    pub shipping_country: String,
+}
+
+impl Order {
+    pub fn item_count(&self) -> u32 {
+        self.items.iter().map(|item| item.quantity).sum()
+    }
+}
+
+/// What the dashboard shows of a PENDING order: exactly what the operations
+/// index projects, so the list never needs the full item.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingOrder {
+    pub order_id: String,
+    pub customer_id: String,
+    #[serde(with = "iso_millis")]
+    pub created_at: DateTime<Utc>,
+    pub total: i64,
+    pub currency: String,
+    pub item_count: u32,
+    pub shipping_city: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingPage {
+    pub orders: Vec<PendingOrder>,
+    pub next: Option<String>,
+    /// Index items the store read to answer this page.
+    pub items_read: u64,
+    /// The newest day of the query, and how many days back it reaches.
+    pub date: NaiveDate,
+    pub days: u32,
+    /// Server time the page was read at: ages are computed from it, never
+    /// from a clock read while rendering.
+    #[serde(with = "iso_millis")]
+    pub as_of: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderPage {
+    pub orders: Vec<Order>,
+    pub next: Option<String>,
+}
+
+/// Query parameters of the PENDING list, as they arrive: parsed and checked
+/// on the server, so every bad value gets a message.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PendingParams {
+    /// Newest day, `YYYY-MM-DD` (UTC); today when absent.
+    pub date: Option<String>,
+    /// How many days back from `date` to include, 1 to 31.
+    pub days: Option<String>,
+    pub limit: Option<String>,
+    pub cursor: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PageParams {
+    pub limit: Option<String>,
+    pub cursor: Option<String>,
+}
+
+/// A new order, as `POST /api/orders` takes it. The total is computed from
+/// the line items, never taken from the client.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewOrder {
+    /// Chosen by the server when absent.
+    pub order_id: Option<String>,
+    pub customer_id: String,
+    /// PENDING when absent.
+    pub status: Option<Status>,
+    /// Now when absent; imports may give an earlier time.
+    pub created_at: Option<String>,
+    pub currency: String,
+    pub items: Vec<LineItem>,
+    pub shipping_city: String,
+    pub shipping_country: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusChange {
+    pub from: Status,
+    pub to: Status,
+}
+
+/// Checks an order or customer id: 1 to 64 letters, digits, `-` or `_`.
+/// Anything else (in particular `#`, the key separator) never reaches a query.
+pub fn validate_id(kind: &str, id: &str) -> Result<(), String> {
+    if id.is_empty() {
+        return Err(format!("{kind} is empty"));
+    }
+    if id.len() > MAX_ID_LEN {
+        return Err(format!("{kind} is longer than {MAX_ID_LEN} characters"));
+    }
+    if let Some(bad) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+    {
+        return Err(format!(
+            "{kind} {id:?} has the character {bad:?}: only letters, digits, '-' and '_' are allowed"
+        ));
+    }
+    Ok(())
+}
+
+/// Formats an amount in minor units, e.g. 12345 USD as "USD 123.45".
+pub fn format_money(minor: i64, currency: &str) -> String {
+    let sign = if minor < 0 { "-" } else { "" };
+    let abs = minor.unsigned_abs();
+    format!("{currency} {sign}{}.{:02}", abs / 100, abs % 100)
+}
+
+/// Formats the time between two instants as "42s", "17m", "3h 05m" or "2d 4h".
+pub fn format_age(from: DateTime<Utc>, to: DateTime<Utc>) -> String {
+    let secs = (to - from).num_seconds().max(0);
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h {:02}m", s / 3600, (s % 3600) / 60),
+        s => format!("{}d {}h", s / 86_400, (s % 86_400) / 3600),
+    }
+}
+
+/// Timestamps are UTC ISO-8601 with exactly three fractional digits, so that
+/// their strings sort as their instants do: the sort keys depend on it.
+pub mod iso_millis {
+    use super::*;
+    use serde::{Deserializer, Serializer};
+
+    pub fn format(at: &DateTime<Utc>) -> String {
+        at.to_rfc3339_opts(SecondsFormat::Millis, true)
+    }
+
+    pub fn parse(s: &str) -> Result<DateTime<Utc>, String> {
+        DateTime::parse_from_rfc3339(s)
+            .map(|at| at.with_timezone(&Utc))
+            .map_err(|e| format!("{s:?} is not an ISO-8601 timestamp: {e}"))
+    }
+
+    pub fn serialize<S: Serializer>(at: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format(at))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
+        let s = String::deserialize(d)?;
+        parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_round_trips_and_rejects_unknown() {
+        for status in Status::ALL {
+            assert_eq!(status.as_str().parse::<Status>(), Ok(status));
+        }
+        assert!("pending".parse::<Status>().is_err());
+    }
+
+    #[test]
+    fn transitions_follow_the_order_lifecycle() {
+        assert!(Status::Pending.can_become(Status::Confirmed));
+        assert!(Status::Pending.can_become(Status::Cancelled));
+        assert!(Status::Confirmed.can_become(Status::Shipped));
+        assert!(Status::Confirmed.can_become(Status::Cancelled));
+        assert!(Status::Shipped.can_become(Status::Delivered));
+        assert!(!Status::Shipped.can_become(Status::Cancelled));
+        assert!(!Status::Delivered.can_become(Status::Pending));
+        assert!(!Status::Pending.can_become(Status::Pending));
+    }
+
+    #[test]
+    fn ids_are_validated() {
+        assert!(validate_id("order id", "o-123_ABC").is_ok());
+        assert!(validate_id("order id", "").is_err());
+        assert!(validate_id("order id", "a#b").unwrap_err().contains("'#'"));
+        assert!(validate_id("order id", "ä").is_err());
+        assert!(validate_id("order id", &"x".repeat(65)).is_err());
+        assert!(validate_id("order id", &"x".repeat(64)).is_ok());
+    }
+
+    #[test]
+    fn timestamps_have_millisecond_precision_and_sort_as_strings() {
+        let a = iso_millis::parse("2026-11-29T08:00:00Z").unwrap();
+        let b = iso_millis::parse("2026-11-29T08:00:00.5+00:00").unwrap();
+        assert_eq!(iso_millis::format(&a), "2026-11-29T08:00:00.000Z");
+        assert_eq!(iso_millis::format(&b), "2026-11-29T08:00:00.500Z");
+        assert!(iso_millis::format(&a) < iso_millis::format(&b));
+        assert!(iso_millis::parse("yesterday").is_err());
+    }
+
+    #[test]
+    fn money_and_ages_format_for_people() {
+        assert_eq!(format_money(12345, "USD"), "USD 123.45");
+        assert_eq!(format_money(-5, "EUR"), "EUR -0.05");
+        let t0 = iso_millis::parse("2026-11-29T08:00:00Z").unwrap();
+        let at = |s: i64| t0 + chrono::Duration::seconds(s);
+        assert_eq!(format_age(t0, at(42)), "42s");
+        assert_eq!(format_age(t0, at(17 * 60 + 5)), "17m");
+        assert_eq!(format_age(t0, at(3 * 3600 + 5 * 60)), "3h 05m");
+        assert_eq!(format_age(t0, at(2 * 86_400 + 4 * 3600)), "2d 4h");
+        assert_eq!(format_age(at(10), t0), "0s");
+    }
+}

@@ -1,0 +1,157 @@
+//! The key schema. Every `ORDER#`, `CUSTOMER#`, `STATUS#` and `METRIC#` string
+//! is built and parsed here and nowhere else.
+//!
+//! - orders table: `PK` = `ORDER#<orderId>`
+//! - GSI1, a customer's history: `GSI1PK` = `CUSTOMER#<customerId>`,
+//!   `GSI1SK` = `<createdAt>#<orderId>`
+//! - GSI2, operations, sparse and write-sharded:
+//!   `GSI2PK` = `STATUS#PENDING#<yyyy-mm-dd>#<shard>`, `GSI2SK` = `<createdAt>#<orderId>`
+//! - metrics table (`PK`, `SK`): the shard count used for each day.
+
+use crate::model::iso_millis;
+use chrono::{DateTime, NaiveDate, Utc};
+
+pub const PK: &str = "PK";
+pub const SK: &str = "SK";
+pub const GSI1: &str = "GSI1";
+pub const GSI1PK: &str = "GSI1PK";
+pub const GSI1SK: &str = "GSI1SK";
+pub const GSI2: &str = "GSI2";
+pub const GSI2PK: &str = "GSI2PK";
+pub const GSI2SK: &str = "GSI2SK";
+
+/// The order attributes GSI2 projects besides the keys: what the PENDING list
+/// shows (see `model::PendingOrder`), and nothing else.
+pub const GSI2_PROJECTED: [&str; 7] = [
+    "orderId",
+    "customerId",
+    "createdAt",
+    "total",
+    "currency",
+    "itemCount",
+    "shippingCity",
+];
+
+const ORDER: &str = "ORDER#";
+const CUSTOMER: &str = "CUSTOMER#";
+const PENDING: &str = "STATUS#PENDING#";
+const SHARDS: &str = "SHARDS#";
+const SHARDS_SK: &str = "CONFIG";
+
+pub fn order_pk(order_id: &str) -> String {
+    format!("{ORDER}{order_id}")
+}
+
+pub fn parse_order_pk(pk: &str) -> Option<&str> {
+    pk.strip_prefix(ORDER).filter(|id| !id.is_empty())
+}
+
+pub fn customer_pk(customer_id: &str) -> String {
+    format!("{CUSTOMER}{customer_id}")
+}
+
+/// The sort key of both indexes. Ids never contain `#` (see
+/// `model::validate_id`), and timestamps have a fixed width, so these strings
+/// sort by time first and break ties by order id.
+pub fn timeline_sk(created_at: &DateTime<Utc>, order_id: &str) -> String {
+    format!("{}#{order_id}", iso_millis::format(created_at))
+}
+
+pub fn parse_timeline_sk(sk: &str) -> Option<(DateTime<Utc>, &str)> {
+    let (at, order_id) = sk.split_once('#')?;
+    let at = iso_millis::parse(at).ok()?;
+    // Only the canonical spelling is a key: anything else would sort wrongly.
+    (iso_millis::format(&at) == sk[..sk.len() - order_id.len() - 1]
+        && crate::model::validate_id("order id", order_id).is_ok())
+    .then_some((at, order_id))
+}
+
+pub fn pending_pk(day: NaiveDate, shard: u32) -> String {
+    format!("{PENDING}{}#{shard}", day.format("%Y-%m-%d"))
+}
+
+pub fn parse_pending_pk(pk: &str) -> Option<(NaiveDate, u32)> {
+    let rest = pk.strip_prefix(PENDING)?;
+    let (day, shard) = rest.split_once('#')?;
+    Some((NaiveDate::parse_from_str(day, "%Y-%m-%d").ok()?, shard.parse().ok()?))
+}
+
+/// The shard of an order: xxHash3 of its id, mod `shards`. xxh3 is a fixed,
+/// documented function, so every build on every platform agrees on it
+/// (std's `DefaultHasher` promises neither).
+pub fn shard_of(order_id: &str, shards: u32) -> u32 {
+    (xxhash_rust::xxh3::xxh3_64(order_id.as_bytes()) % u64::from(shards.max(1))) as u32
+}
+
+/// Key of the metrics item that records how many shards a day's PENDING
+/// orders were written over, so readers fan out over the right partitions
+/// even after the setting changes.
+pub fn shard_count_key(day: NaiveDate) -> (String, String) {
+    (format!("{SHARDS}{}", day.format("%Y-%m-%d")), SHARDS_SK.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        iso_millis::parse(s).unwrap()
+    }
+
+    #[test]
+    fn order_keys_round_trip() {
+        assert_eq!(order_pk("o-1"), "ORDER#o-1");
+        assert_eq!(parse_order_pk("ORDER#o-1"), Some("o-1"));
+        assert_eq!(parse_order_pk("ORDER#"), None);
+        assert_eq!(parse_order_pk("CUSTOMER#o-1"), None);
+        assert_eq!(customer_pk("c-9"), "CUSTOMER#c-9");
+    }
+
+    #[test]
+    fn timeline_keys_sort_by_time_then_id() {
+        let sk = timeline_sk(&at("2026-11-29T08:00:00Z"), "o-1");
+        assert_eq!(sk, "2026-11-29T08:00:00.000Z#o-1");
+        assert_eq!(parse_timeline_sk(&sk), Some((at("2026-11-29T08:00:00Z"), "o-1")));
+        let earlier = timeline_sk(&at("2026-11-29T07:59:59.999Z"), "zzz");
+        let same_time = timeline_sk(&at("2026-11-29T08:00:00Z"), "o-2");
+        assert!(earlier < sk && sk < same_time);
+        assert_eq!(parse_timeline_sk("2026-11-29T08:00:00Z#o-1"), None, "non-canonical time");
+        assert_eq!(parse_timeline_sk("2026-11-29T08:00:00.000Z#"), None);
+        assert_eq!(parse_timeline_sk("nonsense"), None);
+    }
+
+    #[test]
+    fn pending_keys_round_trip() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+        assert_eq!(pending_pk(day, 7), "STATUS#PENDING#2026-11-29#7");
+        assert_eq!(parse_pending_pk("STATUS#PENDING#2026-11-29#7"), Some((day, 7)));
+        assert_eq!(parse_pending_pk("STATUS#PENDING#2026-13-29#7"), None);
+        assert_eq!(parse_pending_pk("STATUS#SHIPPED#2026-11-29#7"), None);
+        assert_eq!(shard_count_key(day), ("SHARDS#2026-11-29".into(), "CONFIG".into()));
+    }
+
+    #[test]
+    fn shard_function_is_stable() {
+        // Fixed values: a change here would strand every PENDING order
+        // already written under the old shard numbers.
+        assert_eq!(shard_of("o-1", 10), (xxhash_rust::xxh3::xxh3_64(b"o-1") % 10) as u32);
+        assert_eq!(xxhash_rust::xxh3::xxh3_64(b""), 0x2D06800538D394C2);
+        assert_eq!(shard_of("anything", 1), 0);
+        assert_eq!(shard_of("anything", 0), 0, "a zero count never divides by zero");
+    }
+
+    #[test]
+    fn shard_function_spreads_evenly() {
+        let n = 10;
+        let total = 100_000;
+        let mut counts = vec![0u32; n as usize];
+        for i in 0..total {
+            counts[shard_of(&format!("ord-{i:08}"), n) as usize] += 1;
+        }
+        let expected = f64::from(total / n);
+        for (shard, count) in counts.iter().enumerate() {
+            let off = (f64::from(*count) - expected).abs() / expected;
+            assert!(off < 0.03, "shard {shard} holds {count}, {:.1}% off even", off * 100.0);
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! Everything that runs only on the server: the store, the HTTP API and the
+//! command line. Compiled only with the `ssr` feature, so none of it (nor
+//! the AWS SDK) reaches the wasm bundle.
+
+pub mod api;
+pub mod cli;
+pub mod config;
+pub mod cursor;
+pub mod embedded;
+pub mod error;
+pub mod keys;
+pub mod seed;
+pub mod serve;
+pub mod service;
+pub mod store;

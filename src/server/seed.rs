@@ -1,0 +1,177 @@
+//! Demo data: a week of orders from a few hundred customers, most of today's
+//! still PENDING. The same seed and `now` give the same orders, and a second
+//! run writes nothing twice (order ids are fixed, writes are conditional).
+
+use super::error::StoreError;
+use super::store::Store;
+use crate::model::{LineItem, Order, Status};
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use futures::StreamExt;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Writes in flight at once.
+const CONCURRENCY: usize = 16;
+
+const CATALOG: [(&str, &str, i64); 12] = [
+    ("TENT-2P", "Ridgeline 2-person tent", 24900),
+    ("BAG-20F", "Alpine down sleeping bag", 18900),
+    ("PAD-INS", "Insulated sleeping pad", 8900),
+    ("STOVE-1", "Canister stove", 4900),
+    ("PACK-55", "Trailhead 55L backpack", 17900),
+    ("JKT-RAIN", "Stormshell rain jacket", 13900),
+    ("BOOT-HK", "Granite hiking boots", 15900),
+    ("LAMP-HD", "Headlamp 400 lm", 3900),
+    ("BTL-1L", "Insulated bottle 1 L", 2900),
+    ("SOCK-MW", "Merino socks, 3 pairs", 2400),
+    ("POLE-TR", "Trekking poles", 7900),
+    ("FLT-H2O", "Water filter", 4500),
+];
+
+const CITIES: [(&str, &str); 10] = [
+    ("Seattle", "US"),
+    ("Denver", "US"),
+    ("Portland", "US"),
+    ("Vancouver", "CA"),
+    ("Oslo", "NO"),
+    ("Munich", "DE"),
+    ("Lyon", "FR"),
+    ("Bergen", "NO"),
+    ("Boulder", "US"),
+    ("Calgary", "CA"),
+];
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SeedReport {
+    pub written: u32,
+    pub already_there: u32,
+    pub pending_today: u32,
+}
+
+pub struct SeedPlan {
+    pub orders: u32,
+    pub customers: u32,
+    pub days: u32,
+    pub seed: u64,
+    pub now: DateTime<Utc>,
+}
+
+/// The orders a plan describes, oldest first. A quarter of them fall on
+/// today (up to `now`), the rest evenly over the days before.
+pub fn demo_orders(plan: &SeedPlan) -> Vec<Order> {
+    let today = plan.now.date_naive();
+    let mut rng = ChaCha8Rng::seed_from_u64(plan.seed ^ u64::from(today.format("%Y%m%d").to_string().parse::<u32>().unwrap_or(0)));
+    let midnight = Utc.from_utc_datetime(&today.and_hms_opt(0, 0, 0).expect("midnight exists"));
+    let today_count = if plan.days == 1 { plan.orders } else { plan.orders / 4 };
+    let mut orders = Vec::with_capacity(plan.orders as usize);
+    for index in 0..plan.orders {
+        let (created_at, is_today) = if index < plan.orders - today_count {
+            let days_back = 1 + rng.random_range(0..plan.days.saturating_sub(1).max(1));
+            let at = midnight - Duration::days(i64::from(days_back)) + Duration::milliseconds(rng.random_range(0..86_400_000));
+            (at, false)
+        } else {
+            let span = (plan.now - midnight).num_milliseconds().max(1);
+            (midnight + Duration::milliseconds(rng.random_range(0..span)), true)
+        };
+        let status = pick_status(&mut rng, is_today);
+        // Skewed: a few customers order often, most rarely.
+        let customer = (f64::from(plan.customers) * rng.random::<f64>().powi(2)) as u32;
+        let items: Vec<LineItem> = (0..rng.random_range(1..=4))
+            .map(|_| {
+                let (sku, name, price) = CATALOG[rng.random_range(0..CATALOG.len())];
+                LineItem { sku: sku.into(), name: name.into(), quantity: rng.random_range(1..=3), unit_price: price }
+            })
+            .collect();
+        let (city, country) = CITIES[rng.random_range(0..CITIES.len())];
+        let updated_at = if status == Status::Pending {
+            created_at
+        } else {
+            (created_at + Duration::minutes(rng.random_range(1..600))).min(plan.now)
+        };
+        orders.push(Order {
+            order_id: format!("o{}-{index:05}", today.format("%y%m%d")),
+            customer_id: format!("cust-{customer:04}"),
+            status,
+            created_at,
+            updated_at,
+            total: items.iter().map(|i| i.unit_price * i64::from(i.quantity)).sum(),
+            currency: if country == "US" { "USD" } else if country == "CA" { "CAD" } else { "EUR" }.into(),
+            items,
+            shipping_city: city.into(),
+            shipping_country: country.into(),
+        });
+    }
+    orders.sort_by_key(|o| o.created_at);
+    orders
+}
+
+fn pick_status(rng: &mut ChaCha8Rng, today: bool) -> Status {
+    let roll = rng.random_range(0..100);
+    if today {
+        match roll {
+            0..70 => Status::Pending,
+            70..85 => Status::Confirmed,
+            85..95 => Status::Shipped,
+            _ => Status::Cancelled,
+        }
+    } else {
+        // A few older orders stay PENDING: the stuck ones operations hunts.
+        match roll {
+            0..3 => Status::Pending,
+            3..10 => Status::Confirmed,
+            10..30 => Status::Shipped,
+            30..90 => Status::Delivered,
+            _ => Status::Cancelled,
+        }
+    }
+}
+
+pub async fn seed(store: &Store, plan: &SeedPlan) -> Result<SeedReport, StoreError> {
+    let orders = demo_orders(plan);
+    let today = plan.now.date_naive();
+    let results: Vec<(Result<(), StoreError>, bool)> = futures::stream::iter(orders)
+        .map(|order| async move {
+            let pending_today = order.status == Status::Pending && order.created_at.date_naive() == today;
+            (store.create_order(&order).await, pending_today)
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    let mut report = SeedReport::default();
+    for (result, pending_today) in results {
+        match result {
+            Ok(()) => report.written += 1,
+            Err(StoreError::Conflict(_)) => report.already_there += 1,
+            Err(err) => return Err(err),
+        }
+        report.pending_today += u32::from(pending_today);
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::iso_millis;
+
+    fn plan(seed: u64) -> SeedPlan {
+        SeedPlan { orders: 2000, customers: 300, days: 7, seed, now: iso_millis::parse("2026-11-29T15:00:00Z").unwrap() }
+    }
+
+    #[test]
+    fn demo_data_is_deterministic_and_shaped_like_a_week() {
+        let a = demo_orders(&plan(42));
+        assert_eq!(a, demo_orders(&plan(42)));
+        assert_ne!(a, demo_orders(&plan(43)));
+        assert_eq!(a.len(), 2000);
+        let now = plan(42).now;
+        let today = now.date_naive();
+        let pending_today = a.iter().filter(|o| o.status == Status::Pending && o.created_at.date_naive() == today).count();
+        assert!((200..500).contains(&pending_today), "{pending_today} PENDING today");
+        assert!(a.iter().all(|o| o.created_at <= now && o.created_at > now - Duration::days(7)));
+        let customers: std::collections::HashSet<_> = a.iter().map(|o| &o.customer_id).collect();
+        assert!((100..=300).contains(&customers.len()), "{} customers", customers.len());
+        let ids: std::collections::HashSet<_> = a.iter().map(|o| &o.order_id).collect();
+        assert_eq!(ids.len(), 2000, "order ids are unique");
+    }
+}

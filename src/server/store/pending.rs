@@ -1,0 +1,180 @@
+//! The PENDING list: a newest-first merge over every write shard of every
+//! requested day.
+//!
+//! Each (day, shard) partition of GSI2 is already sorted by `GSI2SK`
+//! (`<createdAt>#<orderId>`, unique per order), so a k-way merge on that key
+//! gives one global order, and a page continues strictly after the last key it
+//! returned: no order is repeated or skipped, whatever the spread.
+//!
+//! To read no more than a page needs, each partition is read a few items at a
+//! time, and only while it could still hold the next order: a partition whose
+//! smallest key read so far (or, before any read, its day's end) is below the
+//! best candidate in hand cannot beat it, so it is not read yet.
+
+use super::Store;
+use crate::model::PendingOrder;
+use crate::server::error::StoreError;
+use crate::server::keys::{self, GSI2, GSI2SK};
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{Days, NaiveDate};
+use futures::future::try_join_all;
+use std::collections::VecDeque;
+
+/// Extra items read per partition beyond its even share of what is still
+/// needed: fewer second rounds for a small over-read.
+const READ_MARGIN: u32 = 1;
+
+pub struct PendingRead {
+    pub orders: Vec<PendingOrder>,
+    /// The sort key to continue after, when more orders may follow.
+    pub next_after: Option<String>,
+    /// Index items read, across every partition and round.
+    pub items_read: u64,
+    /// Rounds of parallel queries it took.
+    pub rounds: u32,
+}
+
+struct Partition {
+    pk: String,
+    buffer: VecDeque<(String, PendingOrder)>,
+    /// Every unread key of this partition is below this one.
+    ceiling: String,
+    /// True once a query said nothing follows (no LastEvaluatedKey).
+    exhausted: bool,
+}
+
+impl Partition {
+    fn head(&self) -> Option<&str> {
+        self.buffer.front().map(|(sk, _)| sk.as_str())
+    }
+}
+
+impl Store {
+    /// One page of the PENDING orders of `days` (newest first), after the
+    /// sort key `after`.
+    pub async fn pending_page(
+        &self,
+        days: &[NaiveDate],
+        limit: u32,
+        after: Option<&str>,
+    ) -> Result<PendingRead, StoreError> {
+        let mut partitions = self.partitions(days, after).await?;
+        let mut orders = Vec::with_capacity(limit as usize);
+        let mut last_key = None;
+        let (mut items_read, mut rounds) = (0u64, 0u32);
+        while orders.len() < limit as usize {
+            let best = best_partition(&partitions);
+            let best_key = best.and_then(|i| partitions[i].head()).map(str::to_string);
+            let blocking: Vec<usize> = partitions
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| {
+                    p.buffer.is_empty()
+                        && !p.exhausted
+                        && best_key.as_deref().is_none_or(|best| p.ceiling.as_str() > best)
+                })
+                .map(|(i, _)| i)
+                .collect();
+            if blocking.is_empty() {
+                let Some(best) = best else { break };
+                let (key, order) = partitions[best].buffer.pop_front().expect("best has a head");
+                orders.push(order);
+                last_key = Some(key);
+                continue;
+            }
+            let needed = limit - orders.len() as u32;
+            let size = needed.div_ceil(blocking.len() as u32) + READ_MARGIN;
+            rounds += 1;
+            let reads = blocking.iter().map(|&i| self.read_partition(&partitions[i], size));
+            for (i, (items, exhausted, scanned)) in blocking.iter().zip(try_join_all(reads).await?) {
+                let partition = &mut partitions[*i];
+                items_read += scanned;
+                // An empty answer with a LastEvaluatedKey would not move the
+                // ceiling; treating it as the end keeps the loop finite.
+                partition.exhausted = exhausted || items.is_empty();
+                if let Some((sk, _)) = items.last() {
+                    partition.ceiling = sk.clone();
+                }
+                partition.buffer.extend(items);
+            }
+        }
+        let more = partitions.iter().any(|p| !p.buffer.is_empty() || !p.exhausted);
+        Ok(PendingRead {
+            orders,
+            next_after: if more { last_key } else { None },
+            items_read,
+            rounds,
+        })
+    }
+
+    /// Every (day, shard) partition, each capped at the end of its day and at
+    /// the cursor.
+    async fn partitions(&self, days: &[NaiveDate], after: Option<&str>) -> Result<Vec<Partition>, StoreError> {
+        let counts = try_join_all(days.iter().map(|day| self.shards_for(*day))).await?;
+        let mut partitions = Vec::new();
+        for (day, shards) in days.iter().zip(counts) {
+            let day_end = day
+                .checked_add_days(Days::new(1))
+                .map(|next| format!("{}T00:00:00.000Z", next.format("%Y-%m-%d")))
+                .unwrap_or_else(|| "9".into());
+            let ceiling = match after {
+                Some(after) if after < day_end.as_str() => after.to_string(),
+                _ => day_end,
+            };
+            for shard in 0..shards {
+                partitions.push(Partition {
+                    pk: keys::pending_pk(*day, shard),
+                    buffer: VecDeque::new(),
+                    ceiling: ceiling.clone(),
+                    exhausted: false,
+                });
+            }
+        }
+        Ok(partitions)
+    }
+
+    /// Up to `size` items of a partition below its ceiling, newest first.
+    async fn read_partition(
+        &self,
+        partition: &Partition,
+        size: u32,
+    ) -> Result<(Vec<(String, PendingOrder)>, bool, u64), StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.orders_table)
+            .index_name(GSI2)
+            .key_condition_expression("GSI2PK = :p AND GSI2SK < :ceiling")
+            .expression_attribute_values(":p", AttributeValue::S(partition.pk.clone()))
+            .expression_attribute_values(":ceiling", AttributeValue::S(partition.ceiling.clone()))
+            .scan_index_forward(false)
+            .limit(size as i32)
+            .send()
+            .await?;
+        let scanned = out.scanned_count().max(0) as u64;
+        let exhausted = out.last_evaluated_key().is_none_or(|k| k.is_empty());
+        let items = out
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .map(|mut item| {
+                let sk = match item.remove(GSI2SK) {
+                    Some(AttributeValue::S(sk)) => sk,
+                    _ => return Err(StoreError::Data(format!("a {} item has no {GSI2SK}", partition.pk))),
+                };
+                Ok((sk, serde_dynamo::from_item(item)?))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok((items, exhausted, scanned))
+    }
+}
+
+/// The partition holding the newest unread order in hand.
+fn best_partition(partitions: &[Partition]) -> Option<usize> {
+    partitions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| p.head().map(|head| (i, head)))
+        .max_by(|a, b| a.1.cmp(b.1))
+        .map(|(i, _)| i)
+}

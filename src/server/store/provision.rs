@@ -1,0 +1,331 @@
+//! Creates the two tables, or checks that existing ones match the key design
+//! and names every difference without changing anything.
+
+use super::Store;
+use crate::server::config::{BillingMode, ProvisionArgs};
+use crate::server::error::StoreError;
+use crate::server::keys::{self, GSI1, GSI1PK, GSI1SK, GSI2, GSI2PK, GSI2SK, PK, SK};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode as SdkBilling, GlobalSecondaryIndex, IndexStatus,
+    KeySchemaElement, KeyType, Projection, ProjectionType, ProvisionedThroughput,
+    ScalarAttributeType, StreamSpecification, StreamViewType, TableDescription, TableStatus,
+};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// How long to wait for new tables to become ACTIVE (AWS takes a while).
+const ACTIVE_TIMEOUT: Duration = Duration::from_secs(300);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Created,
+    Verified,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProvisionReport {
+    pub orders: Outcome,
+    pub metrics: Outcome,
+}
+
+impl fmt::Display for ProvisionReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let word = |o: Outcome| match o {
+            Outcome::Created => "created",
+            Outcome::Verified => "exists and matches the key design",
+        };
+        write!(f, "orders table: {}; metrics table: {}", word(self.orders), word(self.metrics))
+    }
+}
+
+/// One index as the key design wants it.
+struct IndexSpec {
+    name: &'static str,
+    hash: &'static str,
+    range: &'static str,
+    projection: ProjectionType,
+    include: &'static [&'static str],
+}
+
+const ORDER_INDEXES: [IndexSpec; 2] = [
+    // Customer history returns whole orders.
+    IndexSpec { name: GSI1, hash: GSI1PK, range: GSI1SK, projection: ProjectionType::All, include: &[] },
+    IndexSpec {
+        name: GSI2,
+        hash: GSI2PK,
+        range: GSI2SK,
+        projection: ProjectionType::Include,
+        include: &keys::GSI2_PROJECTED,
+    },
+];
+
+impl Store {
+    pub async fn provision(&self, args: &ProvisionArgs) -> Result<ProvisionReport, StoreError> {
+        let orders = match self.describe(&self.orders_table).await? {
+            Some(table) => {
+                check(&self.orders_table, orders_differences(&table))?;
+                Outcome::Verified
+            }
+            None => {
+                self.create_orders_table(args).await?;
+                Outcome::Created
+            }
+        };
+        let metrics = match self.describe(&self.metrics_table).await? {
+            Some(table) => {
+                check(&self.metrics_table, metrics_differences(&table))?;
+                Outcome::Verified
+            }
+            None => {
+                self.create_metrics_table(args).await?;
+                Outcome::Created
+            }
+        };
+        for table in [&self.orders_table, &self.metrics_table] {
+            self.wait_active(table).await?;
+        }
+        Ok(ProvisionReport { orders, metrics })
+    }
+
+    async fn describe(&self, table: &str) -> Result<Option<TableDescription>, StoreError> {
+        match self.client.describe_table().table_name(table).send().await {
+            Ok(out) => Ok(out.table),
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_resource_not_found_exception()) =>
+            {
+                Ok(None)
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    async fn create_orders_table(&self, args: &ProvisionArgs) -> Result<(), StoreError> {
+        let mut request = self
+            .client
+            .create_table()
+            .table_name(&self.orders_table)
+            .key_schema(key(PK, KeyType::Hash))
+            .stream_specification(
+                StreamSpecification::builder()
+                    .stream_enabled(true)
+                    .stream_view_type(StreamViewType::NewAndOldImages)
+                    .build()
+                    .map_err(build_error)?,
+            );
+        for name in [PK, GSI1PK, GSI1SK, GSI2PK, GSI2SK] {
+            request = request.attribute_definitions(string_attribute(name)?);
+        }
+        for spec in &ORDER_INDEXES {
+            let mut projection = Projection::builder().projection_type(spec.projection.clone());
+            for attribute in spec.include {
+                projection = projection.non_key_attributes(*attribute);
+            }
+            let mut index = GlobalSecondaryIndex::builder()
+                .index_name(spec.name)
+                .key_schema(key(spec.hash, KeyType::Hash))
+                .key_schema(key(spec.range, KeyType::Range))
+                .projection(projection.build());
+            if let Some(throughput) = throughput(args)? {
+                index = index.provisioned_throughput(throughput);
+            }
+            request = request.global_secondary_indexes(index.build().map_err(build_error)?);
+        }
+        request = match throughput(args)? {
+            Some(throughput) => request
+                .billing_mode(SdkBilling::Provisioned)
+                .provisioned_throughput(throughput),
+            None => request.billing_mode(SdkBilling::PayPerRequest),
+        };
+        request.send().await?;
+        tracing::info!(table = %self.orders_table, "created the orders table");
+        Ok(())
+    }
+
+    async fn create_metrics_table(&self, args: &ProvisionArgs) -> Result<(), StoreError> {
+        // No stream: the consumer's checkpoint writes must not feed a stream.
+        let request = self
+            .client
+            .create_table()
+            .table_name(&self.metrics_table)
+            .key_schema(key(PK, KeyType::Hash))
+            .key_schema(key(SK, KeyType::Range))
+            .attribute_definitions(string_attribute(PK)?)
+            .attribute_definitions(string_attribute(SK)?);
+        let request = match throughput(args)? {
+            Some(throughput) => request
+                .billing_mode(SdkBilling::Provisioned)
+                .provisioned_throughput(throughput),
+            None => request.billing_mode(SdkBilling::PayPerRequest),
+        };
+        request.send().await?;
+        tracing::info!(table = %self.metrics_table, "created the metrics table");
+        Ok(())
+    }
+
+    async fn wait_active(&self, table: &str) -> Result<(), StoreError> {
+        let started = Instant::now();
+        loop {
+            let description = self.describe(table).await?;
+            let active = description.as_ref().is_some_and(|t| {
+                t.table_status() == Some(&TableStatus::Active)
+                    && t.global_secondary_indexes()
+                        .iter()
+                        .all(|i| i.index_status().is_none_or(|s| *s == IndexStatus::Active))
+            });
+            if active {
+                return Ok(());
+            }
+            if started.elapsed() > ACTIVE_TIMEOUT {
+                return Err(StoreError::Unavailable(format!(
+                    "table {table} is not ACTIVE after {}s",
+                    ACTIVE_TIMEOUT.as_secs()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+fn check(table: &str, differences: Vec<String>) -> Result<(), StoreError> {
+    if differences.is_empty() {
+        Ok(())
+    } else {
+        Err(StoreError::SchemaMismatch { table: table.to_string(), differences })
+    }
+}
+
+fn orders_differences(table: &TableDescription) -> Vec<String> {
+    let mut differences = key_differences("table key", table.key_schema(), &[(PK, KeyType::Hash)]);
+    differences.extend(type_differences(table, &[PK, GSI1PK, GSI1SK, GSI2PK, GSI2SK]));
+    for spec in &ORDER_INDEXES {
+        differences.extend(index_differences(table, spec));
+    }
+    let stream = table.stream_specification();
+    if !stream.is_some_and(|s| s.stream_enabled()) {
+        differences.push("the stream is not enabled (want NEW_AND_OLD_IMAGES)".into());
+    } else if stream.and_then(|s| s.stream_view_type()) != Some(&StreamViewType::NewAndOldImages) {
+        differences.push(format!(
+            "the stream shows {:?}, want NEW_AND_OLD_IMAGES",
+            stream.and_then(|s| s.stream_view_type()).map(|v| v.as_str())
+        ));
+    }
+    differences
+}
+
+fn metrics_differences(table: &TableDescription) -> Vec<String> {
+    let mut differences =
+        key_differences("table key", table.key_schema(), &[(PK, KeyType::Hash), (SK, KeyType::Range)]);
+    differences.extend(type_differences(table, &[PK, SK]));
+    if table.stream_specification().is_some_and(|s| s.stream_enabled()) {
+        differences.push("a stream is enabled; the metrics table must have none".into());
+    }
+    differences
+}
+
+fn index_differences(table: &TableDescription, spec: &IndexSpec) -> Vec<String> {
+    let Some(index) = table
+        .global_secondary_indexes()
+        .iter()
+        .find(|i| i.index_name() == Some(spec.name))
+    else {
+        return vec![format!("index {} is missing", spec.name)];
+    };
+    let mut differences = key_differences(
+        &format!("index {} key", spec.name),
+        index.key_schema(),
+        &[(spec.hash, KeyType::Hash), (spec.range, KeyType::Range)],
+    );
+    let projection = index.projection();
+    let kind = projection.and_then(|p| p.projection_type());
+    if kind != Some(&spec.projection) {
+        differences.push(format!(
+            "index {} projects {}, want {}",
+            spec.name,
+            kind.map_or("nothing", |k| k.as_str()),
+            spec.projection.as_str()
+        ));
+    } else if spec.projection == ProjectionType::Include {
+        let mut have: Vec<&str> = projection
+            .map(|p| p.non_key_attributes().iter().map(String::as_str).collect())
+            .unwrap_or_default();
+        let mut want: Vec<&str> = spec.include.to_vec();
+        have.sort_unstable();
+        want.sort_unstable();
+        if have != want {
+            differences.push(format!(
+                "index {} includes [{}], want [{}]",
+                spec.name,
+                have.join(", "),
+                want.join(", ")
+            ));
+        }
+    }
+    differences
+}
+
+fn key_differences(what: &str, have: &[KeySchemaElement], want: &[(&str, KeyType)]) -> Vec<String> {
+    let have: Vec<(&str, &KeyType)> =
+        have.iter().map(|k| (k.attribute_name(), k.key_type())).collect();
+    let want: Vec<(&str, &KeyType)> = want.iter().map(|(name, kind)| (*name, kind)).collect();
+    if have == want {
+        return vec![];
+    }
+    let show = |keys: &[(&str, &KeyType)]| {
+        keys.iter()
+            .map(|(name, kind)| format!("{name} {}", kind.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    vec![format!("{what} is [{}], want [{}]", show(&have), show(&want))]
+}
+
+fn type_differences(table: &TableDescription, names: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .filter_map(|name| {
+            let kind = table
+                .attribute_definitions()
+                .iter()
+                .find(|a| a.attribute_name() == *name)
+                .map(|a| a.attribute_type());
+            match kind {
+                Some(ScalarAttributeType::S) | None => None,
+                Some(other) => Some(format!("attribute {name} is of type {}, want S", other.as_str())),
+            }
+        })
+        .collect()
+}
+
+fn key(name: &str, kind: KeyType) -> KeySchemaElement {
+    KeySchemaElement::builder()
+        .attribute_name(name)
+        .key_type(kind)
+        .build()
+        .expect("name and key type are both set")
+}
+
+fn string_attribute(name: &str) -> Result<AttributeDefinition, StoreError> {
+    AttributeDefinition::builder()
+        .attribute_name(name)
+        .attribute_type(ScalarAttributeType::S)
+        .build()
+        .map_err(build_error)
+}
+
+fn throughput(args: &ProvisionArgs) -> Result<Option<ProvisionedThroughput>, StoreError> {
+    match args.billing {
+        BillingMode::OnDemand => Ok(None),
+        BillingMode::Provisioned => ProvisionedThroughput::builder()
+            .read_capacity_units(args.read_capacity)
+            .write_capacity_units(args.write_capacity)
+            .build()
+            .map(Some)
+            .map_err(build_error),
+    }
+}
+
+fn build_error(err: aws_sdk_dynamodb::error::BuildError) -> StoreError {
+    StoreError::Dynamo(format!("invalid request: {err}"))
+}

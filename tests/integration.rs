@@ -1,0 +1,443 @@
+//! Integration tests: the app on port 0, against real engines — the embedded
+//! Dynoxide and DynamoDB Local (started by `scripts/with-dynamodb-local.sh`,
+//! which `make test` runs this binary under). Every scenario runs on both.
+
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+use northwind_ops::model::{LineItem, Order, OrderPage, PendingPage, Status, iso_millis};
+use northwind_ops::server::config::{ProvisionArgs, ServeArgs, StoreConfig, StoreKind};
+use northwind_ops::server::cursor::CursorCodec;
+use northwind_ops::server::embedded::Embedded;
+use northwind_ops::server::error::StoreError;
+use northwind_ops::server::keys;
+use northwind_ops::server::serve;
+use northwind_ops::server::service::Service;
+use northwind_ops::server::store::{self, Store};
+use aws_sdk_dynamodb::types::AttributeValue;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+#[derive(Clone, Debug)]
+enum Engine {
+    Dynoxide,
+    DynamoDbLocal(String),
+}
+
+/// Both engines. DynamoDB Local must be running: a missing one fails the
+/// test rather than letting it pass having checked half.
+fn engines() -> Vec<Engine> {
+    let local = std::env::var("NORTHWIND_TEST_DYNAMODB_LOCAL").expect(
+        "NORTHWIND_TEST_DYNAMODB_LOCAL is not set: run the tests with `make test` \
+         (or under scripts/with-dynamodb-local.sh)",
+    );
+    vec![Engine::Dynoxide, Engine::DynamoDbLocal(local)]
+}
+
+struct TestApp {
+    engine: Engine,
+    base: String,
+    http: reqwest::Client,
+    store: Arc<Store>,
+    config: StoreConfig,
+    stop: Option<oneshot::Sender<()>>,
+    embedded: Option<Embedded>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestApp {
+    async fn spawn(engine: Engine) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let suffix = uuid::Uuid::new_v4().simple().to_string();
+        let config = StoreConfig {
+            store: Some(match engine {
+                Engine::Dynoxide => StoreKind::Embedded,
+                Engine::DynamoDbLocal(_) => StoreKind::Endpoint,
+            }),
+            endpoint_url: match &engine {
+                Engine::Dynoxide => None,
+                Engine::DynamoDbLocal(url) => Some(url.clone()),
+            },
+            data_dir: dir.path().to_path_buf(),
+            embedded_addr: "127.0.0.1:0".parse().unwrap(),
+            orders_table: format!("orders-{suffix}"),
+            metrics_table: format!("metrics-{suffix}"),
+            shards: 10,
+            cursor_secret: Some("integration-test-secret".into()),
+        };
+        let (store, embedded) = store::connect(&config).await.unwrap();
+        store.provision(&ProvisionArgs::default()).await.unwrap();
+        let store = Arc::new(store);
+        let service = Service::new(store.clone(), Arc::new(CursorCodec::new("integration-test-secret")));
+        let args = ServeArgs { addr: "127.0.0.1:0".parse().unwrap(), ..ServeArgs::default() };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (addr, _task) = serve::start(service, &args, async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+        Self {
+            engine,
+            base: format!("http://{addr}"),
+            http: reqwest::Client::new(),
+            store,
+            config,
+            stop: Some(stop),
+            embedded,
+            _dir: dir,
+        }
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let response = self.http.get(format!("{}{path}", self.base)).send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = self.http.post(format!("{}{path}", self.base)).json(&body).send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Every page of the PENDING list, following `next` to the end.
+    async fn all_pending(&self, query: &str) -> (Vec<String>, u64) {
+        let (mut ids, mut read, mut cursor) = (Vec::new(), 0, None::<String>);
+        loop {
+            let path = match &cursor {
+                Some(c) => format!("/api/pending?{query}&cursor={c}"),
+                None => format!("/api/pending?{query}"),
+            };
+            let (status, body) = self.get(&path).await;
+            assert_eq!(status, 200, "{:?} {path}: {body}", self.engine);
+            let page: PendingPage = serde_json::from_value(body).unwrap();
+            read += page.items_read;
+            ids.extend(page.orders.iter().map(|o| o.order_id.clone()));
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => return (ids, read),
+            }
+        }
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(embedded) = self.embedded.take() {
+            embedded.shutdown().await;
+        }
+    }
+}
+
+fn order(id: &str, customer: &str, status: Status, created_at: DateTime<Utc>) -> Order {
+    Order {
+        order_id: id.into(),
+        customer_id: customer.into(),
+        status,
+        created_at,
+        updated_at: created_at,
+        total: 1999,
+        currency: "USD".into(),
+        items: vec![LineItem { sku: "TENT-2P".into(), name: "Tent".into(), quantity: 1, unit_price: 1999 }],
+        shipping_city: "Denver".into(),
+        shipping_country: "US".into(),
+    }
+}
+
+fn new_order_json(id: &str, customer: &str) -> Value {
+    json!({
+        "orderId": id,
+        "customerId": customer,
+        "currency": "USD",
+        "items": [{"sku": "LAMP-HD", "name": "Headlamp", "quantity": 2, "unitPrice": 3900}],
+        "shippingCity": "Seattle",
+        "shippingCountry": "US"
+    })
+}
+
+async fn write_all(store: &Store, orders: Vec<Order>) {
+    let results: Vec<Result<(), StoreError>> = futures::stream::iter(orders)
+        .map(|o| async move { store.create_order(&o).await })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    for result in results {
+        result.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provisioning_creates_then_verifies_and_names_differences() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        // Already created by spawn: a second run only verifies.
+        let report = app.store.provision(&ProvisionArgs::default()).await.unwrap();
+        assert_eq!(report.to_string(), "orders table: exists and matches the key design; metrics table: exists and matches the key design", "{engine:?}");
+
+        // A table that exists with another design is reported, not changed.
+        let client = app.store.client();
+        let wrong = format!("wrong-{}", uuid::Uuid::new_v4().simple());
+        client
+            .create_table()
+            .table_name(&wrong)
+            .key_schema(aws_sdk_dynamodb::types::KeySchemaElement::builder().attribute_name("id").key_type(aws_sdk_dynamodb::types::KeyType::Hash).build().unwrap())
+            .attribute_definitions(aws_sdk_dynamodb::types::AttributeDefinition::builder().attribute_name("id").attribute_type(aws_sdk_dynamodb::types::ScalarAttributeType::S).build().unwrap())
+            .billing_mode(aws_sdk_dynamodb::types::BillingMode::PayPerRequest)
+            .send()
+            .await
+            .unwrap();
+        let config = StoreConfig { orders_table: wrong.clone(), ..app.config.clone() };
+        let (store, embedded) = match &engine {
+            // The embedded engine's file belongs to the running app: reach it over its endpoint.
+            Engine::Dynoxide => store::connect(&StoreConfig {
+                store: Some(StoreKind::Endpoint),
+                endpoint_url: Some(app.embedded.as_ref().unwrap().endpoint()),
+                ..config
+            })
+            .await
+            .unwrap(),
+            Engine::DynamoDbLocal(_) => store::connect(&config).await.unwrap(),
+        };
+        assert!(embedded.is_none());
+        let err = store.provision(&ProvisionArgs::default()).await.unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, StoreError::SchemaMismatch { .. }), "{engine:?}: {text}");
+        for expected in ["table key is [id HASH], want [PK HASH]", "index GSI1 is missing", "index GSI2 is missing", "stream is not enabled"] {
+            assert!(text.contains(expected), "{engine:?}: {text:?} lacks {expected:?}");
+        }
+        let after = client.describe_table().table_name(&wrong).send().await.unwrap().table.unwrap();
+        assert!(after.global_secondary_indexes().is_empty(), "verification changed nothing");
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_then_duplicate_is_a_conflict_and_overwrites_nothing() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let (status, created) = app.post("/api/orders", new_order_json("dup-1", "cust-1")).await;
+        assert_eq!(status, 201, "{engine:?}: {created}");
+        assert_eq!(created["total"], 7800);
+        assert_eq!(created["status"], "PENDING");
+
+        let mut second = new_order_json("dup-1", "cust-2");
+        second["shippingCity"] = json!("Oslo");
+        let (status, body) = app.post("/api/orders", second).await;
+        assert_eq!(status, 409, "{engine:?}: {body}");
+        assert!(body["error"].as_str().unwrap().contains("already exists"));
+
+        let (status, stored) = app.get("/api/orders/dup-1").await;
+        assert_eq!(status, 200);
+        assert_eq!(stored, created, "{engine:?}: the first order is untouched");
+
+        let (status, body) = app.post("/api/orders", json!({"customerId": "c"})).await;
+        assert_eq!(status, 400, "{engine:?}: {body}");
+        assert!(body["error"].as_str().unwrap().contains("invalid request body"));
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_changes_are_conditional() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        app.post("/api/orders", new_order_json("st-1", "cust-1")).await;
+
+        let (status, body) = app.post("/api/orders/st-1/status", json!({"from": "PENDING", "to": "CONFIRMED"})).await;
+        assert_eq!(status, 200, "{engine:?}: {body}");
+        assert_eq!(body["status"], "CONFIRMED");
+
+        // A second agent still believing the order PENDING loses, visibly.
+        let (status, body) = app.post("/api/orders/st-1/status", json!({"from": "PENDING", "to": "CANCELLED"})).await;
+        assert_eq!(status, 409, "{engine:?}: {body}");
+        assert!(body["error"].as_str().unwrap().contains("is CONFIRMED"), "{body}");
+        assert_eq!(app.get("/api/orders/st-1").await.1["status"], "CONFIRMED");
+
+        let (status, _) = app.post("/api/orders/st-1/status", json!({"from": "CONFIRMED", "to": "DELIVERED"})).await;
+        assert_eq!(status, 400, "not an allowed transition");
+        let (status, _) = app.post("/api/orders/nope/status", json!({"from": "PENDING", "to": "CONFIRMED"})).await;
+        assert_eq!(status, 404);
+        let (status, _) = app.post("/api/orders/st-1/status", json!({"from": "PENDING"})).await;
+        assert_eq!(status, 400);
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_that_leaves_pending_leaves_the_index() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        for i in 0..30 {
+            app.post("/api/orders", new_order_json(&format!("sp-{i:02}"), "cust-1")).await;
+        }
+        app.post("/api/orders/sp-07/status", json!({"from": "PENDING", "to": "CONFIRMED"})).await;
+        app.post("/api/orders/sp-19/status", json!({"from": "PENDING", "to": "CANCELLED"})).await;
+
+        let (ids, _) = app.all_pending("limit=7").await;
+        assert_eq!(ids.len(), 28, "{engine:?}: {ids:?}");
+        assert!(!ids.contains(&"sp-07".to_string()) && !ids.contains(&"sp-19".to_string()));
+
+        // The index keys are gone from the item itself, not set to NULL.
+        let item = app
+            .store
+            .client()
+            .get_item()
+            .table_name(&app.config.orders_table)
+            .key("PK", AttributeValue::S(keys::order_pk("sp-07")))
+            .send()
+            .await
+            .unwrap()
+            .item
+            .unwrap();
+        assert!(!item.contains_key("GSI2PK") && !item.contains_key("GSI2SK"), "{engine:?}: {item:?}");
+        assert!(item.contains_key("GSI1PK"), "still in the customer's history");
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paging_the_pending_list_returns_every_order_once_newest_first() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let today = NaiveDate::from_ymd_opt(2026, 3, 14).unwrap();
+        let base = |day: NaiveDate| day.and_hms_opt(0, 0, 0).unwrap().and_utc();
+        let mut orders = Vec::new();
+        for day in [today, today.pred_opt().unwrap()] {
+            for i in 0..500u32 {
+                // Groups of three share a createdAt: ties are broken by order id.
+                let at = base(day) + Duration::seconds(i64::from(i / 3) * 97);
+                let status = if i % 10 == 9 { Status::Shipped } else { Status::Pending };
+                orders.push(order(&format!("pg-{day}-{i:03}"), &format!("c-{}", i % 40), status, at));
+            }
+        }
+        let mut expected: Vec<&Order> = orders.iter().filter(|o| o.status == Status::Pending).collect();
+        expected.sort_by(|a, b| (b.created_at, &b.order_id).cmp(&(a.created_at, &a.order_id)));
+        let expected: Vec<String> = expected.iter().map(|o| o.order_id.clone()).collect();
+        write_all(&app.store, orders.clone()).await;
+
+        let (ids, read) = app.all_pending(&format!("date={today}&days=2&limit=37")).await;
+        assert_eq!(ids.len(), 900, "{engine:?}");
+        assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 900, "{engine:?}: no order twice");
+        assert_eq!(ids, expected, "{engine:?}: newest first");
+        let ratio = read as f64 / ids.len() as f64;
+        println!("{engine:?}: read {read} index items for {} orders ({ratio:.2} per order)", ids.len());
+        assert!(ratio <= 2.0, "{engine:?}: read {ratio:.2} items per order shown");
+
+        // One day alone holds only that day's orders.
+        let (ids, _) = app.all_pending(&format!("date={today}&limit=100")).await;
+        assert_eq!(ids.len(), 450);
+        assert!(ids.iter().all(|id| id.starts_with(&format!("pg-{today}"))));
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn customer_history_is_newest_first_across_pages() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let start = iso_millis::parse("2026-11-20T10:00:00Z").unwrap();
+        let mine: Vec<Order> = (0..23)
+            .map(|i| order(&format!("h-{i:02}"), "cust-7", Status::Delivered, start + Duration::hours(i)))
+            .collect();
+        let theirs = (0..5).map(|i| order(&format!("x-{i}"), "cust-8", Status::Pending, start + Duration::hours(i)));
+        write_all(&app.store, mine.iter().cloned().chain(theirs).collect()).await;
+
+        let (mut seen, mut cursor) = (Vec::new(), None::<String>);
+        loop {
+            let path = match &cursor {
+                Some(c) => format!("/api/customers/cust-7/orders?limit=5&cursor={c}"),
+                None => "/api/customers/cust-7/orders?limit=5".to_string(),
+            };
+            let (status, body) = app.get(&path).await;
+            assert_eq!(status, 200, "{engine:?}: {body}");
+            let page: OrderPage = serde_json::from_value(body).unwrap();
+            assert!(page.orders.len() <= 5);
+            seen.extend(page.orders.into_iter().map(|o| o.order_id));
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        let expected: Vec<String> = (0..23).rev().map(|i| format!("h-{i:02}")).collect();
+        assert_eq!(seen, expected, "{engine:?}");
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_ids_cursors_and_parameters_are_400s() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        for i in 0..4 {
+            app.post("/api/orders", new_order_json(&format!("b-{i}"), "cust-1")).await;
+        }
+        let (_, first) = app.get("/api/pending?limit=2").await;
+        let cursor = first["next"].as_str().expect("a next page").to_string();
+        let (status, _) = app.get(&format!("/api/pending?limit=2&cursor={cursor}")).await;
+        assert_eq!(status, 200);
+
+        let mut tampered = cursor.clone().into_bytes();
+        tampered[3] = if tampered[3] == b'x' { b'y' } else { b'x' };
+        let tampered = String::from_utf8(tampered).unwrap();
+        let (_, customer) = app.get("/api/customers/cust-1/orders?limit=1").await;
+        let foreign = customer["next"].as_str().unwrap().to_string();
+        let cases = [
+            "/api/orders/a%23b".to_string(),
+            format!("/api/orders/{}", "x".repeat(65)),
+            "/api/customers/c%20d/orders".to_string(),
+            format!("/api/pending?cursor={tampered}"),
+            "/api/pending?cursor=garbage".to_string(),
+            format!("/api/pending?cursor={foreign}"),
+            format!("/api/pending?date=2020-01-01&cursor={cursor}"),
+            "/api/pending?limit=101".to_string(),
+            "/api/pending?limit=abc".to_string(),
+            "/api/pending?date=2026-02-30".to_string(),
+            "/api/pending?days=0".to_string(),
+        ];
+        for path in cases {
+            let (status, body) = app.get(&path).await;
+            assert_eq!(status, 400, "{engine:?} {path}: {body}");
+            assert!(body["error"].as_str().is_some_and(|e| !e.is_empty()), "{path}: {body}");
+        }
+        let (status, body) = app.get("/api/orders/missing-1").await;
+        assert_eq!(status, 404, "{body}");
+        let (status, _) = app.get("/healthz").await;
+        assert_eq!(status, 200);
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_store_is_a_503() {
+    // A port nothing listens on: bind one, then free it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig {
+        store: Some(StoreKind::Endpoint),
+        endpoint_url: Some(format!("http://127.0.0.1:{port}")),
+        data_dir: dir.path().to_path_buf(),
+        embedded_addr: "127.0.0.1:0".parse().unwrap(),
+        orders_table: "orders".into(),
+        metrics_table: "metrics".into(),
+        shards: 10,
+        cursor_secret: None,
+    };
+    let (store, _) = store::connect(&config).await.unwrap();
+    let service = Service::new(Arc::new(store), Arc::new(CursorCodec::new("k")));
+    let args = ServeArgs { addr: "127.0.0.1:0".parse().unwrap(), ..ServeArgs::default() };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let (addr, _) = serve::start(service, &args, async {
+        let _ = stopped.await;
+    })
+    .await
+    .unwrap();
+    for path in ["/healthz", "/api/orders/o-1", "/api/pending"] {
+        let response = reqwest::get(format!("http://{addr}{path}")).await.unwrap();
+        assert_eq!(response.status().as_u16(), 503, "{path}");
+        let body: Value = response.json().await.unwrap();
+        assert!(body["error"].as_str().unwrap().contains("unavailable"), "{body}");
+    }
+    let _ = stop.send(());
+}
