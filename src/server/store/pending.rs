@@ -35,6 +35,7 @@ pub struct PendingRead {
 }
 
 struct Partition {
+    day: NaiveDate,
     pk: String,
     buffer: VecDeque<(String, PendingOrder)>,
     /// Every unread key of this partition is below this one.
@@ -65,16 +66,7 @@ impl Store {
         while orders.len() < limit as usize {
             let best = best_partition(&partitions);
             let best_key = best.and_then(|i| partitions[i].head()).map(str::to_string);
-            let blocking: Vec<usize> = partitions
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| {
-                    p.buffer.is_empty()
-                        && !p.exhausted
-                        && best_key.as_deref().is_none_or(|best| p.ceiling.as_str() > best)
-                })
-                .map(|(i, _)| i)
-                .collect();
+            let blocking = blocking_partitions(&partitions, best_key.as_deref());
             if blocking.is_empty() {
                 let Some(best) = best else { break };
                 let (key, order) = partitions[best].buffer.pop_front().expect("best has a head");
@@ -82,8 +74,17 @@ impl Store {
                 last_key = Some(key);
                 continue;
             }
+            // Each partition of the day being read is expected to hold an even
+            // share of what is still needed; reading that much (plus a margin)
+            // keeps both the over-read and the number of rounds small.
+            let day = partitions[blocking[0]].day;
+            let live = partitions
+                .iter()
+                .filter(|p| p.day == day && !(p.exhausted && p.buffer.is_empty()))
+                .count()
+                .max(1) as u32;
             let needed = limit - orders.len() as u32;
-            let size = needed.div_ceil(blocking.len() as u32) + READ_MARGIN;
+            let size = needed.div_ceil(live) + READ_MARGIN;
             rounds += 1;
             let reads = blocking.iter().map(|&i| self.read_partition(&partitions[i], size));
             for (i, (items, exhausted, scanned)) in blocking.iter().zip(try_join_all(reads).await?) {
@@ -123,6 +124,7 @@ impl Store {
             };
             for shard in 0..shards {
                 partitions.push(Partition {
+                    day: *day,
                     pk: keys::pending_pk(*day, shard),
                     buffer: VecDeque::new(),
                     ceiling: ceiling.clone(),
@@ -177,4 +179,28 @@ fn best_partition(partitions: &[Partition]) -> Option<usize> {
         .filter_map(|(i, p)| p.head().map(|head| (i, head)))
         .max_by(|a, b| a.1.cmp(b.1))
         .map(|(i, _)| i)
+}
+
+/// The partitions to read before the next order can be chosen: those with
+/// nothing in hand that could still hold a key above the best one in hand.
+/// With nothing in hand at all, the newest day's partitions: older days'
+/// keys all sort below them.
+fn blocking_partitions(partitions: &[Partition], best: Option<&str>) -> Vec<usize> {
+    let unread = |p: &Partition| p.buffer.is_empty() && !p.exhausted;
+    let newest_day = match best {
+        Some(_) => None,
+        None => partitions.iter().filter(|p| unread(p)).map(|p| p.day).max(),
+    };
+    partitions
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| {
+            unread(p)
+                && match best {
+                    Some(best) => p.ceiling.as_str() > best,
+                    None => Some(p.day) == newest_day,
+                }
+        })
+        .map(|(i, _)| i)
+        .collect()
 }
