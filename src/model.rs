@@ -148,6 +148,40 @@ pub struct OrderPage {
     pub next: Option<String>,
 }
 
+/// The headline figures of one day.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub date: NaiveDate,
+    /// PENDING orders of the day now.
+    pub pending: u64,
+    /// The same, per write shard (shard 0 first).
+    pub per_shard: Vec<u64>,
+    /// Orders created that day, when counters are kept.
+    pub created: Option<u64>,
+    #[serde(default, with = "iso_millis::option")]
+    pub oldest_pending: Option<DateTime<Utc>>,
+    /// Where the figures come from: `recount` (read from the index) or `counters`.
+    pub source: String,
+}
+
+/// Everything the dashboard shows, read in one request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Dashboard {
+    pub page: PendingPage,
+    pub summary: Summary,
+    pub stuck_after_minutes: u32,
+}
+
+/// Where a search for an id leads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "id", rename_all = "camelCase")]
+pub enum SearchHit {
+    Order(String),
+    Customer(String),
+}
+
 /// Query parameters of the PENDING list, as they arrive: parsed and checked
 /// on the server, so every bad value gets a message.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -252,6 +286,23 @@ pub mod iso_millis {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
         let s = String::deserialize(d)?;
         parse(&s).map_err(serde::de::Error::custom)
+    }
+
+    pub mod option {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(at: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+            match at {
+                Some(at) => s.serialize_some(&format(at)),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+            Option::<String>::deserialize(d)?
+                .map(|s| parse(&s).map_err(serde::de::Error::custom))
+                .transpose()
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use super::cursor::CursorCodec;
 use super::error::{ApiError, StoreError};
 use super::store::Store;
 use crate::model::{
-    DEFAULT_PAGE_SIZE, MAX_DAYS, MAX_PAGE_SIZE, NewOrder, Order, OrderPage, PageParams,
+    DEFAULT_PAGE_SIZE, Dashboard, MAX_DAYS, SearchHit, Summary, MAX_PAGE_SIZE, NewOrder, Order, OrderPage, PageParams,
     PendingPage, PendingParams, Status, StatusChange, iso_millis, validate_id,
 };
 use chrono::{DateTime, Days, NaiveDate, Utc};
@@ -72,6 +72,44 @@ impl Service {
             days,
             as_of,
         })
+    }
+
+    /// The headline figures of a day. Until the stream's counters exist they
+    /// are recounted from the index.
+    pub async fn summary(&self, date: NaiveDate) -> Result<Summary, ApiError> {
+        let (recount, oldest) =
+            futures::try_join!(self.store.recount_pending(date), self.store.oldest_pending(date))?;
+        Ok(Summary {
+            date,
+            pending: recount.total(),
+            per_shard: recount.per_shard,
+            created: None,
+            oldest_pending: oldest,
+            source: "recount".into(),
+        })
+    }
+
+    pub async fn dashboard(&self, params: &PendingParams, stuck_after_minutes: u32) -> Result<Dashboard, ApiError> {
+        let page = self.pending(params).await?;
+        let summary = self.summary(page.date).await?;
+        Ok(Dashboard { page, summary, stuck_after_minutes })
+    }
+
+    /// An order with this id, else a customer with orders, else not found.
+    pub async fn search(&self, query: &str) -> Result<SearchHit, ApiError> {
+        let id = query.trim();
+        let not_found = || ApiError::Store(StoreError::NotFound(format!("nothing found for {id:?}")));
+        if validate_id("id", id).is_err() {
+            return Err(not_found());
+        }
+        if self.store.get_order(id).await?.is_some() {
+            return Ok(SearchHit::Order(id.to_string()));
+        }
+        let history = self.store.customer_orders(id, 1, None).await?;
+        if !history.orders.is_empty() {
+            return Ok(SearchHit::Customer(id.to_string()));
+        }
+        Err(not_found())
     }
 
     pub async fn create_order(&self, new: NewOrder) -> Result<Order, ApiError> {

@@ -3,9 +3,11 @@
 mod orders;
 mod pending;
 mod provision;
+mod recount;
 
 pub use pending::PendingRead;
 pub use provision::ProvisionReport;
+pub use recount::Recount;
 
 use super::config::{StoreConfig, StoreKind};
 use super::embedded::{Embedded, EmbeddedError};

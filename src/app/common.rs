@@ -1,0 +1,145 @@
+//! Pieces every page uses: error views, the pager, status badges, links.
+
+use super::data::{ErrorKind, PageError};
+use crate::model::Status;
+use leptos::prelude::*;
+use leptos_router::components::A;
+
+/// Stands for "the first page" in a trail of visited pages' cursors.
+const FIRST: &str = "1";
+const TRAIL_SEPARATOR: char = '~';
+
+/// Builds `path?k=v&…` from the pairs that have a value. Every value the
+/// pages put in a URL (dates, numbers, ids, cursors) is URL-safe already.
+pub fn href(path: &str, pairs: &[(&str, Option<String>)]) -> String {
+    let query: Vec<String> = pairs
+        .iter()
+        .filter_map(|(key, value)| value.as_ref().filter(|v| !v.is_empty()).map(|v| format!("{key}={v}")))
+        .collect();
+    if query.is_empty() { path.to_string() } else { format!("{path}?{}", query.join("&")) }
+}
+
+/// Where "previous" and "next" lead: the URL keeps the cursors of the pages
+/// visited before this one, so going back needs no server state.
+pub struct Paging {
+    pub prev: Option<(Option<String>, Option<String>)>,
+    pub next: Option<(Option<String>, Option<String>)>,
+}
+
+/// (cursor, trail) pairs for the previous and next pages.
+pub fn paging(cursor: Option<String>, trail: Option<String>, next: Option<String>) -> Paging {
+    let mut visited: Vec<String> = trail
+        .unwrap_or_default()
+        .split(TRAIL_SEPARATOR)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+        .collect();
+    let join = |v: &[String]| Some(v.join(&TRAIL_SEPARATOR.to_string())).filter(|s| !s.is_empty());
+    let next = next.map(|next| {
+        let mut forward = visited.clone();
+        forward.push(cursor.clone().unwrap_or_else(|| FIRST.to_string()));
+        (Some(next), join(&forward))
+    });
+    let prev = visited.pop().map(|last| {
+        let cursor = (last != FIRST).then_some(last);
+        (cursor, join(&visited))
+    });
+    Paging { prev, next }
+}
+
+#[component]
+pub fn Pager(prev: Option<String>, next: Option<String>) -> impl IntoView {
+    view! {
+        <nav class="pager" aria-label="Pages">
+            {match prev {
+                Some(href) => view! { <a href=href rel="prev" data-testid="prev">"← Previous"</a> }.into_any(),
+                None => view! { <span class="disabled">"← Previous"</span> }.into_any(),
+            }}
+            {match next {
+                Some(href) => view! { <a href=href rel="next" data-testid="next">"Next →"</a> }.into_any(),
+                None => view! { <span class="disabled">"Next →"</span> }.into_any(),
+            }}
+        </nav>
+    }
+}
+
+#[component]
+pub fn StatusBadge(status: Status) -> impl IntoView {
+    let class = format!("badge status-{}", status.as_str().to_lowercase());
+    view! { <span class=class>{status.as_str()}</span> }
+}
+
+#[component]
+pub fn NotFound(message: String) -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+        response.set_status(http::StatusCode::NOT_FOUND);
+    }
+    view! {
+        <section class="not-found" data-testid="not-found">
+            <h1>"Not found"</h1>
+            <p>{message}</p>
+            <p><A href="/">"Back to the dashboard"</A></p>
+        </section>
+    }
+}
+
+/// The view of a failed read: what the reader can do about it, by kind.
+/// `first_page` is where a bad cursor sends the reader.
+#[component]
+pub fn ErrorView(error: PageError, #[prop(optional, into)] first_page: Option<String>) -> impl IntoView {
+    match error.kind {
+        ErrorKind::NotFound => view! { <NotFound message=error.message/> }.into_any(),
+        ErrorKind::BadCursor => view! {
+            <div class="notice" role="alert" data-testid="cursor-error">
+                <p>"This page link has a bad or expired position in it: " {error.message}</p>
+                <p><a href=first_page.unwrap_or_else(|| "/".into())>"Go to the first page"</a></p>
+            </div>
+        }
+        .into_any(),
+        ErrorKind::Unavailable => view! { <StoreDown message=error.message/> }.into_any(),
+        _ => view! {
+            <div class="error" role="alert" data-testid="error">
+                <p>{error.message}</p>
+            </div>
+        }
+        .into_any(),
+    }
+}
+
+#[component]
+pub fn StoreDown(message: String) -> impl IntoView {
+    view! {
+        <div class="banner" role="alert" data-testid="store-down">
+            <strong>"The order store is unreachable."</strong>
+            " The page retries by itself. "
+            <span class="detail">{message}</span>
+        </div>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paging_keeps_the_trail_of_visited_pages() {
+        let first = paging(None, None, Some("c2".into()));
+        assert!(first.prev.is_none());
+        assert_eq!(first.next, Some((Some("c2".into()), Some("1".into()))));
+
+        let second = paging(Some("c2".into()), Some("1".into()), Some("c3".into()));
+        assert_eq!(second.prev, Some((None, None)));
+        assert_eq!(second.next, Some((Some("c3".into()), Some("1~c2".into()))));
+
+        let third = paging(Some("c3".into()), Some("1~c2".into()), None);
+        assert_eq!(third.prev, Some((Some("c2".into()), Some("1".into()))));
+        assert!(third.next.is_none());
+    }
+
+    #[test]
+    fn links_leave_out_empty_values() {
+        assert_eq!(href("/", &[("a", None), ("b", Some("".into()))]), "/");
+        assert_eq!(href("/x", &[("a", Some("1".into())), ("b", Some("2".into()))]), "/x?a=1&b=2");
+    }
+}

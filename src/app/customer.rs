@@ -1,0 +1,78 @@
+//! A customer's order history, newest first.
+
+use super::common::{ErrorView, Pager, StatusBadge, href, paging};
+use super::data::get_customer_orders;
+use crate::model::{OrderPage, PageParams, format_money};
+use leptos::prelude::*;
+use leptos_router::hooks::{use_params_map, use_query_map};
+
+#[component]
+pub fn CustomerPage() -> impl IntoView {
+    let params = use_params_map();
+    let query = use_query_map();
+    let customer_id = move || params.with(|p| p.get("id").unwrap_or_default());
+    let page_params = move || query.with(|q| PageParams { limit: q.get("limit"), cursor: q.get("cursor") });
+    let history = Resource::new(
+        move || (customer_id(), page_params()),
+        |(id, params)| get_customer_orders(id, params),
+    );
+    view! {
+        <h1>"Customer " <span class="mono">{customer_id}</span></h1>
+        <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                let first_page = format!("/customers/{}", customer_id());
+                match history.await {
+                    Ok(page) => view! { <History page customer_id=customer_id()/> }.into_any(),
+                    Err(error) => view! { <ErrorView error first_page/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn History(page: OrderPage, customer_id: String) -> impl IntoView {
+    let query = use_query_map();
+    let raw = move |key: &str| query.with_untracked(|q| q.get(key));
+    let links = paging(raw("cursor"), raw("trail"), page.next.clone());
+    let base = format!("/customers/{customer_id}");
+    let link = move |(cursor, trail): (Option<String>, Option<String>)| {
+        href(&base, &[("limit", raw("limit")), ("cursor", cursor), ("trail", trail)])
+    };
+    view! {
+        <table class="orders" data-testid="history-table">
+            <caption class="visually-hidden">"Orders, newest first"</caption>
+            <thead>
+                <tr>
+                    <th scope="col">"Created (UTC)"</th>
+                    <th scope="col">"Order"</th>
+                    <th scope="col">"Status"</th>
+                    <th scope="col" class="num">"Items"</th>
+                    <th scope="col" class="num">"Total"</th>
+                    <th scope="col">"Ship to"</th>
+                </tr>
+            </thead>
+            <tbody>
+                {page
+                    .orders
+                    .into_iter()
+                    .map(|order| {
+                        view! {
+                            <tr data-order-id=order.order_id.clone()>
+                                <td>{order.created_at.format("%Y-%m-%d %H:%M:%S").to_string()}</td>
+                                <td class="mono">
+                                    <a href=format!("/orders/{}", order.order_id)>{order.order_id.clone()}</a>
+                                </td>
+                                <td><StatusBadge status=order.status/></td>
+                                <td class="num">{order.item_count()}</td>
+                                <td class="num">{format_money(order.total, &order.currency)}</td>
+                                <td>{order.shipping_city.clone()}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </tbody>
+        </table>
+        <Pager prev=links.prev.map(link.clone()) next=links.next.map(link)/>
+    }
+}
