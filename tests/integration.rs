@@ -439,5 +439,10 @@ async fn an_unreachable_store_is_a_503() {
         let body: Value = response.json().await.unwrap();
         assert!(body["error"].as_str().unwrap().contains("unavailable"), "{body}");
     }
+    // The dashboard says so in a banner, with the same status.
+    let response = reqwest::get(format!("http://{addr}/")).await.unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    let html = response.text().await.unwrap();
+    assert!(html.contains("The order store is unreachable."), "{html}");
     let _ = stop.send(());
 }

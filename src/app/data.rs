@@ -3,7 +3,7 @@
 
 use crate::model::{Dashboard, Order, OrderPage, PageParams, PendingParams, SearchHit, Status};
 use leptos::prelude::*;
-use leptos::server_fn::codec::JsonEncoding;
+use leptos::server_fn::codec::{Json, JsonEncoding};
 use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
 use serde::{Deserialize, Serialize};
 
@@ -64,7 +64,9 @@ fn service() -> crate::server::service::Service {
     expect_context::<crate::server::service::Service>()
 }
 
-#[server]
+// JSON, not URL encoding: a struct whose fields are all absent would encode
+// to nothing and fail to decode.
+#[server(input = Json)]
 pub async fn get_dashboard(params: PendingParams) -> Result<Dashboard, PageError> {
     let settings = expect_context::<crate::server::serve::PageSettings>();
     Ok(service().dashboard(&params, settings.stuck_after_minutes).await?)
@@ -81,7 +83,7 @@ pub async fn change_status(order_id: String, from: Status, to: Status) -> Result
     Ok(service().change_status(&order_id, change).await?)
 }
 
-#[server]
+#[server(input = Json)]
 pub async fn get_customer_orders(customer_id: String, params: PageParams) -> Result<OrderPage, PageError> {
     let page = service().customer_orders(&customer_id, &params).await?;
     if page.orders.is_empty() && params.cursor.as_deref().is_none_or(str::is_empty) {
