@@ -171,6 +171,10 @@ pub struct Summary {
 pub struct Dashboard {
     pub page: PendingPage,
     pub summary: Summary,
+    /// The chart's data, when the stream's counters are kept.
+    pub activity: Option<Activity>,
+    /// Milliseconds the stream consumer was behind at its last batch.
+    pub behind_ms: Option<i64>,
     pub stuck_after_minutes: u32,
 }
 
@@ -180,6 +184,53 @@ pub struct Dashboard {
 pub enum SearchHit {
     Order(String),
     Customer(String),
+}
+
+/// A day's PENDING counters, as the stream consumer last left them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveCounters {
+    pub date: NaiveDate,
+    pub pending: i64,
+    pub per_shard: Vec<i64>,
+    pub created: i64,
+    #[serde(with = "iso_millis")]
+    pub as_of: DateTime<Utc>,
+    /// How far the consumer was behind the stream at its last batch.
+    pub behind_ms: Option<i64>,
+}
+
+/// What `GET /api/live` pushes, one JSON object per server-sent event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum LiveEvent {
+    Counters(LiveCounters),
+    #[serde(rename_all = "camelCase")]
+    Entered { date: NaiveDate, order: PendingOrder },
+    #[serde(rename_all = "camelCase")]
+    Left { date: NaiveDate, order_id: String },
+    /// Events were missed: read the page again.
+    Resync,
+}
+
+impl LiveEvent {
+    pub fn date(&self) -> Option<NaiveDate> {
+        match self {
+            LiveEvent::Counters(c) => Some(c.date),
+            LiveEvent::Entered { date, .. } | LiveEvent::Left { date, .. } => Some(*date),
+            LiveEvent::Resync => None,
+        }
+    }
+}
+
+/// A day's activity in ten-minute buckets, for the chart.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Activity {
+    /// Orders created in each bucket.
+    pub created: Vec<i64>,
+    /// PENDING orders of the day at the end of each bucket.
+    pub backlog: Vec<i64>,
 }
 
 /// Query parameters of the PENDING list, as they arrive: parsed and checked

@@ -4,6 +4,7 @@
 mod common;
 mod customer;
 mod dashboard;
+mod live;
 pub mod data;
 mod order;
 mod search;

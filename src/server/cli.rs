@@ -1,6 +1,7 @@
 //! The `northwind-ops` command line: parse, connect, run one subcommand.
 
-use super::config::{Cli, Command, ProvisionArgs, SeedArgs, ServeArgs, StoreConfig};
+use super::config::{Cli, Command, ProvisionArgs, ReconcileArgs, SeedArgs, ServeArgs, StoreConfig};
+use super::consumer::{Consumer, ConsumerOptions};
 use super::cursor::CursorCodec;
 use super::error::StoreError;
 use super::seed::{SeedPlan, seed};
@@ -50,6 +51,8 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Serve(args) => run_serve(&cli.store, store, &args).await,
         Command::Provision(args) => run_provision(&store, &args).await,
         Command::Seed(args) => run_seed(&store, &args).await,
+        Command::Consume => run_consume(store).await,
+        Command::Reconcile(args) => run_reconcile(store, &args).await,
     };
     if let Some(embedded) = embedded {
         embedded.shutdown().await;
@@ -88,16 +91,95 @@ async fn run_serve(config: &StoreConfig, store: Store, args: &ServeArgs) -> Resu
     }
     let cursors = CursorCodec::from_secret_or_file(config.cursor_secret.as_deref(), &config.data_dir)
         .map_err(|source| CliError::Io { what: format!("cursor key in {}", config.data_dir.display()), source })?;
-    let service = Service::new(Arc::new(store), Arc::new(cursors));
+    let store = Arc::new(store);
+    let service = Service::new(store.clone(), Arc::new(cursors));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let background = start_background(&service, args, stopped);
     let (addr, task) = serve::start(service, args, shutdown_signal())
         .await
         .map_err(|source| CliError::Io { what: format!("cannot listen on {}", args.addr), source })?;
     // Scripts and tests read this line to find the port when --addr has port 0.
     println!("listening on http://{addr}");
     tracing::info!(%addr, "Northwind Ops is serving");
-    task.await
+    let served = task.await;
+    let _ = stop.send(true);
+    for task in background {
+        let _ = task.await;
+    }
+    served
         .map_err(|e| CliError::Usage(format!("server task failed: {e}")))?
         .map_err(|source| CliError::Io { what: "server".into(), source })
+}
+
+/// A lease owner name unique to this process.
+fn owner_id() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "host".into());
+    format!("{host}-{}-{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..8])
+}
+
+/// The stream consumer and the periodic reconciliation, stopped through `stop`.
+fn start_background(
+    service: &Service,
+    args: &ServeArgs,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    if !args.no_consumer {
+        let consumer = Consumer::new(service.store.clone(), ConsumerOptions::new(owner_id()), Some(service.live.clone()));
+        *service.consumer.lock().expect("consumer slot poisoned") = Some(consumer.status());
+        let mut stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            consumer.run(async move { let _ = stop.changed().await; }).await;
+        }));
+    }
+    if args.reconcile_minutes > 0 {
+        let service = service.clone();
+        let every = std::time::Duration::from_secs(u64::from(args.reconcile_minutes) * 60);
+        let mut stop = stop;
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.changed() => break,
+                    _ = tokio::time::sleep(every) => {}
+                }
+                match service.reconcile(chrono::Utc::now().date_naive()).await {
+                    Ok(r) if r.drift != 0 => tracing::warn!(date = %r.date, drift = r.drift, repaired = r.repaired, "PENDING counter drifted"),
+                    Ok(_) => {}
+                    Err(err) => tracing::warn!(error = %err, "reconciliation failed"),
+                }
+            }
+        }));
+    }
+    tasks
+}
+
+async fn run_consume(store: Store) -> Result<(), CliError> {
+    let owner = owner_id();
+    println!("consuming the stream of {} as {owner} (Ctrl-C to stop)", store.orders_table());
+    let consumer = Consumer::new(Arc::new(store), ConsumerOptions::new(owner), None);
+    consumer.run(shutdown_signal()).await;
+    let status = consumer.status().lock().expect("status poisoned").clone();
+    println!("applied {} records ({} unreadable)", status.records_applied, status.bad_records);
+    Ok(())
+}
+
+async fn run_reconcile(store: Store, args: &ReconcileArgs) -> Result<(), CliError> {
+    let day = match args.date.as_deref() {
+        None => chrono::Utc::now().date_naive(),
+        Some(text) => chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+            .map_err(|_| CliError::Usage(format!("--date {text:?} is not a YYYY-MM-DD date")))?,
+    };
+    let outcome = store.reconcile(day, !args.dry_run).await?;
+    println!(
+        "{day}: counter {}, recount {} (over {} shards, {} index items read), drift {:+}{}",
+        outcome.counter,
+        outcome.recount.total(),
+        outcome.recount.per_shard.len(),
+        outcome.recount.items_read,
+        outcome.drift,
+        if outcome.repaired { "; repaired" } else if args.dry_run { "; dry run, nothing changed" } else { "" }
+    );
+    Ok(())
 }
 
 async fn shutdown_signal() {

@@ -31,6 +31,20 @@ pub enum Command {
     Provision(ProvisionArgs),
     /// Write demo orders: deterministic for a given --seed and --now.
     Seed(SeedArgs),
+    /// Run the stream consumer alone (serve runs one too), until Ctrl-C.
+    Consume,
+    /// Recount a day's PENDING orders from the index and repair the counter.
+    Reconcile(ReconcileArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReconcileArgs {
+    /// Day to recount (YYYY-MM-DD, UTC) [default: today]
+    #[arg(long)]
+    pub date: Option<String>,
+    /// Only report the drift; change nothing
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,6 +153,14 @@ pub struct ServeArgs {
     #[arg(long, env = "NORTHWIND_STUCK_AFTER_MINUTES", default_value_t = 30)]
     pub stuck_after_minutes: u32,
 
+    /// Minutes between reconciliations of today's PENDING counter (0: never)
+    #[arg(long, env = "NORTHWIND_RECONCILE_MINUTES", default_value_t = 10)]
+    pub reconcile_minutes: u32,
+
+    /// Do not run the stream consumer in this process (run `consume` elsewhere)
+    #[arg(long, env = "NORTHWIND_NO_CONSUMER")]
+    pub no_consumer: bool,
+
     #[command(flatten)]
     pub provision: ProvisionArgs,
 }
@@ -149,6 +171,8 @@ impl Default for ServeArgs {
             addr: ([127, 0, 0, 1], 3000).into(),
             site_root: "target/site".into(),
             stuck_after_minutes: 30,
+            reconcile_minutes: 10,
+            no_consumer: false,
             provision: ProvisionArgs::default(),
         }
     }

@@ -37,6 +37,12 @@ const CUSTOMER: &str = "CUSTOMER#";
 const PENDING: &str = "STATUS#PENDING#";
 const SHARDS: &str = "SHARDS#";
 const SHARDS_SK: &str = "CONFIG";
+const METRIC_PENDING: &str = "METRIC#PENDING#";
+const METRIC_DAY: &str = "METRIC#DAY#";
+const METRIC_MINUTES: &str = "METRIC#MINUTES#";
+const METRIC_SK: &str = "COUNT";
+const CHECKPOINT: &str = "CHECKPOINT#";
+const SHARD: &str = "SHARD#";
 
 pub fn order_pk(order_id: &str) -> String {
     format!("{ORDER}{order_id}")
@@ -90,6 +96,42 @@ pub fn shard_count_key(day: NaiveDate) -> (String, String) {
     (format!("{SHARDS}{}", day.format("%Y-%m-%d")), SHARDS_SK.to_string())
 }
 
+/// Counter item of the orders of `day` that are PENDING now: attribute
+/// `pending`, and `shard<k>` for each write shard.
+pub fn metric_pending_key(day: NaiveDate) -> (String, String) {
+    (format!("{METRIC_PENDING}{}", day.format("%Y-%m-%d")), METRIC_SK.to_string())
+}
+
+/// Counter item of the orders created on `day`: `created`, and
+/// `status<STATUS>` for how many of them are in each status now.
+pub fn metric_day_key(day: NaiveDate) -> (String, String) {
+    (format!("{METRIC_DAY}{}", day.format("%Y-%m-%d")), METRIC_SK.to_string())
+}
+
+/// Counter item of `day` by minute: `c<HHMM>` created, `e<HHMM>` entered
+/// PENDING, `l<HHMM>` left PENDING (orders created that day).
+pub fn metric_minutes_key(day: NaiveDate) -> (String, String) {
+    (format!("{METRIC_MINUTES}{}", day.format("%Y-%m-%d")), METRIC_SK.to_string())
+}
+
+pub fn shard_attribute(shard: u32) -> String {
+    format!("shard{shard}")
+}
+
+pub fn status_attribute(status: &str) -> String {
+    format!("status{status}")
+}
+
+/// `kind` is `c`, `e` or `l`; `minute` counts from midnight, 0 to 1439.
+pub fn minute_attribute(kind: char, minute: u32) -> String {
+    format!("{kind}{:02}{:02}", minute / 60, minute % 60)
+}
+
+/// The stream consumer's lease and checkpoint of one stream shard.
+pub fn checkpoint_key(stream_arn: &str, shard_id: &str) -> (String, String) {
+    (format!("{CHECKPOINT}{stream_arn}"), format!("{SHARD}{shard_id}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,6 +170,22 @@ mod tests {
         assert_eq!(parse_pending_pk("STATUS#PENDING#2026-13-29#7"), None);
         assert_eq!(parse_pending_pk("STATUS#SHIPPED#2026-11-29#7"), None);
         assert_eq!(shard_count_key(day), ("SHARDS#2026-11-29".into(), "CONFIG".into()));
+    }
+
+    #[test]
+    fn metric_keys() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+        assert_eq!(metric_pending_key(day), ("METRIC#PENDING#2026-11-29".into(), "COUNT".into()));
+        assert_eq!(metric_day_key(day).0, "METRIC#DAY#2026-11-29");
+        assert_eq!(metric_minutes_key(day).0, "METRIC#MINUTES#2026-11-29");
+        assert_eq!(shard_attribute(3), "shard3");
+        assert_eq!(status_attribute("PENDING"), "statusPENDING");
+        assert_eq!(minute_attribute('c', 0), "c0000");
+        assert_eq!(minute_attribute('l', 1439), "l2359");
+        assert_eq!(
+            checkpoint_key("arn:aws:dynamodb:x", "shardId-1"),
+            ("CHECKPOINT#arn:aws:dynamodb:x".into(), "SHARD#shardId-1".into())
+        );
     }
 
     #[test]

@@ -5,10 +5,13 @@
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod consumer;
+pub mod counters;
 pub mod cursor;
 pub mod embedded;
 pub mod error;
 pub mod keys;
+pub mod live;
 pub mod seed;
 pub mod serve;
 pub mod service;

@@ -1,15 +1,19 @@
 //! What the JSON API and the pages both do: check the input, ask the store,
 //! sign the cursors. Each operation is written once, here.
 
+use super::consumer::ConsumerStatus;
 use super::cursor::CursorCodec;
+use super::live::LiveHub;
+use super::store::Counters;
 use super::error::{ApiError, StoreError};
 use super::store::Store;
 use crate::model::{
-    DEFAULT_PAGE_SIZE, Dashboard, MAX_DAYS, SearchHit, Summary, MAX_PAGE_SIZE, NewOrder, Order, OrderPage, PageParams,
+    Activity, DEFAULT_PAGE_SIZE, Dashboard, LiveCounters, MAX_DAYS, SearchHit, Summary, MAX_PAGE_SIZE, NewOrder, Order, OrderPage, PageParams,
     PendingPage, PendingParams, Status, StatusChange, iso_millis, validate_id,
 };
 use chrono::{DateTime, Days, NaiveDate, Utc};
-use std::sync::Arc;
+use serde::Serialize;
+use std::sync::{Arc, Mutex};
 
 /// Largest accepted line-item count, quantity and string length.
 const MAX_ITEMS: usize = 100;
@@ -22,11 +26,141 @@ const MAX_SKEW_SECONDS: i64 = 60;
 pub struct Service {
     pub store: Arc<Store>,
     pub cursors: Arc<CursorCodec>,
+    /// Where the stream consumer publishes, and `/api/live` listens.
+    pub live: LiveHub,
+    /// The running consumer's status, once one is started.
+    pub consumer: Arc<Mutex<Option<Arc<Mutex<ConsumerStatus>>>>>,
+    pub last_reconcile: Arc<Mutex<Option<LastReconcile>>>,
+}
+
+/// The most recent reconciliation `serve` ran.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastReconcile {
+    pub date: NaiveDate,
+    #[serde(with = "iso_millis")]
+    pub at: DateTime<Utc>,
+    pub counter: i64,
+    pub recount: u64,
+    pub drift: i64,
+    pub repaired: bool,
+}
+
+/// `GET /api/metrics/pending`: a day's counters and how fresh they are.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingMetrics {
+    pub date: NaiveDate,
+    pub pending: i64,
+    pub per_shard: Vec<i64>,
+    pub created: i64,
+    pub per_status: std::collections::BTreeMap<String, i64>,
+    pub per_minute: PerMinute,
+    pub freshness: Freshness,
+    pub last_reconcile: Option<LastReconcile>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PerMinute {
+    pub created: Vec<i64>,
+    pub entered: Vec<i64>,
+    pub left: Vec<i64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Freshness {
+    #[serde(with = "iso_millis")]
+    pub as_of: DateTime<Utc>,
+    pub consumer_running: bool,
+    #[serde(with = "iso_millis::option")]
+    pub last_applied_at: Option<DateTime<Utc>>,
+    pub behind_ms: Option<i64>,
+    pub records_applied: u64,
+    pub bad_records: u64,
+    pub last_error: Option<String>,
 }
 
 impl Service {
     pub fn new(store: Arc<Store>, cursors: Arc<CursorCodec>) -> Self {
-        Self { store, cursors }
+        Self {
+            store,
+            cursors,
+            live: LiveHub::default(),
+            consumer: Arc::new(Mutex::new(None)),
+            last_reconcile: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    fn consumer_status(&self) -> ConsumerStatus {
+        self.consumer
+            .lock()
+            .expect("consumer slot poisoned")
+            .as_ref()
+            .map(|status| status.lock().expect("status poisoned").clone())
+            .unwrap_or_default()
+    }
+
+    pub async fn pending_metrics(&self, date: Option<&str>) -> Result<PendingMetrics, ApiError> {
+        let date = parse_date(date, Utc::now())?;
+        let counters = self.store.read_counters(date).await?;
+        let status = self.consumer_status();
+        Ok(PendingMetrics {
+            date,
+            pending: counters.pending,
+            per_shard: counters.per_shard,
+            created: counters.created,
+            per_status: counters.per_status,
+            per_minute: PerMinute {
+                created: counters.created_per_minute,
+                entered: counters.entered_per_minute,
+                left: counters.left_per_minute,
+            },
+            freshness: Freshness {
+                as_of: Utc::now(),
+                consumer_running: status.running,
+                last_applied_at: status.last_applied_at,
+                behind_ms: status.behind_ms,
+                records_applied: status.records_applied,
+                bad_records: status.bad_records,
+                last_error: status.last_error,
+            },
+            last_reconcile: self.last_reconcile.lock().expect("poisoned").clone(),
+        })
+    }
+
+    /// The counters of a day as `/api/live` first sends them.
+    pub async fn live_counters(&self, date: Option<&str>) -> Result<LiveCounters, ApiError> {
+        let date = parse_date(date, Utc::now())?;
+        let counters = self.store.read_counters(date).await?;
+        Ok(LiveCounters {
+            date,
+            pending: counters.pending,
+            per_shard: counters.per_shard,
+            created: counters.created,
+            as_of: Utc::now(),
+            behind_ms: self.consumer_status().behind_ms,
+        })
+    }
+
+    pub fn parse_day(&self, date: Option<&str>) -> Result<NaiveDate, ApiError> {
+        parse_date(date, Utc::now())
+    }
+
+    /// Runs a reconciliation of `date` and remembers its outcome.
+    pub async fn reconcile(&self, date: NaiveDate) -> Result<LastReconcile, ApiError> {
+        let outcome = self.store.reconcile(date, true).await?;
+        let last = LastReconcile {
+            date,
+            at: Utc::now(),
+            counter: outcome.counter,
+            recount: outcome.recount.total(),
+            drift: outcome.drift,
+            repaired: outcome.repaired,
+        };
+        *self.last_reconcile.lock().expect("poisoned") = Some(last.clone());
+        Ok(last)
     }
 
     pub async fn order(&self, order_id: &str) -> Result<Order, ApiError> {
@@ -51,11 +185,7 @@ impl Service {
 
     pub async fn pending(&self, params: &PendingParams) -> Result<PendingPage, ApiError> {
         let as_of = Utc::now();
-        let date = match params.date.as_deref().filter(|d| !d.is_empty()) {
-            None => as_of.date_naive(),
-            Some(text) => NaiveDate::parse_from_str(text, "%Y-%m-%d")
-                .map_err(|_| ApiError::BadRequest(format!("date {text:?} is not a YYYY-MM-DD date")))?,
-        };
+        let date = parse_date(params.date.as_deref(), as_of)?;
         let days = parse_number("days", params.days.as_deref(), 1, 1, MAX_DAYS)?;
         let limit = parse_limit(params.limit.as_deref())?;
         let scope = format!("pending:{date}:{days}");
@@ -74,25 +204,39 @@ impl Service {
         })
     }
 
-    /// The headline figures of a day. Until the stream's counters exist they
-    /// are recounted from the index.
-    pub async fn summary(&self, date: NaiveDate) -> Result<Summary, ApiError> {
-        let (recount, oldest) =
-            futures::try_join!(self.store.recount_pending(date), self.store.oldest_pending(date))?;
-        Ok(Summary {
+    /// The headline figures of a day: the stream's counters, or, for a day
+    /// the consumer has not counted, a recount of the index.
+    pub async fn summary(&self, date: NaiveDate) -> Result<(Summary, Option<Counters>), ApiError> {
+        let (counters, oldest) = futures::try_join!(self.store.read_counters(date), self.store.oldest_pending(date))?;
+        if counters.exists {
+            let summary = Summary {
+                date,
+                pending: counters.pending.max(0) as u64,
+                per_shard: counters.per_shard.iter().map(|n| (*n).max(0) as u64).collect(),
+                created: Some(counters.created.max(0) as u64),
+                oldest_pending: oldest,
+                source: "counters".into(),
+            };
+            return Ok((summary, Some(counters)));
+        }
+        let recount = self.store.recount_pending(date).await?;
+        let summary = Summary {
             date,
             pending: recount.total(),
             per_shard: recount.per_shard,
             created: None,
             oldest_pending: oldest,
             source: "recount".into(),
-        })
+        };
+        Ok((summary, None))
     }
 
     pub async fn dashboard(&self, params: &PendingParams, stuck_after_minutes: u32) -> Result<Dashboard, ApiError> {
         let page = self.pending(params).await?;
-        let summary = self.summary(page.date).await?;
-        Ok(Dashboard { page, summary, stuck_after_minutes })
+        let (summary, counters) = self.summary(page.date).await?;
+        let activity = counters.map(|c| activity(&c));
+        let behind_ms = self.consumer_status().behind_ms;
+        Ok(Dashboard { page, summary, activity, behind_ms, stuck_after_minutes })
     }
 
     /// An order with this id, else a customer with orders, else not found.
@@ -139,6 +283,29 @@ impl Service {
             return Err(ApiError::BadRequest("bad cursor: it holds no valid position".into()));
         }
         Ok(Some(after))
+    }
+}
+
+/// A day's counters in ten-minute buckets: orders created, and the PENDING
+/// backlog of the day's orders at the end of each bucket.
+fn activity(counters: &Counters) -> Activity {
+    const BUCKET: usize = 10;
+    let sum = |v: &[i64], b: usize| v.iter().skip(b * BUCKET).take(BUCKET).sum::<i64>();
+    let buckets = 1440 / BUCKET;
+    let mut backlog = Vec::with_capacity(buckets);
+    let mut level = 0;
+    for b in 0..buckets {
+        level += sum(&counters.entered_per_minute, b) - sum(&counters.left_per_minute, b);
+        backlog.push(level);
+    }
+    Activity { created: (0..buckets).map(|b| sum(&counters.created_per_minute, b)).collect(), backlog }
+}
+
+fn parse_date(text: Option<&str>, now: DateTime<Utc>) -> Result<NaiveDate, ApiError> {
+    match text.filter(|d| !d.is_empty()) {
+        None => Ok(now.date_naive()),
+        Some(text) => NaiveDate::parse_from_str(text, "%Y-%m-%d")
+            .map_err(|_| ApiError::BadRequest(format!("date {text:?} is not a YYYY-MM-DD date"))),
     }
 }
 

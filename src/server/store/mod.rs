@@ -1,10 +1,12 @@
 //! The store: one aws-sdk-dynamodb client, whatever engine answers it.
 
+mod metrics;
 mod orders;
 mod pending;
 mod provision;
 mod recount;
 
+pub use metrics::{Counters, Reconciliation};
 pub use pending::PendingRead;
 pub use provision::ProvisionReport;
 pub use recount::Recount;
@@ -26,6 +28,7 @@ const LOCAL_REGION: &str = "us-east-1";
 
 pub struct Store {
     client: Client,
+    streams: aws_sdk_dynamodbstreams::Client,
     orders_table: String,
     metrics_table: String,
     /// Shard count for days not written to yet.
@@ -67,6 +70,8 @@ pub async fn connect(config: &StoreConfig) -> Result<(Store, Option<Embedded>), 
     };
     let store = Store {
         client: Client::new(&sdk_config),
+        // The same endpoint as the tables: local engines serve both.
+        streams: aws_sdk_dynamodbstreams::Client::new(&sdk_config),
         orders_table: config.orders_table.clone(),
         metrics_table: config.metrics_table.clone(),
         shards: config.shards,
@@ -125,6 +130,10 @@ impl Store {
 
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    pub fn streams(&self) -> &aws_sdk_dynamodbstreams::Client {
+        &self.streams
     }
 
     /// Answers when the store is reachable and the orders table exists.

@@ -1,0 +1,30 @@
+//! The live hub: the stream consumer publishes here, and every open
+//! `GET /api/live` connection receives what concerns its day.
+
+use crate::model::LiveEvent;
+use tokio::sync::broadcast;
+
+/// Events buffered per slow subscriber before it is told to resync.
+const BUFFER: usize = 1024;
+
+#[derive(Clone)]
+pub struct LiveHub {
+    sender: broadcast::Sender<LiveEvent>,
+}
+
+impl Default for LiveHub {
+    fn default() -> Self {
+        Self { sender: broadcast::channel(BUFFER).0 }
+    }
+}
+
+impl LiveHub {
+    pub fn send(&self, event: LiveEvent) {
+        // No subscriber is not an error: nobody is watching.
+        let _ = self.sender.send(event);
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<LiveEvent> {
+        self.sender.subscribe()
+    }
+}
