@@ -242,7 +242,7 @@ impl Consumer {
         Ok(applied)
     }
 
-    async fn stream_arn(&self) -> Result<String, ConsumerError> {
+    pub async fn stream_arn(&self) -> Result<String, ConsumerError> {
         let table = self
             .store
             .client()
@@ -255,7 +255,7 @@ impl Consumer {
         table.and_then(|t| t.latest_stream_arn).ok_or(ConsumerError::NoStream)
     }
 
-    async fn shards(&self, stream_arn: &str) -> Result<Vec<Shard>, ConsumerError> {
+    pub async fn shards(&self, stream_arn: &str) -> Result<Vec<Shard>, ConsumerError> {
         let mut shards = Vec::new();
         let mut start: Option<String> = None;
         loop {

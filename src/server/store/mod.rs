@@ -7,6 +7,7 @@ mod provision;
 mod recount;
 
 pub use metrics::{Counters, Reconciliation};
+pub use orders::order_item;
 pub use pending::PendingRead;
 pub use provision::ProvisionReport;
 pub use recount::Recount;
