@@ -59,14 +59,18 @@ test('customer history is newest first across pages', async ({ page, request }) 
 
   await page.goto('/customers/cust-0000?limit=5');
   await hydrated(page);
+  const rows = () =>
+    page.locator('[data-testid="history-table"] tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-order-id') ?? ''));
   const seen: string[] = [];
   for (;;) {
-    seen.push(...(await page.locator('[data-testid="history-table"] tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-order-id') ?? ''))));
+    const ids = await rows();
+    seen.push(...ids);
     const next = page.getByTestId('next');
     if ((await next.count()) === 0) break;
     const before = page.url();
     await next.click();
     await expect(page).not.toHaveURL(before);
+    await expect.poll(rows).not.toEqual(ids);
   }
   expect(seen).toEqual(all.map((o) => o.orderId));
   const created = all.map((o) => o.createdAt);

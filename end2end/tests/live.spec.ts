@@ -1,0 +1,81 @@
+import { expect, test, type APIRequestContext } from '@playwright/test';
+
+type Metrics = { pending: number; created: number; freshness: { recordsApplied: number } };
+
+async function pendingTotal(request: APIRequestContext): Promise<number> {
+  let total = 0;
+  let cursor: string | null = null;
+  do {
+    const page = await (await request.get(`/api/pending?limit=100${cursor ? `&cursor=${cursor}` : ''}`)).json();
+    total += page.orders.length;
+    cursor = page.next;
+  } while (cursor);
+  return total;
+}
+
+test('an order created elsewhere appears live, and leaves when it is confirmed', async ({ page, request }) => {
+  // Wait for the consumer to have counted everything written so far.
+  const expected = await pendingTotal(request);
+  await expect
+    .poll(async () => ((await (await request.get('/api/metrics/pending')).json()) as Metrics).pending, { timeout: 15_000 })
+    .toBe(expected);
+
+  await page.goto('/');
+  await expect(page.locator('html')).toHaveAttribute('data-hydrated', 'true');
+  await expect(page.getByTestId('live-status')).toHaveAttribute('data-live', 'up');
+  const figure = page.getByTestId('pending-count');
+  await expect(figure).toHaveText(String(expected));
+
+  const orderId = `live-${Date.now()}`;
+  const created = await request.post('/api/orders', {
+    data: {
+      orderId,
+      customerId: 'cust-live',
+      currency: 'USD',
+      items: [{ sku: 'TENT-2P', name: 'Ridgeline 2-person tent', quantity: 1, unitPrice: 24900 }],
+      shippingCity: 'Seattle',
+      shippingCountry: 'US',
+    },
+  });
+  expect(created.status()).toBe(201);
+  const row = page.locator(`tr[data-order-id="${orderId}"]`);
+  await expect(row).toBeVisible({ timeout: 3_000 });
+  await expect(figure).toHaveText(String(expected + 1), { timeout: 3_000 });
+  // Newest first: it is the top row.
+  await expect(page.locator('[data-testid="pending-table"] tbody tr').first()).toHaveAttribute('data-order-id', orderId);
+
+  const confirmed = await request.post(`/api/orders/${orderId}/status`, { data: { from: 'PENDING', to: 'CONFIRMED' } });
+  expect(confirmed.status()).toBe(200);
+  await expect(row).toHaveCount(0, { timeout: 3_000 });
+  await expect(figure).toHaveText(String(expected), { timeout: 3_000 });
+});
+
+test('on a later page, new orders are announced instead of moved in', async ({ page, request }) => {
+  const rows = () =>
+    page.locator('[data-testid="pending-table"] tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-order-id')));
+  await page.goto('/');
+  await expect(page.locator('html')).toHaveAttribute('data-hydrated', 'true');
+  const pageOne = await rows();
+  await page.getByTestId('next').click();
+  await expect(page).toHaveURL(/cursor=/);
+  await expect.poll(rows).not.toEqual(pageOne);
+  await expect(page.getByTestId('live-status')).toHaveAttribute('data-live', 'up');
+  const before = await rows();
+
+  const orderId = `later-${Date.now()}`;
+  const created = await request.post('/api/orders', {
+    data: {
+      orderId,
+      customerId: 'cust-live',
+      currency: 'USD',
+      items: [{ sku: 'LAMP-HD', name: 'Headlamp 400 lm', quantity: 2, unitPrice: 3900 }],
+      shippingCity: 'Denver',
+      shippingCountry: 'US',
+    },
+  });
+  expect(created.status()).toBe(201);
+  await expect(page.getByTestId('newer')).toContainText('1 new orders', { timeout: 3_000 });
+  expect(await rows()).toEqual(before);
+  await page.getByRole('link', { name: 'Go to page one' }).click();
+  await expect(page.locator('[data-testid="pending-table"] tbody tr').first()).toHaveAttribute('data-order-id', orderId);
+});
