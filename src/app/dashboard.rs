@@ -247,7 +247,12 @@ fn LiveLine(status: RwSignal<LiveStatus>, as_of: RwSignal<DateTime<Utc>>, behind
         <p class="live" data-testid="live-status" data-live=move || format!("{:?}", status.get()).to_lowercase()>
             {move || match status.get() {
                 LiveStatus::Up => {
-                    let lag = behind.get().map(|ms| format!(" · stream {ms} ms behind")).unwrap_or_default();
+                    // Stream records carry their time rounded down to the second.
+                    let lag = match behind.get() {
+                        Some(ms) if ms >= 2000 => format!(" · stream {} s behind", ms / 1000),
+                        Some(_) => " · stream caught up".to_string(),
+                        None => String::new(),
+                    };
                     format!("● Live · figures as of {} UTC{lag}", as_of.get().format("%H:%M:%S"))
                 }
                 LiveStatus::Connecting => "○ Connecting to live updates…".to_string(),
@@ -350,15 +355,18 @@ fn ActivityChart(activity: Activity) -> impl IntoView {
     const H: f64 = 160.0;
     let buckets = activity.created.len().max(1) as f64;
     let step = W / buckets;
-    let top = activity.created.iter().chain(&activity.backlog).copied().max().unwrap_or(0).max(1) as f64;
-    let y = move |v: i64| H - (v.max(0) as f64 / top) * (H - 8.0);
+    // Two scales: the backlog fills the height, the bars its lower half.
+    let top_backlog = activity.backlog.iter().copied().max().unwrap_or(0).max(1) as f64;
+    let top_created = activity.created.iter().copied().max().unwrap_or(0).max(1) as f64;
+    let y = move |v: i64| H - (v.max(0) as f64 / top_backlog) * (H - 8.0);
+    let bar_y = move |v: i64| H - (v.max(0) as f64 / top_created) * (H / 2.0);
     let bars = activity
         .created
         .iter()
         .enumerate()
         .filter(|(_, n)| **n > 0)
         .map(|(i, n)| {
-            view! { <rect class="created" x=format!("{:.1}", i as f64 * step) y=format!("{:.1}", y(*n)) width=format!("{:.1}", step.max(1.0)) height=format!("{:.1}", H - y(*n))/> }
+            view! { <rect class="created" x=format!("{:.1}", i as f64 * step) y=format!("{:.1}", bar_y(*n)) width=format!("{:.1}", step.max(1.0)) height=format!("{:.1}", H - bar_y(*n))/> }
         })
         .collect_view();
     let line: Vec<String> = activity

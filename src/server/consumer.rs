@@ -195,7 +195,11 @@ impl Consumer {
         loop {
             let outcome = self.poll().await;
             pause = match outcome {
-                Ok(0) => (pause * 2).min(self.options.idle),
+                Ok(0) => {
+                    // Every held shard was read to its current end.
+                    self.update_status(|s| s.behind_ms = Some(0));
+                    (pause * 2).min(self.options.idle)
+                }
                 Ok(_) => Duration::from_millis(20),
                 Err(err) => {
                     tracing::warn!(error = %err, "stream consumer: pass failed, retrying");
