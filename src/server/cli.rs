@@ -53,6 +53,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Seed(args) => run_seed(&store, &args).await,
         Command::Consume => run_consume(store).await,
         Command::Reconcile(args) => run_reconcile(store, &args).await,
+        Command::Loadgen(args) => run_loadgen(store, &args).await,
     };
     if let Some(embedded) = embedded {
         embedded.shutdown().await;
@@ -160,6 +161,20 @@ async fn run_consume(store: Store) -> Result<(), CliError> {
     consumer.run(shutdown_signal()).await;
     let status = consumer.status().lock().expect("status poisoned").clone();
     println!("applied {} records ({} unreadable)", status.records_applied, status.bad_records);
+    Ok(())
+}
+
+async fn run_loadgen(store: Store, args: &super::loadgen::LoadgenArgs) -> Result<(), CliError> {
+    store.provision(&ProvisionArgs::default()).await?;
+    let report = super::loadgen::run(Arc::new(store), args).await?;
+    println!("{report}");
+    if report.verified != report.created {
+        return Err(CliError::Usage(format!(
+            "{} of {} created orders are missing from the table",
+            report.created - report.verified,
+            report.created
+        )));
+    }
     Ok(())
 }
 

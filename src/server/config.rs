@@ -35,6 +35,8 @@ pub enum Command {
     Consume,
     /// Recount a day's PENDING orders from the index and repair the counter.
     Reconcile(ReconcileArgs),
+    /// Simulate traffic: a steady rate, a flash sale or a month-end batch.
+    Loadgen(super::loadgen::LoadgenArgs),
 }
 
 #[derive(Args, Debug, Clone)]

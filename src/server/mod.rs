@@ -12,6 +12,7 @@ pub mod embedded;
 pub mod error;
 pub mod keys;
 pub mod live;
+pub mod loadgen;
 pub mod seed;
 pub mod serve;
 pub mod service;

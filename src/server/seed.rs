@@ -76,33 +76,46 @@ pub fn demo_orders(plan: &SeedPlan) -> Vec<Order> {
         let status = pick_status(&mut rng, is_today);
         // Skewed: a few customers order often, most rarely.
         let customer = (f64::from(plan.customers) * rng.random::<f64>().powi(2)) as u32;
-        let items: Vec<LineItem> = (0..rng.random_range(1..=4))
-            .map(|_| {
-                let (sku, name, price) = CATALOG[rng.random_range(0..CATALOG.len())];
-                LineItem { sku: sku.into(), name: name.into(), quantity: rng.random_range(1..=3), unit_price: price }
-            })
-            .collect();
-        let (city, country) = CITIES[rng.random_range(0..CITIES.len())];
         let updated_at = if status == Status::Pending {
             created_at
         } else {
             (created_at + Duration::minutes(rng.random_range(1..600))).min(plan.now)
         };
-        orders.push(Order {
-            order_id: format!("o{}-{index:05}", today.format("%y%m%d")),
-            customer_id: format!("cust-{customer:04}"),
-            status,
-            created_at,
-            updated_at,
-            total: items.iter().map(|i| i.unit_price * i64::from(i.quantity)).sum(),
-            currency: if country == "US" { "USD" } else if country == "CA" { "CAD" } else { "EUR" }.into(),
-            items,
-            shipping_city: city.into(),
-            shipping_country: country.into(),
-        });
+        let mut order = random_order(&mut rng, format!("o{}-{index:05}", today.format("%y%m%d")), format!("cust-{customer:04}"), created_at);
+        order.status = status;
+        order.updated_at = updated_at;
+        orders.push(order);
     }
     orders.sort_by_key(|o| o.created_at);
     orders
+}
+
+/// A PENDING order with 1 to 4 random line items and a random city.
+pub fn random_order(rng: &mut impl Rng, order_id: String, customer_id: String, created_at: DateTime<Utc>) -> Order {
+    let items: Vec<LineItem> = (0..rng.random_range(1..=4))
+        .map(|_| {
+            let (sku, name, price) = CATALOG[rng.random_range(0..CATALOG.len())];
+            LineItem { sku: sku.into(), name: name.into(), quantity: rng.random_range(1..=3), unit_price: price }
+        })
+        .collect();
+    let (city, country) = CITIES[rng.random_range(0..CITIES.len())];
+    Order {
+        order_id,
+        customer_id,
+        status: Status::Pending,
+        created_at,
+        updated_at: created_at,
+        total: items.iter().map(|i| i.unit_price * i64::from(i.quantity)).sum(),
+        currency: match country {
+            "US" => "USD",
+            "CA" => "CAD",
+            _ => "EUR",
+        }
+        .into(),
+        items,
+        shipping_city: city.into(),
+        shipping_country: country.into(),
+    }
 }
 
 fn pick_status(rng: &mut ChaCha8Rng, today: bool) -> Status {

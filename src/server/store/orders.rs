@@ -38,6 +38,15 @@ pub fn order_item(order: &Order, shards: u32) -> Result<Item, StoreError> {
 impl Store {
     /// Writes a new order; an existing order id is a conflict and is left as it was.
     pub async fn create_order(&self, order: &Order) -> Result<(), StoreError> {
+        self.create_order_measured(order).await.map(|_| ())
+    }
+
+    /// `create_order`, also returning the capacity the write consumed, per
+    /// table and index.
+    pub async fn create_order_measured(
+        &self,
+        order: &Order,
+    ) -> Result<Option<aws_sdk_dynamodb::types::ConsumedCapacity>, StoreError> {
         let shards = if order.status == Status::Pending {
             self.ensure_shards_recorded(order.created_at.date_naive()).await?
         } else {
@@ -49,10 +58,11 @@ impl Store {
             .table_name(&self.orders_table)
             .set_item(Some(order_item(order, shards)?))
             .condition_expression("attribute_not_exists(PK)")
+            .return_consumed_capacity(aws_sdk_dynamodb::types::ReturnConsumedCapacity::Indexes)
             .send()
             .await;
         match put {
-            Ok(_) => Ok(()),
+            Ok(out) => Ok(out.consumed_capacity),
             Err(err) if is_condition_failure(&err) => Err(StoreError::Conflict(format!(
                 "order {} already exists",
                 order.order_id

@@ -1,0 +1,515 @@
+//! The traffic simulator: orders at a rate that follows a profile (steady,
+//! a flash sale's ramp-hold-decay, a month-end batch), written by concurrent
+//! writers, and an operations side that moves them out of PENDING after a
+//! random delay, so the PENDING set rises and falls as in a real sale.
+
+use super::error::StoreError;
+use super::keys;
+use super::seed::random_order;
+use super::store::{Store, order_item};
+use crate::model::Status;
+use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity, KeysAndAttributes, PutRequest, ReturnConsumedCapacity, WriteRequest};
+use chrono::Utc;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// Attempts per write before it counts as an error.
+const MAX_ATTEMPTS: u32 = 10;
+/// BatchWriteItem takes at most 25 items.
+const BATCH: usize = 25;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Profile {
+    /// A steady --rate.
+    Baseline,
+    /// From --rate up to --peak over --ramp seconds, held for --hold, back down over --decay.
+    FlashSale,
+    /// Three times --rate for the whole --duration.
+    MonthEnd,
+    /// As fast as the writers go: measures the ceiling.
+    Max,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WriteMode {
+    /// One conditional PutItem per order: the app's own write path.
+    Realistic,
+    /// BatchWriteItem, 25 orders a request: bulk loading.
+    Bulk,
+}
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct LoadgenArgs {
+    #[arg(long, value_enum, default_value_t = Profile::Baseline)]
+    pub profile: Profile,
+    /// Orders per second at baseline
+    #[arg(long, default_value_t = 50.0)]
+    pub rate: f64,
+    /// Orders per second at a flash sale's peak [default: 10 × --rate]
+    #[arg(long)]
+    pub peak: Option<f64>,
+    /// Seconds the run lasts
+    #[arg(long, default_value_t = 60)]
+    pub duration: u64,
+    /// Flash sale: seconds from baseline to peak, at peak, and back
+    #[arg(long, default_value_t = 10)]
+    pub ramp: u64,
+    #[arg(long, default_value_t = 20)]
+    pub hold: u64,
+    #[arg(long, default_value_t = 20)]
+    pub decay: u64,
+    /// Stop after this many orders
+    #[arg(long)]
+    pub orders: Option<u64>,
+    /// Concurrent writers
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=512))]
+    pub writers: u32,
+    #[arg(long, value_enum, default_value_t = WriteMode::Realistic)]
+    pub mode: WriteMode,
+    /// Distinct customers (a few order often, most rarely)
+    #[arg(long, default_value_t = 10_000)]
+    pub customers: u32,
+    /// Mean seconds an order stays PENDING before operations confirm or cancel it (0: never)
+    #[arg(long, default_value_t = 20.0)]
+    pub close_after: f64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar (for logs and benchmarks)
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl LoadgenArgs {
+    /// Orders per second `t` seconds into the run (0 for "no limit").
+    pub fn rate_at(&self, t: f64) -> f64 {
+        let peak = self.peak.unwrap_or(self.rate * 10.0);
+        let (ramp, hold, decay) = (self.ramp as f64, self.hold as f64, self.decay as f64);
+        match self.profile {
+            Profile::Baseline => self.rate,
+            Profile::MonthEnd => self.rate * 3.0,
+            Profile::Max => 0.0,
+            Profile::FlashSale if t < ramp => self.rate + (peak - self.rate) * t / ramp.max(1e-9),
+            Profile::FlashSale if t < ramp + hold => peak,
+            Profile::FlashSale if t < ramp + hold + decay => peak - (peak - self.rate) * (t - ramp - hold) / decay.max(1e-9),
+            Profile::FlashSale => self.rate,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    created: AtomicU64,
+    closed: AtomicU64,
+    retries: AtomicU64,
+    errors: AtomicU64,
+    capacity: Mutex<BTreeMap<String, f64>>,
+    throttles: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Tally {
+    fn consumed(&self, capacity: Option<&ConsumedCapacity>) {
+        let Some(capacity) = capacity else { return };
+        let mut totals = self.capacity.lock().expect("tally poisoned");
+        let table = capacity.table().and_then(|t| t.capacity_units()).or(capacity.capacity_units()).unwrap_or(0.0);
+        *totals.entry("table".into()).or_default() += table;
+        for (index, units) in capacity.global_secondary_indexes().into_iter().flatten() {
+            *totals.entry(index.clone()).or_default() += units.capacity_units().unwrap_or(0.0);
+        }
+    }
+
+    fn throttled(&self, message: &str) {
+        let index = [keys::GSI1, keys::GSI2].into_iter().find(|i| message.contains(i)).unwrap_or("table");
+        *self.throttles.lock().expect("tally poisoned").entry(index.into()).or_default() += 1;
+        self.retries.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LoadReport {
+    pub created: u64,
+    pub closed: u64,
+    pub elapsed: Duration,
+    /// Mean of the profile's rate over the run (None for `max`).
+    pub target_rate: Option<f64>,
+    pub achieved_rate: f64,
+    pub capacity: BTreeMap<String, f64>,
+    pub throttles: BTreeMap<String, u64>,
+    pub retries: u64,
+    pub errors: u64,
+    /// Orders found in the table at the end, of those created.
+    pub verified: u64,
+}
+
+impl std::fmt::Display for LoadReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "orders created   {}", self.created)?;
+        writeln!(f, "moved out of PENDING {}", self.closed)?;
+        writeln!(f, "elapsed          {:.1} s", self.elapsed.as_secs_f64())?;
+        match self.target_rate {
+            Some(target) => writeln!(f, "rate             {:.0}/s achieved of {target:.0}/s target", self.achieved_rate)?,
+            None => writeln!(f, "rate             {:.0}/s (as fast as possible)", self.achieved_rate)?,
+        }
+        for (name, units) in &self.capacity {
+            writeln!(f, "capacity         {units:.1} WCU on {name}")?;
+        }
+        let throttles: u64 = self.throttles.values().sum();
+        writeln!(f, "throttles        {throttles} {:?}", self.throttles)?;
+        writeln!(f, "retries          {}", self.retries)?;
+        writeln!(f, "errors           {}", self.errors)?;
+        write!(f, "verified         {} of {} created orders are in the table", self.verified, self.created)
+    }
+}
+
+/// Runs the load and checks, at the end, that every order it created is stored.
+pub async fn run(store: Arc<Store>, args: &LoadgenArgs) -> Result<LoadReport, StoreError> {
+    let tally = Arc::new(Tally::default());
+    let (order_tx, order_rx) = mpsc::channel::<crate::model::Order>(4 * BATCH * args.writers as usize);
+    let order_rx = Arc::new(tokio::sync::Mutex::new(order_rx));
+    let (close_tx, close_rx) = mpsc::unbounded_channel::<(Instant, String)>();
+    let created_ids = Arc::new(Mutex::new(Vec::<String>::new()));
+    let started = Instant::now();
+
+    let progress = progress_bar(args, started, tally.clone());
+    let closer = tokio::spawn(close_orders(store.clone(), close_rx, tally.clone()));
+    let writers: Vec<_> = (0..args.writers)
+        .map(|_| {
+            let (store, rx, tally, ids, close_tx) =
+                (store.clone(), order_rx.clone(), tally.clone(), created_ids.clone(), close_tx.clone());
+            let (mode, close_after, seed) = (args.mode, args.close_after, args.seed);
+            tokio::spawn(async move {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed ^ rand::random::<u64>());
+                let mut after_write = |id: &str| {
+                    ids.lock().expect("ids poisoned").push(id.to_string());
+                    if close_after > 0.0 {
+                        let delay = Duration::from_secs_f64(-close_after * (1.0 - rng.random::<f64>()).ln());
+                        let _ = close_tx.send((Instant::now() + delay, id.to_string()));
+                    }
+                };
+                match mode {
+                    WriteMode::Realistic => write_one_by_one(&store, &rx, &tally, &mut after_write).await,
+                    WriteMode::Bulk => write_in_batches(&store, &rx, &tally, &mut after_write).await,
+                }
+            })
+        })
+        .collect();
+    drop(close_tx);
+    generate(args, order_tx, started).await;
+    for writer in writers {
+        let _ = writer.await;
+    }
+    let elapsed = started.elapsed();
+    closer.abort();
+    if let Some(bar) = progress {
+        bar.finish_and_clear();
+    }
+    let ids = std::mem::take(&mut *created_ids.lock().expect("ids poisoned"));
+    let verified = verify(&store, &ids).await?;
+    let created = tally.created.load(Ordering::Relaxed);
+    let target_rate = (args.profile != Profile::Max).then(|| {
+        let secs = elapsed.as_secs_f64().max(1e-9);
+        let steps = 1000;
+        (0..steps).map(|i| args.rate_at(secs * f64::from(i) / f64::from(steps))).sum::<f64>() / f64::from(steps)
+    });
+    Ok(LoadReport {
+        created,
+        closed: tally.closed.load(Ordering::Relaxed),
+        elapsed,
+        target_rate,
+        achieved_rate: created as f64 / elapsed.as_secs_f64().max(1e-9),
+        capacity: tally.capacity.lock().expect("tally poisoned").clone(),
+        throttles: tally.throttles.lock().expect("tally poisoned").clone(),
+        retries: tally.retries.load(Ordering::Relaxed),
+        errors: tally.errors.load(Ordering::Relaxed),
+        verified,
+    })
+}
+
+/// Emits orders on the profile's schedule until the duration or the order
+/// count is reached; a full channel (writers behind) slows it down.
+async fn generate(args: &LoadgenArgs, tx: mpsc::Sender<crate::model::Order>, started: Instant) {
+    let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+    let run_id = format!("{:06x}", rand::random::<u32>() & 0xff_ffff);
+    let limit = args.orders.unwrap_or(u64::MAX);
+    let duration = Duration::from_secs(args.duration);
+    let (mut emitted, mut due) = (0u64, 0.0f64);
+    let mut last = Instant::now();
+    while emitted < limit && started.elapsed() < duration {
+        let now = Instant::now();
+        let rate = args.rate_at(started.elapsed().as_secs_f64());
+        due += rate * (now - last).as_secs_f64();
+        last = now;
+        let allowed = if rate <= 0.0 { limit } else { due.floor() as u64 };
+        while emitted < allowed.min(limit) {
+            let customer = (f64::from(args.customers) * rng.random::<f64>().powi(3)) as u32;
+            let order = random_order(&mut rng, format!("lg{run_id}-{emitted:08}"), format!("cust-{customer:05}"), Utc::now());
+            if tx.send(order).await.is_err() {
+                return;
+            }
+            emitted += 1;
+            if rate <= 0.0 && started.elapsed() >= duration {
+                return;
+            }
+        }
+        if rate > 0.0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+fn backoff(attempt: u32) -> Duration {
+    let cap = 25u64 << attempt.min(7);
+    Duration::from_millis(rand::rng().random_range(cap / 2..=cap))
+}
+
+async fn write_one_by_one(
+    store: &Store,
+    rx: &tokio::sync::Mutex<mpsc::Receiver<crate::model::Order>>,
+    tally: &Tally,
+    after_write: &mut impl FnMut(&str),
+) {
+    loop {
+        let Some(order) = rx.lock().await.recv().await else { return };
+        for attempt in 0..MAX_ATTEMPTS {
+            match store.create_order_measured(&order).await {
+                Ok(capacity) => {
+                    tally.consumed(capacity.as_ref());
+                    tally.created.fetch_add(1, Ordering::Relaxed);
+                    after_write(&order.order_id);
+                    break;
+                }
+                Err(StoreError::Unavailable(why)) if attempt + 1 < MAX_ATTEMPTS => {
+                    tally.throttled(&why);
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+                Err(err) => {
+                    tracing::warn!(order = order.order_id, error = %err, "write failed");
+                    tally.errors.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+async fn write_in_batches(
+    store: &Store,
+    rx: &tokio::sync::Mutex<mpsc::Receiver<crate::model::Order>>,
+    tally: &Tally,
+    after_write: &mut impl FnMut(&str),
+) {
+    loop {
+        let mut batch = Vec::with_capacity(BATCH);
+        {
+            let mut rx = rx.lock().await;
+            let Some(first) = rx.recv().await else { return };
+            batch.push(first);
+            while batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(order) => batch.push(order),
+                    Err(_) => break,
+                }
+            }
+        }
+        let mut requests = Vec::with_capacity(batch.len());
+        for order in &batch {
+            let shards = match store.ensure_shards_recorded(order.created_at.date_naive()).await {
+                Ok(n) => n,
+                Err(_) => {
+                    tally.errors.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+            };
+            match order_item(order, shards) {
+                Ok(item) => requests.push(
+                    WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(item)).build().expect("item set")).build(),
+                ),
+                Err(_) => {
+                    tally.errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        let written = requests.len() as u64;
+        if batch_write(store, requests, tally).await {
+            tally.created.fetch_add(written, Ordering::Relaxed);
+            for order in &batch {
+                after_write(&order.order_id);
+            }
+        } else {
+            tally.errors.fetch_add(written, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Writes a batch, retrying unprocessed items with jittered backoff. Puts of
+/// the same item are idempotent, so a retry never writes anything twice.
+async fn batch_write(store: &Store, mut requests: Vec<WriteRequest>, tally: &Tally) -> bool {
+    for attempt in 0..MAX_ATTEMPTS {
+        let result = store
+            .client()
+            .batch_write_item()
+            .request_items(store.orders_table(), requests.clone())
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                for capacity in out.consumed_capacity() {
+                    tally.consumed(Some(capacity));
+                }
+                let unprocessed = out
+                    .unprocessed_items
+                    .and_then(|mut u| u.remove(store.orders_table()))
+                    .unwrap_or_default();
+                if unprocessed.is_empty() {
+                    return true;
+                }
+                tally.throttled("table");
+                requests = unprocessed;
+            }
+            Err(err) => {
+                let err = StoreError::from(err);
+                match err {
+                    StoreError::Unavailable(why) => tally.throttled(&why),
+                    other => {
+                        tracing::warn!(error = %other, "batch write failed");
+                        return false;
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(backoff(attempt)).await;
+    }
+    false
+}
+
+/// The operations side: confirms (nine in ten) or cancels each order when
+/// its time comes.
+async fn close_orders(store: Arc<Store>, mut rx: mpsc::UnboundedReceiver<(Instant, String)>, tally: Arc<Tally>) {
+    let mut due: BinaryHeap<Reverse<(Instant, String)>> = BinaryHeap::new();
+    let gate = Arc::new(tokio::sync::Semaphore::new(8));
+    loop {
+        tokio::select! {
+            next = rx.recv() => match next {
+                Some(entry) => due.push(Reverse(entry)),
+                None if due.is_empty() => return,
+                None => tokio::time::sleep(Duration::from_millis(20)).await,
+            },
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+        while due.peek().is_some_and(|Reverse((at, _))| *at <= Instant::now()) {
+            let Reverse((_, id)) = due.pop().expect("peeked");
+            let (store, tally) = (store.clone(), tally.clone());
+            let permit = gate.clone().acquire_owned().await.expect("semaphore open");
+            tokio::spawn(async move {
+                let to = if rand::random::<f64>() < 0.9 { Status::Confirmed } else { Status::Cancelled };
+                if store.change_status(&id, Status::Pending, to, Utc::now()).await.is_ok() {
+                    tally.closed.fetch_add(1, Ordering::Relaxed);
+                }
+                drop(permit);
+            });
+        }
+    }
+}
+
+/// How many of `ids` are in the table, read back 100 keys at a time.
+async fn verify(store: &Store, ids: &[String]) -> Result<u64, StoreError> {
+    let mut found = 0u64;
+    for chunk in ids.chunks(100) {
+        let keys: Vec<HashMap<String, AttributeValue>> = chunk
+            .iter()
+            .map(|id| HashMap::from([(keys::PK.to_string(), AttributeValue::S(keys::order_pk(id)))]))
+            .collect();
+        let mut request = Some(
+            KeysAndAttributes::builder()
+                .set_keys(Some(keys))
+                .projection_expression(keys::PK)
+                .build()
+                .map_err(|e| StoreError::Dynamo(e.to_string()))?,
+        );
+        let mut attempt = 0;
+        while let Some(keys) = request.take() {
+            let out = store
+                .client()
+                .batch_get_item()
+                .request_items(store.orders_table(), keys)
+                .send()
+                .await?;
+            found += out.responses.as_ref().and_then(|r| r.get(store.orders_table())).map_or(0, |items| items.len() as u64);
+            request = out.unprocessed_keys.and_then(|mut u| u.remove(store.orders_table()));
+            if request.is_some() {
+                tokio::time::sleep(backoff(attempt)).await;
+                attempt += 1;
+            }
+        }
+    }
+    Ok(found)
+}
+
+fn progress_bar(args: &LoadgenArgs, started: Instant, tally: Arc<Tally>) -> Option<indicatif::ProgressBar> {
+    if args.quiet {
+        return None;
+    }
+    let bar = match args.orders {
+        Some(n) => indicatif::ProgressBar::new(n),
+        None => indicatif::ProgressBar::new(args.duration),
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}")
+            .expect("a valid template"),
+    );
+    let counts_orders = args.orders.is_some();
+    let ticker = bar.clone();
+    tokio::spawn(async move {
+        while !ticker.is_finished() {
+            let created = tally.created.load(Ordering::Relaxed);
+            let closed = tally.closed.load(Ordering::Relaxed);
+            let secs = started.elapsed().as_secs_f64().max(1e-9);
+            ticker.set_position(if counts_orders { created } else { secs as u64 });
+            ticker.set_message(format!(
+                "{:.0} orders/s · PENDING {} · errors {} · retries {}",
+                created as f64 / secs,
+                created.saturating_sub(closed),
+                tally.errors.load(Ordering::Relaxed),
+                tally.retries.load(Ordering::Relaxed)
+            ));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    Some(bar)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: LoadgenArgs,
+    }
+
+    fn args(extra: &[&str]) -> LoadgenArgs {
+        let mut argv = vec!["loadgen"];
+        argv.extend_from_slice(extra);
+        Wrapper::parse_from(argv).args
+    }
+
+    #[test]
+    fn a_flash_sale_ramps_holds_and_decays() {
+        let sale = args(&["--profile", "flash-sale", "--rate", "10", "--peak", "100", "--ramp", "10", "--hold", "20", "--decay", "10"]);
+        assert_eq!(sale.rate_at(0.0), 10.0);
+        assert_eq!(sale.rate_at(5.0), 55.0);
+        assert_eq!(sale.rate_at(15.0), 100.0);
+        assert_eq!(sale.rate_at(35.0), 55.0);
+        assert_eq!(sale.rate_at(60.0), 10.0);
+        assert_eq!(args(&["--profile", "month-end", "--rate", "10"]).rate_at(3.0), 30.0);
+        assert_eq!(args(&["--rate", "7"]).rate_at(100.0), 7.0);
+    }
+}
