@@ -21,7 +21,7 @@ log="$(mktemp -t dynamodb-local.XXXXXX.log)"
 java -Djava.library.path="$lib_dir/DynamoDBLocal_lib" -jar "$lib_dir/DynamoDBLocal.jar" \
   -inMemory -sharedDb -disableTelemetry -port "$port" >"$log" 2>&1 &
 pid=$!
-trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -f "$log"' EXIT
+trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$log"' EXIT
 
 for _ in $(seq 1 150); do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
