@@ -10,7 +10,7 @@ BIN := target/debug/northwind-ops
 # same, so tests reuse the build instead of recompiling every crate.
 TEST_ENV := RUSTFLAGS="--cfg erase_components" LEPTOS_OUTPUT_NAME=northwind-ops
 
-.PHONY: setup build run test test-rust test-e2e clean
+.PHONY: setup build run test test-rust test-e2e bench clean
 
 setup:
 	scripts/setup.sh
@@ -30,6 +30,13 @@ test-rust:
 
 test-e2e:
 	cd end2end && npx playwright test
+
+# Every speed goal, measured side by side; writes BENCHMARKS.md. The wasm
+# bundle is measured as shipped (release, wasm-opt), then the dev one restored.
+bench: build
+	cargo leptos build --release --frontend-only
+	$(TEST_ENV) cargo bench --profile dev --features ssr --bench northwind
+	cargo leptos build --frontend-only
 
 clean:
 	cargo clean

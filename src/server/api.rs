@@ -88,6 +88,7 @@ async fn live(
     });
     let events = futures::stream::once(async move { first })
         .chain(updates)
+        .take_until(state.service.live.closed())
         .map(|event| Ok(Event::default().data(serde_json::to_string(&event).unwrap_or_default())));
     Ok(Sse::new(events).keep_alive(KeepAlive::default()))
 }

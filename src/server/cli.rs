@@ -96,7 +96,12 @@ async fn run_serve(config: &StoreConfig, store: Store, args: &ServeArgs) -> Resu
     let service = Service::new(store.clone(), Arc::new(cursors));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let background = start_background(&service, args, stopped);
-    let (addr, task) = serve::start(service, args, shutdown_signal())
+    let live = service.live.clone();
+    let shutdown = async move {
+        shutdown_signal().await;
+        live.close();
+    };
+    let (addr, task) = serve::start(service, args, shutdown)
         .await
         .map_err(|source| CliError::Io { what: format!("cannot listen on {}", args.addr), source })?;
     // Scripts and tests read this line to find the port when --addr has port 0.

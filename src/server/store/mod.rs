@@ -8,7 +8,7 @@ mod recount;
 
 pub use metrics::{Counters, Reconciliation};
 pub use orders::order_item;
-pub use pending::PendingRead;
+pub use pending::{PendingRead, ReadPlan};
 pub use provision::ProvisionReport;
 pub use recount::Recount;
 

@@ -6,10 +6,15 @@
 //! gives one global order, and a page continues strictly after the last key it
 //! returned: no order is repeated or skipped, whatever the spread.
 //!
-//! To read no more than a page needs, each partition is read a few items at a
-//! time, and only while it could still hold the next order: a partition whose
-//! smallest key read so far (or, before any read, its day's end) is below the
-//! best candidate in hand cannot beat it, so it is not read yet.
+//! To read no more than a page needs, the newest day's partitions are first
+//! read a few items each (an even share of the page, plus a margin). Once the
+//! orders in hand number at least what the page still needs, the worst of
+//! those best ones is a floor the page cannot go below, and one more round
+//! reads, from each partition that could hold keys above it, only the keys
+//! between that floor and what the partition already gave. So a page takes
+//! two rounds at most in the common case, and reads little beyond what it
+//! shows. A partition whose unread keys all sort below the best order in hand
+//! (an older day, say) is not read at all.
 
 use super::Store;
 use crate::model::PendingOrder;
@@ -23,6 +28,20 @@ use std::collections::VecDeque;
 /// Extra items read per partition beyond its even share of what is still
 /// needed: fewer second rounds for a small over-read.
 const READ_MARGIN: u32 = 1;
+
+/// How each partition is read: its even share of what the page still needs
+/// plus `margin` items, or (`naive`) a whole page from every partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadPlan {
+    pub margin: u32,
+    pub naive: bool,
+}
+
+impl Default for ReadPlan {
+    fn default() -> Self {
+        Self { margin: READ_MARGIN, naive: false }
+    }
+}
 
 pub struct PendingRead {
     pub orders: Vec<PendingOrder>,
@@ -59,6 +78,17 @@ impl Store {
         limit: u32,
         after: Option<&str>,
     ) -> Result<PendingRead, StoreError> {
+        self.pending_page_with(days, limit, after, ReadPlan::default()).await
+    }
+
+    /// `pending_page` with another read plan, to measure the trade-off.
+    pub async fn pending_page_with(
+        &self,
+        days: &[NaiveDate],
+        limit: u32,
+        after: Option<&str>,
+        plan: ReadPlan,
+    ) -> Result<PendingRead, StoreError> {
         let mut partitions = self.partitions(days, after).await?;
         let mut orders = Vec::with_capacity(limit as usize);
         let mut last_key = None;
@@ -74,25 +104,50 @@ impl Store {
                 last_key = Some(key);
                 continue;
             }
-            // Each partition of the day being read is expected to hold an even
-            // share of what is still needed; reading that much (plus a margin)
-            // keeps both the over-read and the number of rounds small.
+            let needed = limit - orders.len() as u32;
+            rounds += 1;
+            if let Some(floor) = floor_key(&partitions, needed as usize) {
+                // Enough orders are in hand that the page cannot reach below the
+                // `needed`-th best of them: read, from every partition that could
+                // hold keys above that floor, exactly the keys between the floor
+                // and what it has already given. This round settles the page.
+                let targets: Vec<usize> = partitions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| !p.exhausted && p.ceiling.as_str() > floor.as_str())
+                    .map(|(i, _)| i)
+                    .collect();
+                let reads = targets.iter().map(|&i| self.read_partition(&partitions[i], Some(&floor), needed + 1));
+                for (i, (items, more_in_range, scanned)) in targets.iter().zip(try_join_all(reads).await?) {
+                    let partition = &mut partitions[*i];
+                    items_read += scanned;
+                    let ceiling = partition.ceiling.clone();
+                    let fresh: Vec<_> = items.into_iter().filter(|(sk, _)| *sk < ceiling).collect();
+                    partition.ceiling = match (more_in_range, fresh.last()) {
+                        (true, Some((sk, _))) => sk.clone(),
+                        _ => floor.clone(),
+                    };
+                    partition.buffer.extend(fresh);
+                }
+                continue;
+            }
+            // Too few orders in hand: each partition of the day being read is
+            // expected to hold an even share of what is still needed; reading
+            // that much (plus a margin) keeps the over-read small.
             let day = partitions[blocking[0]].day;
             let live = partitions
                 .iter()
                 .filter(|p| p.day == day && !(p.exhausted && p.buffer.is_empty()))
                 .count()
                 .max(1) as u32;
-            let needed = limit - orders.len() as u32;
-            let size = needed.div_ceil(live) + READ_MARGIN;
-            rounds += 1;
-            let reads = blocking.iter().map(|&i| self.read_partition(&partitions[i], size));
-            for (i, (items, exhausted, scanned)) in blocking.iter().zip(try_join_all(reads).await?) {
+            let size = if plan.naive { limit } else { needed.div_ceil(live) + plan.margin };
+            let reads = blocking.iter().map(|&i| self.read_partition(&partitions[i], None, size));
+            for (i, (items, more, scanned)) in blocking.iter().zip(try_join_all(reads).await?) {
                 let partition = &mut partitions[*i];
                 items_read += scanned;
                 // An empty answer with a LastEvaluatedKey would not move the
                 // ceiling; treating it as the end keeps the loop finite.
-                partition.exhausted = exhausted || items.is_empty();
+                partition.exhausted = !more || items.is_empty();
                 if let Some((sk, _)) = items.last() {
                     partition.ceiling = sk.clone();
                 }
@@ -135,26 +190,33 @@ impl Store {
         Ok(partitions)
     }
 
-    /// Up to `size` items of a partition below its ceiling, newest first.
+    /// Up to `size` items of a partition below its ceiling (and, given a
+    /// floor, not below it), newest first; and whether more may follow.
     async fn read_partition(
         &self,
         partition: &Partition,
+        floor: Option<&str>,
         size: u32,
     ) -> Result<(Vec<(String, PendingOrder)>, bool, u64), StoreError> {
-        let out = self
+        let query = self
             .client
             .query()
             .table_name(&self.orders_table)
             .index_name(GSI2)
-            .key_condition_expression("GSI2PK = :p AND GSI2SK < :ceiling")
             .expression_attribute_values(":p", AttributeValue::S(partition.pk.clone()))
             .expression_attribute_values(":ceiling", AttributeValue::S(partition.ceiling.clone()))
             .scan_index_forward(false)
-            .limit(size as i32)
-            .send()
-            .await?;
+            .limit(size as i32);
+        // BETWEEN is inclusive: the caller drops the ceiling key if it comes back.
+        let query = match floor {
+            Some(floor) => query
+                .key_condition_expression("GSI2PK = :p AND GSI2SK BETWEEN :floor AND :ceiling")
+                .expression_attribute_values(":floor", AttributeValue::S(floor.to_string())),
+            None => query.key_condition_expression("GSI2PK = :p AND GSI2SK < :ceiling"),
+        };
+        let out = query.send().await?;
         let scanned = out.scanned_count().max(0) as u64;
-        let exhausted = out.last_evaluated_key().is_none_or(|k| k.is_empty());
+        let more = out.last_evaluated_key().is_some_and(|k| !k.is_empty());
         let items = out
             .items
             .unwrap_or_default()
@@ -167,8 +229,18 @@ impl Store {
                 Ok((sk, serde_dynamo::from_item(item)?))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        Ok((items, exhausted, scanned))
+        Ok((items, more, scanned))
     }
+}
+
+/// The `needed`-th best key in hand, when that many are in hand.
+fn floor_key(partitions: &[Partition], needed: usize) -> Option<String> {
+    let mut keys: Vec<&str> = partitions.iter().flat_map(|p| p.buffer.iter().map(|(sk, _)| sk.as_str())).collect();
+    if needed == 0 || keys.len() < needed {
+        return None;
+    }
+    keys.sort_unstable_by(|a, b| b.cmp(a));
+    Some(keys[needed - 1].to_string())
 }
 
 /// The partition holding the newest unread order in hand.

