@@ -3,6 +3,10 @@
 //! `model` and `app` compile for both the server and the browser; everything
 //! that talks to a store lives under `server`, which only the `ssr` build has.
 
+// The dashboard's view is one deeply nested type; release builds (which do
+// not erase component types) need more than the default 128 levels for it.
+#![recursion_limit = "256"]
+
 pub mod app;
 pub mod model;
 #[cfg(feature = "ssr")]

@@ -82,6 +82,22 @@ pub fn parse_pending_pk(pk: &str) -> Option<(NaiveDate, u32)> {
     Some((NaiveDate::parse_from_str(day, "%Y-%m-%d").ok()?, shard.parse().ok()?))
 }
 
+/// A bound just below `key` for inclusive ranges: no key of this schema
+/// sorts between it and `key`. Key strings are ASCII no higher than `z`
+/// (ids are validated), so the last character lowered by one and followed by
+/// DEL characters stays above every smaller key.
+pub fn just_below(key: &str) -> String {
+    let mut bytes = key.as_bytes().to_vec();
+    match bytes.pop() {
+        Some(last) if last > 0 && last.is_ascii() => {
+            bytes.push(last - 1);
+            bytes.extend([0x7f; crate::model::MAX_ID_LEN + 32]);
+            String::from_utf8(bytes).expect("ASCII stays UTF-8")
+        }
+        _ => String::new(),
+    }
+}
+
 /// The shard of an order: xxHash3 of its id, mod `shards`. xxh3 is a fixed,
 /// documented function, so every build on every platform agrees on it
 /// (std's `DefaultHasher` promises neither).
@@ -160,6 +176,21 @@ mod tests {
         assert_eq!(parse_timeline_sk("2026-11-29T08:00:00Z#o-1"), None, "non-canonical time");
         assert_eq!(parse_timeline_sk("2026-11-29T08:00:00.000Z#"), None);
         assert_eq!(parse_timeline_sk("nonsense"), None);
+    }
+
+    #[test]
+    fn just_below_sits_between_a_key_and_every_smaller_key() {
+        let key = timeline_sk(&at("2026-11-29T08:00:00Z"), "o-5");
+        let bound = just_below(&key);
+        assert!(bound < key);
+        for smaller in [
+            timeline_sk(&at("2026-11-29T08:00:00Z"), "o-4zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"),
+            timeline_sk(&at("2026-11-29T08:00:00Z"), "o-"),
+            timeline_sk(&at("2026-11-29T07:59:59.999Z"), "zzzz"),
+        ] {
+            assert!(smaller <= bound, "{smaller} should sort at or below {bound}");
+        }
+        assert!(timeline_sk(&at("2026-11-29T08:00:00Z"), "o-50") > bound);
     }
 
     #[test]

@@ -13,7 +13,10 @@ use crate::model::{
 };
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::OnceCell;
 
 /// Largest accepted line-item count, quantity and string length.
 const MAX_ITEMS: usize = 100;
@@ -31,7 +34,14 @@ pub struct Service {
     /// The running consumer's status, once one is started.
     pub consumer: Arc<Mutex<Option<Arc<Mutex<ConsumerStatus>>>>>,
     pub last_reconcile: Arc<Mutex<Option<LastReconcile>>>,
+    /// Recent dashboard reads, shared by every viewer of the same view.
+    dashboards: Arc<Mutex<HashMap<String, (Instant, Arc<OnceCell<Dashboard>>)>>>,
 }
+
+/// How long one read of a dashboard view serves everyone who opens it: a
+/// room full of screens costs the store one read a second, not one each.
+/// Live pushes carry what happens in between; this server's own writes clear it.
+const DASHBOARD_TTL: Duration = Duration::from_secs(1);
 
 /// The most recent reconciliation `serve` ran.
 #[derive(Clone, Debug, Serialize)]
@@ -90,6 +100,7 @@ impl Service {
             live: LiveHub::default(),
             consumer: Arc::new(Mutex::new(None)),
             last_reconcile: Arc::new(Mutex::new(None)),
+            dashboards: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -232,6 +243,22 @@ impl Service {
     }
 
     pub async fn dashboard(&self, params: &PendingParams, stuck_after_minutes: u32) -> Result<Dashboard, ApiError> {
+        let key = format!("{params:?}|{stuck_after_minutes}");
+        let cell = {
+            let mut cache = self.dashboards.lock().expect("dashboard cache poisoned");
+            cache.retain(|_, (read_at, _)| read_at.elapsed() < DASHBOARD_TTL);
+            cache.entry(key).or_insert_with(|| (Instant::now(), Arc::new(OnceCell::new()))).1.clone()
+        };
+        // Concurrent viewers wait for the one read; a failed read is not kept.
+        let dashboard = cell.get_or_try_init(|| self.read_dashboard(params, stuck_after_minutes)).await?;
+        Ok(dashboard.clone())
+    }
+
+    fn forget_dashboards(&self) {
+        self.dashboards.lock().expect("dashboard cache poisoned").clear();
+    }
+
+    async fn read_dashboard(&self, params: &PendingParams, stuck_after_minutes: u32) -> Result<Dashboard, ApiError> {
         let page = self.pending(params).await?;
         let (summary, counters) = self.summary(page.date).await?;
         let activity = counters.map(|c| activity(&c));
@@ -259,6 +286,7 @@ impl Service {
     pub async fn create_order(&self, new: NewOrder) -> Result<Order, ApiError> {
         let order = build_order(new, Utc::now()).map_err(ApiError::BadRequest)?;
         self.store.create_order(&order).await?;
+        self.forget_dashboards();
         Ok(order)
     }
 
@@ -270,7 +298,9 @@ impl Service {
                 change.from, change.to
             )));
         }
-        Ok(self.store.change_status(order_id, change.from, change.to, Utc::now()).await?)
+        let order = self.store.change_status(order_id, change.from, change.to, Utc::now()).await?;
+        self.forget_dashboards();
+        Ok(order)
     }
 
     fn decode_cursor(&self, cursor: Option<&str>, scope: &str) -> Result<Option<String>, ApiError> {

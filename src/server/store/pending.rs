@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 
 /// Extra items read per partition beyond its even share of what is still
 /// needed: fewer second rounds for a small over-read.
-const READ_MARGIN: u32 = 1;
+const READ_MARGIN: u32 = 2;
 
 /// How each partition is read: its even share of what the page still needs
 /// plus `margin` items, or (`naive`) a whole page from every partition.
@@ -204,15 +204,18 @@ impl Store {
             .table_name(&self.orders_table)
             .index_name(GSI2)
             .expression_attribute_values(":p", AttributeValue::S(partition.pk.clone()))
-            .expression_attribute_values(":ceiling", AttributeValue::S(partition.ceiling.clone()))
             .scan_index_forward(false)
             .limit(size as i32);
-        // BETWEEN is inclusive: the caller drops the ceiling key if it comes back.
+        // BETWEEN is inclusive at both ends: just below the ceiling keeps the
+        // key already read out of the answer.
         let query = match floor {
             Some(floor) => query
-                .key_condition_expression("GSI2PK = :p AND GSI2SK BETWEEN :floor AND :ceiling")
-                .expression_attribute_values(":floor", AttributeValue::S(floor.to_string())),
-            None => query.key_condition_expression("GSI2PK = :p AND GSI2SK < :ceiling"),
+                .key_condition_expression("GSI2PK = :p AND GSI2SK BETWEEN :floor AND :below")
+                .expression_attribute_values(":floor", AttributeValue::S(floor.to_string()))
+                .expression_attribute_values(":below", AttributeValue::S(keys::just_below(&partition.ceiling))),
+            None => query
+                .key_condition_expression("GSI2PK = :p AND GSI2SK < :ceiling")
+                .expression_attribute_values(":ceiling", AttributeValue::S(partition.ceiling.clone())),
         };
         let out = query.send().await?;
         let scanned = out.scanned_count().max(0) as u64;

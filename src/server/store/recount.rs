@@ -35,14 +35,19 @@ impl Store {
         })
     }
 
-    async fn count_shard(&self, day: NaiveDate, shard: u32) -> Result<(u64, u64), StoreError> {
-        let mut pages = self
-            .client
+    /// A Query of one (day, shard) partition of GSI2.
+    fn partition_query(&self, day: NaiveDate, shard: u32) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        self.client
             .query()
             .table_name(&self.orders_table)
             .index_name(GSI2)
             .key_condition_expression("GSI2PK = :p")
             .expression_attribute_values(":p", AttributeValue::S(keys::pending_pk(day, shard)))
+    }
+
+    async fn count_shard(&self, day: NaiveDate, shard: u32) -> Result<(u64, u64), StoreError> {
+        let mut pages = self
+            .partition_query(day, shard)
             .select(Select::Count)
             .into_paginator()
             .send();
@@ -61,12 +66,7 @@ impl Store {
         let shards = self.shards_for(day).await?;
         let firsts = try_join_all((0..shards).map(|shard| async move {
             let out = self
-                .client
-                .query()
-                .table_name(&self.orders_table)
-                .index_name(GSI2)
-                .key_condition_expression("GSI2PK = :p")
-                .expression_attribute_values(":p", AttributeValue::S(keys::pending_pk(day, shard)))
+                .partition_query(day, shard)
                 .projection_expression(GSI2SK)
                 .scan_index_forward(true)
                 .limit(1)
