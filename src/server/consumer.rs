@@ -103,6 +103,8 @@ pub struct Consumer {
     hub: Option<LiveHub>,
     status: Arc<Mutex<ConsumerStatus>>,
     cursors: tokio::sync::Mutex<HashMap<String, ShardCursor>>,
+    /// Until when this consumer surely holds each lease (by its own clock).
+    held: Mutex<HashMap<String, std::time::Instant>>,
     batches_read: AtomicU32,
 }
 
@@ -174,6 +176,7 @@ impl Consumer {
             hub,
             status: Arc::new(Mutex::new(ConsumerStatus::default())),
             cursors: tokio::sync::Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
             batches_read: AtomicU32::new(0),
         }
     }
@@ -236,8 +239,15 @@ impl Consumer {
             {
                 continue;
             }
-            let Some(checkpoint) = self.take_lease(&stream_arn, id).await? else {
-                continue;
+            // A lease with more than half its time left is not renewed on
+            // every pass: an idle stream costs a write per shard per half-lease.
+            let checkpoint = if self.holds(id) {
+                None
+            } else {
+                match self.take_lease(&stream_arn, id).await? {
+                    Some(checkpoint) => Some(checkpoint),
+                    None => continue,
+                }
             };
             held += 1;
             applied += self.read_shard(&stream_arn, id, checkpoint).await?;
@@ -329,9 +339,31 @@ impl Consumer {
             .send()
             .await;
         match result {
-            Ok(out) => Ok(Some(checkpoint_of(&out.attributes.unwrap_or_default()))),
-            Err(err) if super::store::is_condition_failure(&err) => Ok(None),
+            Ok(out) => {
+                self.mark_held(shard_id, true);
+                Ok(Some(checkpoint_of(&out.attributes.unwrap_or_default())))
+            }
+            Err(err) if super::store::is_condition_failure(&err) => {
+                self.mark_held(shard_id, false);
+                Ok(None)
+            }
             Err(err) => Err(StoreError::from(err).into()),
+        }
+    }
+
+    fn holds(&self, shard_id: &str) -> bool {
+        let held = self.held.lock().expect("lease map poisoned");
+        held.get(shard_id).is_some_and(|until| {
+            until.saturating_duration_since(std::time::Instant::now()) > self.options.lease / 2
+        })
+    }
+
+    fn mark_held(&self, shard_id: &str, holding: bool) {
+        let mut held = self.held.lock().expect("lease map poisoned");
+        if holding {
+            held.insert(shard_id.to_string(), std::time::Instant::now() + self.options.lease);
+        } else {
+            held.remove(shard_id);
         }
     }
 
@@ -339,10 +371,14 @@ impl Consumer {
         Utc::now().timestamp_millis() + self.options.lease.as_millis() as i64
     }
 
-    async fn read_shard(&self, stream_arn: &str, shard_id: &str, checkpoint: Checkpoint) -> Result<u64, ConsumerError> {
+    /// Reads a shard whose lease this consumer holds; `checkpoint` is what
+    /// the store says when the lease was just taken or renewed.
+    async fn read_shard(&self, stream_arn: &str, shard_id: &str, checkpoint: Option<Checkpoint>) -> Result<u64, ConsumerError> {
         let mut cursors = self.cursors.lock().await;
         let cursor = cursors.entry(shard_id.to_string()).or_default();
-        if cursor.seq != checkpoint.seq {
+        if let Some(checkpoint) = checkpoint
+            && cursor.seq != checkpoint.seq
+        {
             // Someone else moved this shard on (or this is a restart): resume
             // from the checkpoint, not from a stale iterator.
             *cursor = ShardCursor { iterator: None, seq: checkpoint.seq };
@@ -392,6 +428,7 @@ impl Consumer {
                     // from whatever checkpoint is stored.
                     tracing::info!(shard_id, why, "checkpoint moved; re-reading it");
                     cursors.remove(shard_id);
+                    self.mark_held(shard_id, false);
                     return Ok(applied);
                 }
                 Err(err) => return Err(err.into()),
@@ -536,7 +573,11 @@ impl Consumer {
             transaction = transaction.transact_items(TransactWriteItem::builder().update(update).build());
         }
         match transaction.send().await {
-            Ok(_) => Ok(seq.or(prev)),
+            Ok(_) => {
+                // The checkpoint write renewed the lease too.
+                self.mark_held(shard_id, true);
+                Ok(seq.or(prev))
+            }
             Err(err) => {
                 let cancelled = err
                     .as_service_error()
