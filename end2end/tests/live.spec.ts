@@ -2,6 +2,20 @@ import { expect, test, type APIRequestContext } from '@playwright/test';
 
 type Metrics = { pending: number; created: number; freshness: { recordsApplied: number } };
 
+async function createOrder(request: APIRequestContext, orderId: string) {
+  const created = await request.post('/api/orders', {
+    data: {
+      orderId,
+      customerId: 'cust-live',
+      currency: 'USD',
+      items: [{ sku: 'TENT-2P', name: 'Ridgeline 2-person tent', quantity: 1, unitPrice: 24900 }],
+      shippingCity: 'Seattle',
+      shippingCountry: 'US',
+    },
+  });
+  expect(created.status()).toBe(201);
+}
+
 async function pendingTotal(request: APIRequestContext): Promise<number> {
   let total = 0;
   let cursor: string | null = null;
@@ -27,17 +41,7 @@ test('an order created elsewhere appears live, and leaves when it is confirmed',
   await expect(figure).toHaveText(String(expected));
 
   const orderId = `live-${Date.now()}`;
-  const created = await request.post('/api/orders', {
-    data: {
-      orderId,
-      customerId: 'cust-live',
-      currency: 'USD',
-      items: [{ sku: 'TENT-2P', name: 'Ridgeline 2-person tent', quantity: 1, unitPrice: 24900 }],
-      shippingCity: 'Seattle',
-      shippingCountry: 'US',
-    },
-  });
-  expect(created.status()).toBe(201);
+  await createOrder(request, orderId);
   const row = page.locator(`tr[data-order-id="${orderId}"]`);
   await expect(row).toBeVisible({ timeout: 3_000 });
   await expect(figure).toHaveText(String(expected + 1), { timeout: 3_000 });
@@ -63,17 +67,7 @@ test('on a later page, new orders are announced instead of moved in', async ({ p
   const before = await rows();
 
   const orderId = `later-${Date.now()}`;
-  const created = await request.post('/api/orders', {
-    data: {
-      orderId,
-      customerId: 'cust-live',
-      currency: 'USD',
-      items: [{ sku: 'LAMP-HD', name: 'Headlamp 400 lm', quantity: 2, unitPrice: 3900 }],
-      shippingCity: 'Denver',
-      shippingCountry: 'US',
-    },
-  });
-  expect(created.status()).toBe(201);
+  await createOrder(request, orderId);
   await expect(page.getByTestId('newer')).toContainText('1 new orders', { timeout: 3_000 });
   expect(await rows()).toEqual(before);
   await page.getByRole('link', { name: 'Go to page one' }).click();

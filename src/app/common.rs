@@ -63,6 +63,21 @@ pub fn Pager(prev: Option<String>, next: Option<String>) -> impl IntoView {
     }
 }
 
+/// A table's head: each column's label, and whether it holds numbers.
+#[component]
+pub fn TableHead(columns: &'static [(&'static str, bool)]) -> impl IntoView {
+    view! {
+        <thead>
+            <tr>
+                {columns
+                    .iter()
+                    .map(|(label, numeric)| view! { <th scope="col" class:num=*numeric>{*label}</th> })
+                    .collect_view()}
+            </tr>
+        </thead>
+    }
+}
+
 #[component]
 pub fn StatusBadge(status: Status) -> impl IntoView {
     let class = format!("badge status-{}", status.as_str().to_lowercase());

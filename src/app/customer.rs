@@ -1,6 +1,6 @@
 //! A customer's order history, newest first.
 
-use super::common::{ErrorView, Pager, StatusBadge, href, paging};
+use super::common::{ErrorView, Pager, StatusBadge, TableHead, href, paging};
 use super::data::get_customer_orders;
 use crate::model::{OrderPage, PageParams, format_money};
 use leptos::prelude::*;
@@ -42,16 +42,14 @@ fn History(page: OrderPage, customer_id: String) -> impl IntoView {
     view! {
         <table class="orders" data-testid="history-table">
             <caption class="visually-hidden">"Orders, newest first"</caption>
-            <thead>
-                <tr>
-                    <th scope="col">"Created (UTC)"</th>
-                    <th scope="col">"Order"</th>
-                    <th scope="col">"Status"</th>
-                    <th scope="col" class="num">"Items"</th>
-                    <th scope="col" class="num">"Total"</th>
-                    <th scope="col">"Ship to"</th>
-                </tr>
-            </thead>
+            <TableHead columns=&[
+                ("Created (UTC)", false),
+                ("Order", false),
+                ("Status", false),
+                ("Items", true),
+                ("Total", true),
+                ("Ship to", false),
+            ]/>
             <tbody>
                 {page
                     .orders

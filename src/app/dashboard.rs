@@ -1,7 +1,7 @@
 //! The PENDING dashboard: headline figures, the spread over shards, and the
 //! newest-first list, refreshed every few seconds while it is on screen.
 
-use super::common::{ErrorView, Pager, href, paging};
+use super::common::{ErrorView, Pager, TableHead, href, paging};
 use super::data::get_dashboard;
 use super::live::{Live, LiveStatus};
 use crate::model::{Activity, Dashboard, LiveEvent, PendingOrder, PendingParams, Summary, format_age, format_money};
@@ -152,17 +152,15 @@ fn DashboardView(data: Dashboard, live: Live) -> impl IntoView {
         })}
         <table class="orders" data-testid="pending-table">
             <caption class="visually-hidden">"PENDING orders, newest first"</caption>
-            <thead>
-                <tr>
-                    <th scope="col">"Created (UTC)"</th>
-                    <th scope="col">"Age"</th>
-                    <th scope="col">"Order"</th>
-                    <th scope="col">"Customer"</th>
-                    <th scope="col" class="num">"Items"</th>
-                    <th scope="col" class="num">"Total"</th>
-                    <th scope="col">"Ship to"</th>
-                </tr>
-            </thead>
+            <TableHead columns=&[
+                ("Created (UTC)", false),
+                ("Age", false),
+                ("Order", false),
+                ("Customer", false),
+                ("Items", true),
+                ("Total", true),
+                ("Ship to", false),
+            ]/>
             <tbody>
                 <For each=move || rows.get() key=|order| order.order_id.clone() let:order>
                     <Row order as_of stuck_after/>

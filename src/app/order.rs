@@ -1,7 +1,7 @@
 //! One order: every field, its line items, and the status changes allowed
 //! from where it stands.
 
-use super::common::{ErrorView, StatusBadge};
+use super::common::{ErrorView, StatusBadge, TableHead};
 use super::data::{ChangeStatus, ErrorKind, get_order};
 use crate::model::{Order, Status, format_money, iso_millis};
 use leptos::prelude::*;
@@ -63,15 +63,13 @@ fn OrderView(order: Order, change: ServerAction<ChangeStatus>) -> impl IntoView 
         <StatusButtons order_id=order.order_id.clone() status=order.status change/>
         <h2>"Line items"</h2>
         <table class="orders">
-            <thead>
-                <tr>
-                    <th scope="col">"SKU"</th>
-                    <th scope="col">"Item"</th>
-                    <th scope="col" class="num">"Quantity"</th>
-                    <th scope="col" class="num">"Unit price"</th>
-                    <th scope="col" class="num">"Line total"</th>
-                </tr>
-            </thead>
+            <TableHead columns=&[
+                ("SKU", false),
+                ("Item", false),
+                ("Quantity", true),
+                ("Unit price", true),
+                ("Line total", true),
+            ]/>
             <tbody>
                 {order
                     .items
