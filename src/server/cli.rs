@@ -184,11 +184,8 @@ async fn run_loadgen(store: Store, args: &super::loadgen::LoadgenArgs) -> Result
 }
 
 async fn run_reconcile(store: Store, args: &ReconcileArgs) -> Result<(), CliError> {
-    let day = match args.date.as_deref() {
-        None => chrono::Utc::now().date_naive(),
-        Some(text) => chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
-            .map_err(|_| CliError::Usage(format!("--date {text:?} is not a YYYY-MM-DD date")))?,
-    };
+    let day = super::service::parse_date(args.date.as_deref(), chrono::Utc::now())
+        .map_err(|e| CliError::Usage(format!("--date: {e}")))?;
     let outcome = store.reconcile(day, !args.dry_run).await?;
     println!(
         "{day}: counter {}, recount {} (over {} shards, {} index items read), drift {:+}{}",

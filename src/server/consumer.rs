@@ -551,7 +551,7 @@ impl Consumer {
                 .expression_attribute_values(":prev", AttributeValue::S(prev.clone())),
             None => checkpoint.condition_expression("#owner = :me AND attribute_not_exists(#seq)"),
         };
-        let checkpoint = checkpoint.update_expression(format!("SET {}", sets.join(", "))).build().map_err(build_error)?;
+        let checkpoint = checkpoint.update_expression(format!("SET {}", sets.join(", "))).build()?;
         let mut transaction = self
             .store
             .client()
@@ -569,7 +569,7 @@ impl Consumer {
                     .expression_attribute_names(format!("#a{i}"), attribute)
                     .expression_attribute_values(format!(":v{i}"), AttributeValue::N(by.to_string()));
             }
-            let update = update.update_expression(format!("ADD {}", adds.join(", "))).build().map_err(build_error)?;
+            let update = update.update_expression(format!("ADD {}", adds.join(", "))).build()?;
             transaction = transaction.transact_items(TransactWriteItem::builder().update(update).build());
         }
         match transaction.send().await {
@@ -623,6 +623,3 @@ fn checkpoint_of(item: &HashMap<String, AttributeValue>) -> Checkpoint {
     }
 }
 
-fn build_error(err: aws_sdk_dynamodb::error::BuildError) -> StoreError {
-    StoreError::Dynamo(format!("invalid request: {err}"))
-}

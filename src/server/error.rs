@@ -68,6 +68,13 @@ fn describe(err: &dyn std::error::Error) -> String {
     text
 }
 
+/// A request the SDK refused to build: a bug here, not the store's answer.
+impl From<aws_sdk_dynamodb::error::BuildError> for StoreError {
+    fn from(err: aws_sdk_dynamodb::error::BuildError) -> Self {
+        StoreError::Dynamo(format!("invalid request: {err}"))
+    }
+}
+
 impl From<serde_dynamo::Error> for StoreError {
     fn from(err: serde_dynamo::Error) -> Self {
         StoreError::Data(err.to_string())

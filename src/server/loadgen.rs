@@ -429,8 +429,7 @@ async fn verify(store: &Store, ids: &[String]) -> Result<u64, StoreError> {
             KeysAndAttributes::builder()
                 .set_keys(Some(keys))
                 .projection_expression(keys::PK)
-                .build()
-                .map_err(|e| StoreError::Dynamo(e.to_string()))?,
+                .build()?,
         );
         let mut attempt = 0;
         while let Some(keys) = request.take() {

@@ -331,7 +331,7 @@ fn activity(counters: &Counters) -> Activity {
     Activity { created: (0..buckets).map(|b| sum(&counters.created_per_minute, b)).collect(), backlog }
 }
 
-fn parse_date(text: Option<&str>, now: DateTime<Utc>) -> Result<NaiveDate, ApiError> {
+pub fn parse_date(text: Option<&str>, now: DateTime<Utc>) -> Result<NaiveDate, ApiError> {
     match text.filter(|d| !d.is_empty()) {
         None => Ok(now.date_naive()),
         Some(text) => NaiveDate::parse_from_str(text, "%Y-%m-%d")

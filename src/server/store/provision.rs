@@ -111,8 +111,7 @@ impl Store {
                 StreamSpecification::builder()
                     .stream_enabled(true)
                     .stream_view_type(StreamViewType::NewAndOldImages)
-                    .build()
-                    .map_err(build_error)?,
+                    .build()?,
             );
         for name in [PK, GSI1PK, GSI1SK, GSI2PK, GSI2SK] {
             request = request.attribute_definitions(string_attribute(name)?);
@@ -130,7 +129,7 @@ impl Store {
             if let Some(throughput) = throughput(args)? {
                 index = index.provisioned_throughput(throughput);
             }
-            request = request.global_secondary_indexes(index.build().map_err(build_error)?);
+            request = request.global_secondary_indexes(index.build()?);
         }
         request = match throughput(args)? {
             Some(throughput) => request
@@ -311,7 +310,7 @@ fn string_attribute(name: &str) -> Result<AttributeDefinition, StoreError> {
         .attribute_name(name)
         .attribute_type(ScalarAttributeType::S)
         .build()
-        .map_err(build_error)
+        .map_err(StoreError::from)
 }
 
 fn throughput(args: &ProvisionArgs) -> Result<Option<ProvisionedThroughput>, StoreError> {
@@ -322,10 +321,7 @@ fn throughput(args: &ProvisionArgs) -> Result<Option<ProvisionedThroughput>, Sto
             .write_capacity_units(args.write_capacity)
             .build()
             .map(Some)
-            .map_err(build_error),
+            .map_err(StoreError::from),
     }
 }
 
-fn build_error(err: aws_sdk_dynamodb::error::BuildError) -> StoreError {
-    StoreError::Dynamo(format!("invalid request: {err}"))
-}
