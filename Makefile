@@ -35,7 +35,7 @@ test-e2e:
 # bundle is measured as shipped (release, wasm-opt), then the dev one restored.
 bench: build
 	cargo leptos build --release --frontend-only
-	$(TEST_ENV) cargo bench --profile dev --features ssr --bench northwind
+	$(TEST_ENV) cargo bench --profile dev --features ssr,testing --bench northwind
 	cargo leptos build --frontend-only
 
 clean:

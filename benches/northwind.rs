@@ -5,16 +5,17 @@
 //! Settings (environment): NORTHWIND_BENCH_DELAY_MS (the proxy's added delay
 //! per request, default 5), NORTHWIND_BENCH_QUICK=1 (fewer samples).
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{NaiveDate, Utc};
+use clap::Parser;
 use futures::StreamExt;
 use northwind_ops::model::Order;
-use northwind_ops::server::config::{ProvisionArgs, StoreConfig, StoreKind};
+use northwind_ops::server::config::Cli;
 use northwind_ops::server::embedded::Embedded;
 use northwind_ops::server::keys;
 use northwind_ops::server::loadgen::{self, LoadgenArgs, Profile, WriteMode};
 use northwind_ops::server::seed::random_order;
-use northwind_ops::server::store::{self, ReadPlan, Store, order_item};
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use northwind_ops::server::store::{self, ReadPlan, Store, TableCapacity};
 use rand::SeedableRng;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -161,24 +162,30 @@ async fn delay_proxy(target: SocketAddr, delay: Duration) -> SocketAddr {
 
 async fn open_store(running: &Running, shards: u32, tag: &str) -> Store {
     let suffix = uuid::Uuid::new_v4().simple().to_string();
-    let config = StoreConfig {
-        store: Some(StoreKind::Endpoint),
-        endpoint_url: Some(running.endpoint.clone()),
-        data_dir: running._dir.path().to_path_buf(),
-        embedded_addr: "127.0.0.1:0".parse().unwrap(),
-        orders_table: format!("bench-{tag}-{}", &suffix[..8]),
-        metrics_table: format!("bench-{tag}-m-{}", &suffix[..8]),
-        shards,
-        cursor_secret: Some("bench".into()),
-    };
+    let data_dir = running._dir.path().display().to_string();
+    let (orders, metrics) = (format!("bench-{tag}-{}", &suffix[..8]), format!("bench-{tag}-m-{}", &suffix[..8]));
+    let shards = shards.to_string();
+    let argv = [
+        "northwind-ops",
+        "--endpoint-url",
+        &running.endpoint,
+        "--data-dir",
+        &data_dir,
+        "--orders-table",
+        &orders,
+        "--metrics-table",
+        &metrics,
+        "--shards",
+        &shards,
+    ];
+    let config = Cli::parse_from(argv).store;
     let (store, _) = store::connect(&config).await.unwrap();
-    store.provision(&ProvisionArgs::default()).await.unwrap();
+    store.provision(Some(TableCapacity::OnDemand)).await.unwrap();
     store
 }
 
-/// Writes `count` PENDING orders of `day` with BatchWriteItem, 8 at a time.
+/// Writes `count` PENDING orders of `day` with BatchWriteItem, 8 batches at a time.
 async fn fill(store: &Store, day: NaiveDate, count: usize) {
-    let shards = store.ensure_shards_recorded(day).await.unwrap();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
     let base = day.and_hms_opt(0, 0, 0).unwrap().and_utc();
     let orders: Vec<Order> = (0..count)
@@ -187,28 +194,14 @@ async fn fill(store: &Store, day: NaiveDate, count: usize) {
             random_order(&mut rng, format!("b{i:07}"), format!("c{}", i % 500), at)
         })
         .collect();
-    futures::stream::iter(orders.chunks(25).map(|chunk| chunk.to_vec()))
-        .map(|chunk| async move {
-            let requests: Vec<WriteRequest> = chunk
-                .iter()
-                .map(|o| {
-                    let item = order_item(o, shards).unwrap();
-                    WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(item)).build().unwrap()).build()
-                })
-                .collect();
-            let mut pending = requests;
-            while !pending.is_empty() {
-                let out = store
-                    .client()
-                    .batch_write_item()
-                    .request_items(store.orders_table(), pending.clone())
-                    .send()
-                    .await
-                    .unwrap();
-                pending = out.unprocessed_items.and_then(|mut u| u.remove(store.orders_table())).unwrap_or_default();
-            }
-        })
-        .buffer_unordered(8)
+    put_all(store, &orders, 8).await;
+}
+
+/// `orders` through `Store::put_orders`, 25 to a batch, `parallel` batches in flight.
+async fn put_all(store: &Store, orders: &[Order], parallel: usize) {
+    futures::stream::iter(orders.chunks(25))
+        .map(|chunk| async move { store.put_orders(chunk).await.unwrap() })
+        .buffer_unordered(parallel)
         .collect::<Vec<_>>()
         .await;
 }
@@ -251,8 +244,17 @@ struct Settings {
 /// Goal 1: the first PENDING page over N shards next to one plain Query.
 async fn fanout(settings: &Settings, out: &mut String) {
     writeln!(out, "## 1. PENDING first page: fan-out over N shards vs one plain Query\n").unwrap();
-    writeln!(out, "{} PENDING orders in one day; page size 25; {} timed requests each, after a warm-up.\n", settings.orders_per_day, settings.iterations).unwrap();
-    writeln!(out, "| engine | added delay | N | fan-out p50 ms | p99 ms | single Query p50 ms | p99 ms | p50 ratio | p99 ratio |").unwrap();
+    writeln!(
+        out,
+        "{} PENDING orders in one day; page size 25; {} timed requests each, after a warm-up.\n",
+        settings.orders_per_day, settings.iterations
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "| engine | added delay | N | fan-out p50 ms | p99 ms | single Query p50 ms | p99 ms | p50 ratio | p99 ratio |"
+    )
+    .unwrap();
     writeln!(out, "|---|---|---|---|---|---|---|---|---|").unwrap();
     let day = Utc::now().date_naive();
     for engine in [Engine::Dynoxide, Engine::DynamoDbLocal] {
@@ -319,7 +321,8 @@ async fn read_efficiency(settings: &Settings, out: &mut String) {
         settings.delay.as_millis()
     )
     .unwrap();
-    writeln!(out, "| per-shard read | items read per item shown | rounds per page | first page p50 ms | p99 ms |").unwrap();
+    writeln!(out, "| per-shard read | items read per item shown | rounds per page | first page p50 ms | p99 ms |")
+        .unwrap();
     writeln!(out, "|---|---|---|---|---|").unwrap();
     let plans = [
         ("share + 0", ReadPlan { margin: 0, naive: false }),
@@ -371,12 +374,23 @@ struct Server {
 impl Server {
     fn start(data: &Path) -> Server {
         let bin = PathBuf::from("target/debug/northwind-ops");
-        let seeded = Command::new(&bin).arg("--data-dir").arg(data).arg("seed").env("NORTHWIND_LOG", "error").output().unwrap();
+        let seeded =
+            Command::new(&bin).arg("--data-dir").arg(data).arg("seed").env("NORTHWIND_LOG", "error").output().unwrap();
         assert!(seeded.status.success(), "seed failed: {}", String::from_utf8_lossy(&seeded.stderr));
         let mut child = Command::new(&bin)
             .arg("--data-dir")
             .arg(data)
-            .args(["serve", "--addr", "127.0.0.1:0", "--reconcile-minutes", "0"])
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--reconcile-minutes",
+                "0",
+                "--api-rate",
+                "0",
+                "--max-live-per-client",
+                "5000",
+            ])
             .env("NORTHWIND_LOG", "error")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -452,12 +466,24 @@ async fn server_side(settings: &Settings, out: &mut String) {
 
     writeln!(out, "## 4. Stream-to-browser lag: a put to its SSE event\n").unwrap();
     let mut lags = stream_lag(&http, &server.base, settings.lag_samples).await;
-    let line = format!("| {} | {:.0} | {:.0} | {:.0} |", lags.len(), percentile(&mut lags, 50.0), percentile(&mut lags, 95.0), percentile(&mut lags, 100.0));
+    let line = format!(
+        "| {} | {:.0} | {:.0} | {:.0} |",
+        lags.len(),
+        percentile(&mut lags, 50.0),
+        percentile(&mut lags, 95.0),
+        percentile(&mut lags, 100.0)
+    );
     println!("lag: {line}");
     writeln!(out, "| samples | p50 ms | p95 ms | max ms |\n|---|---|---|---|\n{line}\n").unwrap();
 
     writeln!(out, "## 6. Server memory and the wasm bundle\n").unwrap();
-    writeln!(out, "| server RSS idle | server peak RSS (VmHWM) under test 3 |\n|---|---|\n| {:.1} MiB | {:.1} MiB |\n", rss_idle as f64 / 1024.0, peak as f64 / 1024.0).unwrap();
+    writeln!(
+        out,
+        "| server RSS idle | server peak RSS (VmHWM) under test 3 |\n|---|---|\n| {:.1} MiB | {:.1} MiB |\n",
+        rss_idle as f64 / 1024.0,
+        peak as f64 / 1024.0
+    )
+    .unwrap();
 }
 
 /// Puts orders through the API one at a time and times each until its
@@ -510,7 +536,12 @@ async fn stream_lag(http: &reqwest::Client, base: &str, samples: usize) -> Vec<f
 /// Goal 5: loadgen against the store's own BatchWriteItem ceiling.
 async fn ingest(settings: &Settings, out: &mut String) {
     writeln!(out, "## 5. Ingest: loadgen next to the store's BatchWriteItem ceiling\n").unwrap();
-    writeln!(out, "{} orders each, 16 concurrent writers, fresh tables (and a fresh DynamoDB Local) per run.\n", settings.ingest_orders).unwrap();
+    writeln!(
+        out,
+        "{} orders each, 16 concurrent writers, fresh tables (and a fresh DynamoDB Local) per run.\n",
+        settings.ingest_orders
+    )
+    .unwrap();
     writeln!(out, "| engine | BatchWriteItem ceiling orders/s | loadgen bulk orders/s | ratio | loadgen realistic (conditional puts) orders/s |").unwrap();
     writeln!(out, "|---|---|---|---|---|").unwrap();
     let day = Utc::now().date_naive();
@@ -545,35 +576,26 @@ async fn ingest(settings: &Settings, out: &mut String) {
             assert_eq!(report.verified, report.created, "loadgen lost orders");
             rates.push(report.achieved_rate);
         }
-        let line = format!("| {} | {ceiling:.0} | {:.0} | {:.2} | {:.0} |", engine.name(), rates[0], rates[0] / ceiling, rates[1]);
+        let line = format!(
+            "| {} | {ceiling:.0} | {:.0} | {:.2} | {:.0} |",
+            engine.name(),
+            rates[0],
+            rates[0] / ceiling,
+            rates[1]
+        );
         println!("ingest: {line}");
         writeln!(out, "{line}").unwrap();
     }
     writeln!(out).unwrap();
 }
 
-/// The ceiling: pre-built items, BatchWriteItem of 25, 16 in flight.
-async fn fill_concurrently(store: &Store, day: NaiveDate, count: usize) {
-    let shards = store.ensure_shards_recorded(day).await.unwrap();
+/// The ceiling: pre-built orders, BatchWriteItem of 25, 16 in flight.
+async fn fill_concurrently(store: &Store, _day: NaiveDate, count: usize) {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
     let now = Utc::now();
-    let items: Vec<_> = (0..count)
-        .map(|i| order_item(&random_order(&mut rng, format!("c{i:08}"), format!("c{}", i % 999), now), shards).unwrap())
-        .collect();
-    futures::stream::iter(items.chunks(25).map(|c| c.to_vec()))
-        .map(|chunk| async move {
-            let mut pending: Vec<WriteRequest> = chunk
-                .into_iter()
-                .map(|item| WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(item)).build().unwrap()).build())
-                .collect();
-            while !pending.is_empty() {
-                let out = store.client().batch_write_item().request_items(store.orders_table(), pending.clone()).send().await.unwrap();
-                pending = out.unprocessed_items.and_then(|mut u| u.remove(store.orders_table())).unwrap_or_default();
-            }
-        })
-        .buffer_unordered(16)
-        .collect::<Vec<_>>()
-        .await;
+    let orders: Vec<Order> =
+        (0..count).map(|i| random_order(&mut rng, format!("c{i:08}"), format!("c{}", i % 999), now)).collect();
+    put_all(store, &orders, 16).await;
 }
 
 fn wasm_size(out: &mut String) {
@@ -594,7 +616,11 @@ fn wasm_size(out: &mut String) {
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| "unknown CPU".into());
     let memory = std::fs::read_to_string("/proc/meminfo")
         .ok()
@@ -619,7 +645,13 @@ async fn main() {
     };
     let mut out = String::new();
     writeln!(out, "# Benchmarks\n").unwrap();
-    writeln!(out, "Written by `make bench` on {} UTC, on {}. Figures, not pass/fail tests.\n", Utc::now().format("%Y-%m-%d %H:%M"), machine()).unwrap();
+    writeln!(
+        out,
+        "Written by `make bench` on {} UTC, on {}. Figures, not pass/fail tests.\n",
+        Utc::now().format("%Y-%m-%d %H:%M"),
+        machine()
+    )
+    .unwrap();
     fanout(&settings, &mut out).await;
     read_efficiency(&settings, &mut out).await;
     let mut server = String::new();

@@ -8,6 +8,6 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 data="$root/end2end/.run"
 rm -rf "$data"
-export NORTHWIND_DATA_DIR="$data" NORTHWIND_CURSOR_SECRET="e2e-secret" NORTHWIND_LOG="${NORTHWIND_LOG:-warn,dynoxide=error}"
+export NORTHWIND_DATA_DIR="$data" NORTHWIND_CURSOR_SECRET="e2e-cursor-secret-of-at-least-32-chars" NORTHWIND_LOG="${NORTHWIND_LOG:-warn,dynoxide=error}"
 target/debug/northwind-ops seed --seed 7
 exec target/debug/northwind-ops serve --addr "127.0.0.1:$port"

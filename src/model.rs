@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -13,7 +14,7 @@ pub const MAX_DAYS: u32 = 31;
 /// Longest order or customer id accepted.
 pub const MAX_ID_LEN: usize = 64;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Status {
     Pending,
@@ -24,13 +25,8 @@ pub enum Status {
 }
 
 impl Status {
-    pub const ALL: [Status; 5] = [
-        Status::Pending,
-        Status::Confirmed,
-        Status::Shipped,
-        Status::Delivered,
-        Status::Cancelled,
-    ];
+    pub const ALL: [Status; 5] =
+        [Status::Pending, Status::Confirmed, Status::Shipped, Status::Delivered, Status::Cancelled];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -67,12 +63,9 @@ impl fmt::Display for Status {
 impl FromStr for Status {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Status::ALL
-            .into_iter()
-            .find(|status| status.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown status {s:?}: expected PENDING, CONFIRMED, SHIPPED, DELIVERED or CANCELLED")
-            })
+        Status::ALL.into_iter().find(|status| status.as_str() == s).ok_or_else(|| {
+            format!("unknown status {s:?}: expected PENDING, CONFIRMED, SHIPPED, DELIVERED or CANCELLED")
+        })
     }
 }
 
@@ -148,21 +141,34 @@ pub struct OrderPage {
     pub next: Option<String>,
 }
 
-/// The headline figures of one day.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// A day's counts, as the stream's counters hold them: the one type the
+/// service, the API, the live events and the pages share. The counters are
+/// signed in the store (a repair may pass through negative values); they are
+/// clamped to zero once, where they are read.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Summary {
+pub struct DayCounts {
     pub date: NaiveDate,
+    /// Whether the stream consumer has counted anything for this day; when
+    /// not, every figure is unknown rather than zero.
+    pub counted: bool,
     /// PENDING orders of the day now.
     pub pending: u64,
     /// The same, per write shard (shard 0 first).
     pub per_shard: Vec<u64>,
-    /// Orders created that day, when counters are kept.
-    pub created: Option<u64>,
+    /// Orders created that day.
+    pub created: u64,
+    /// Orders created that day, by the status they are in now.
+    pub per_status: BTreeMap<Status, u64>,
+}
+
+/// The headline figures of one day.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub counts: DayCounts,
     #[serde(default, with = "iso_millis::option")]
     pub oldest_pending: Option<DateTime<Utc>>,
-    /// Where the figures come from: `recount` (read from the index) or `counters`.
-    pub source: String,
 }
 
 /// Everything the dashboard shows, read in one request.
@@ -186,14 +192,12 @@ pub enum SearchHit {
     Customer(String),
 }
 
-/// A day's PENDING counters, as the stream consumer last left them.
+/// A day's counts as pushed to the live dashboards.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LiveCounters {
-    pub date: NaiveDate,
-    pub pending: i64,
-    pub per_shard: Vec<i64>,
-    pub created: i64,
+    #[serde(flatten)]
+    pub counts: DayCounts,
     #[serde(with = "iso_millis")]
     pub as_of: DateTime<Utc>,
     /// How far the consumer was behind the stream at its last batch.
@@ -206,9 +210,15 @@ pub struct LiveCounters {
 pub enum LiveEvent {
     Counters(LiveCounters),
     #[serde(rename_all = "camelCase")]
-    Entered { date: NaiveDate, order: PendingOrder },
+    Entered {
+        date: NaiveDate,
+        order: PendingOrder,
+    },
     #[serde(rename_all = "camelCase")]
-    Left { date: NaiveDate, order_id: String },
+    Left {
+        date: NaiveDate,
+        order_id: String,
+    },
     /// Events were missed: read the page again.
     Resync,
 }
@@ -216,7 +226,7 @@ pub enum LiveEvent {
 impl LiveEvent {
     pub fn date(&self) -> Option<NaiveDate> {
         match self {
-            LiveEvent::Counters(c) => Some(c.date),
+            LiveEvent::Counters(c) => Some(c.counts.date),
             LiveEvent::Entered { date, .. } | LiveEvent::Left { date, .. } => Some(*date),
             LiveEvent::Resync => None,
         }
@@ -285,13 +295,8 @@ pub fn validate_id(kind: &str, id: &str) -> Result<(), String> {
     if id.len() > MAX_ID_LEN {
         return Err(format!("{kind} is longer than {MAX_ID_LEN} characters"));
     }
-    if let Some(bad) = id
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
-    {
-        return Err(format!(
-            "{kind} {id:?} has the character {bad:?}: only letters, digits, '-' and '_' are allowed"
-        ));
+    if let Some(bad) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_')) {
+        return Err(format!("{kind} {id:?} has the character {bad:?}: only letters, digits, '-' and '_' are allowed"));
     }
     Ok(())
 }
@@ -350,9 +355,7 @@ pub mod iso_millis {
         }
 
         pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
-            Option::<String>::deserialize(d)?
-                .map(|s| parse(&s).map_err(serde::de::Error::custom))
-                .transpose()
+            Option::<String>::deserialize(d)?.map(|s| parse(&s).map_err(serde::de::Error::custom)).transpose()
         }
     }
 }
@@ -412,5 +415,31 @@ mod tests {
         assert_eq!(format_age(t0, at(3 * 3600 + 5 * 60)), "3h 05m");
         assert_eq!(format_age(t0, at(2 * 86_400 + 4 * 3600)), "2d 4h");
         assert_eq!(format_age(at(10), t0), "0s");
+    }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn ids_are_exactly_the_allowed_alphabet(id in ".{0,80}") {
+                let allowed = !id.is_empty()
+                    && id.len() <= MAX_ID_LEN
+                    && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+                prop_assert_eq!(validate_id("id", &id).is_ok(), allowed);
+            }
+
+            #[test]
+            fn no_text_makes_timestamp_parsing_panic(text in ".{0,60}") {
+                let _ = iso_millis::parse(&text);
+            }
+
+            #[test]
+            fn timestamps_round_trip_at_millisecond_precision(millis in 946_684_800_000i64..4_102_444_800_000i64) {
+                let at = DateTime::<Utc>::from_timestamp_millis(millis).unwrap();
+                prop_assert_eq!(iso_millis::parse(&iso_millis::format(&at)), Ok(at));
+            }
+        }
     }
 }

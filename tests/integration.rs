@@ -2,179 +2,29 @@
 //! Dynoxide and DynamoDB Local (started by `scripts/with-dynamodb-local.sh`,
 //! which `make test` runs this binary under). Every scenario runs on both.
 
-use chrono::{DateTime, Duration, NaiveDate, Utc};
-use northwind_ops::model::{LineItem, Order, OrderPage, PendingPage, Status, iso_millis};
-use northwind_ops::server::config::{ProvisionArgs, ServeArgs, StoreConfig, StoreKind};
-use northwind_ops::server::cursor::CursorCodec;
-use northwind_ops::server::embedded::Embedded;
+mod common;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{Duration, NaiveDate, Utc};
+use common::{Engine, TestApp, engines, new_order_json, order, write_all};
+use northwind_ops::model::{Order, OrderPage, Status, iso_millis};
 use northwind_ops::server::error::StoreError;
 use northwind_ops::server::keys;
-use northwind_ops::server::serve;
-use northwind_ops::server::service::Service;
-use northwind_ops::server::store::{self, Store};
-use aws_sdk_dynamodb::types::AttributeValue;
-use futures::StreamExt;
+use northwind_ops::server::store::{self, TableCapacity};
 use serde_json::{Value, json};
 use std::collections::HashSet;
-use std::sync::Arc;
-use tokio::sync::oneshot;
-
-#[derive(Clone, Debug)]
-enum Engine {
-    Dynoxide,
-    DynamoDbLocal(String),
-}
-
-/// Both engines. DynamoDB Local must be running: a missing one fails the
-/// test rather than letting it pass having checked half.
-fn engines() -> Vec<Engine> {
-    let local = std::env::var("NORTHWIND_TEST_DYNAMODB_LOCAL").expect(
-        "NORTHWIND_TEST_DYNAMODB_LOCAL is not set: run the tests with `make test` \
-         (or under scripts/with-dynamodb-local.sh)",
-    );
-    vec![Engine::Dynoxide, Engine::DynamoDbLocal(local)]
-}
-
-struct TestApp {
-    engine: Engine,
-    base: String,
-    http: reqwest::Client,
-    store: Arc<Store>,
-    config: StoreConfig,
-    stop: Option<oneshot::Sender<()>>,
-    embedded: Option<Embedded>,
-    _dir: tempfile::TempDir,
-}
-
-impl TestApp {
-    async fn spawn(engine: Engine) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let suffix = uuid::Uuid::new_v4().simple().to_string();
-        let config = StoreConfig {
-            store: Some(match engine {
-                Engine::Dynoxide => StoreKind::Embedded,
-                Engine::DynamoDbLocal(_) => StoreKind::Endpoint,
-            }),
-            endpoint_url: match &engine {
-                Engine::Dynoxide => None,
-                Engine::DynamoDbLocal(url) => Some(url.clone()),
-            },
-            data_dir: dir.path().to_path_buf(),
-            embedded_addr: "127.0.0.1:0".parse().unwrap(),
-            orders_table: format!("orders-{suffix}"),
-            metrics_table: format!("metrics-{suffix}"),
-            shards: 10,
-            cursor_secret: Some("integration-test-secret".into()),
-        };
-        let (store, embedded) = store::connect(&config).await.unwrap();
-        store.provision(&ProvisionArgs::default()).await.unwrap();
-        let store = Arc::new(store);
-        let service = Service::new(store.clone(), Arc::new(CursorCodec::new("integration-test-secret")));
-        let args = ServeArgs { addr: "127.0.0.1:0".parse().unwrap(), ..ServeArgs::default() };
-        let (stop, stopped) = oneshot::channel::<()>();
-        let (addr, _task) = serve::start(service, &args, async {
-            let _ = stopped.await;
-        })
-        .await
-        .unwrap();
-        Self {
-            engine,
-            base: format!("http://{addr}"),
-            http: reqwest::Client::new(),
-            store,
-            config,
-            stop: Some(stop),
-            embedded,
-            _dir: dir,
-        }
-    }
-
-    async fn get(&self, path: &str) -> (u16, Value) {
-        let response = self.http.get(format!("{}{path}", self.base)).send().await.unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
-    }
-
-    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        let response = self.http.post(format!("{}{path}", self.base)).json(&body).send().await.unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
-    }
-
-    /// Every page of the PENDING list, following `next` to the end.
-    async fn all_pending(&self, query: &str) -> (Vec<String>, u64) {
-        let (mut ids, mut read, mut cursor) = (Vec::new(), 0, None::<String>);
-        loop {
-            let path = match &cursor {
-                Some(c) => format!("/api/pending?{query}&cursor={c}"),
-                None => format!("/api/pending?{query}"),
-            };
-            let (status, body) = self.get(&path).await;
-            assert_eq!(status, 200, "{:?} {path}: {body}", self.engine);
-            let page: PendingPage = serde_json::from_value(body).unwrap();
-            read += page.items_read;
-            ids.extend(page.orders.iter().map(|o| o.order_id.clone()));
-            match page.next {
-                Some(next) => cursor = Some(next),
-                None => return (ids, read),
-            }
-        }
-    }
-
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(embedded) = self.embedded.take() {
-            embedded.shutdown().await;
-        }
-    }
-}
-
-fn order(id: &str, customer: &str, status: Status, created_at: DateTime<Utc>) -> Order {
-    Order {
-        order_id: id.into(),
-        customer_id: customer.into(),
-        status,
-        created_at,
-        updated_at: created_at,
-        total: 1999,
-        currency: "USD".into(),
-        items: vec![LineItem { sku: "TENT-2P".into(), name: "Tent".into(), quantity: 1, unit_price: 1999 }],
-        shipping_city: "Denver".into(),
-        shipping_country: "US".into(),
-    }
-}
-
-fn new_order_json(id: &str, customer: &str) -> Value {
-    json!({
-        "orderId": id,
-        "customerId": customer,
-        "currency": "USD",
-        "items": [{"sku": "LAMP-HD", "name": "Headlamp", "quantity": 2, "unitPrice": 3900}],
-        "shippingCity": "Seattle",
-        "shippingCountry": "US"
-    })
-}
-
-async fn write_all(store: &Store, orders: Vec<Order>) {
-    let results: Vec<Result<(), StoreError>> = futures::stream::iter(orders)
-        .map(|o| async move { store.create_order(&o).await })
-        .buffer_unordered(16)
-        .collect()
-        .await;
-    for result in results {
-        result.unwrap();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provisioning_creates_then_verifies_and_names_differences() {
     for engine in engines() {
         let app = TestApp::spawn(engine.clone()).await;
         // Already created by spawn: a second run only verifies.
-        let report = app.store.provision(&ProvisionArgs::default()).await.unwrap();
-        assert_eq!(report.to_string(), "orders table: exists and matches the key design; metrics table: exists and matches the key design", "{engine:?}");
+        let report = app.store.provision(Some(TableCapacity::OnDemand)).await.unwrap();
+        assert_eq!(
+            report.to_string(),
+            "orders table: exists and matches the key design; metrics table: exists and matches the key design",
+            "{engine:?}"
+        );
 
         // A table that exists with another design is reported, not changed.
         let client = app.store.client();
@@ -182,29 +32,42 @@ async fn provisioning_creates_then_verifies_and_names_differences() {
         client
             .create_table()
             .table_name(&wrong)
-            .key_schema(aws_sdk_dynamodb::types::KeySchemaElement::builder().attribute_name("id").key_type(aws_sdk_dynamodb::types::KeyType::Hash).build().unwrap())
-            .attribute_definitions(aws_sdk_dynamodb::types::AttributeDefinition::builder().attribute_name("id").attribute_type(aws_sdk_dynamodb::types::ScalarAttributeType::S).build().unwrap())
+            .key_schema(
+                aws_sdk_dynamodb::types::KeySchemaElement::builder()
+                    .attribute_name("id")
+                    .key_type(aws_sdk_dynamodb::types::KeyType::Hash)
+                    .build()
+                    .unwrap(),
+            )
+            .attribute_definitions(
+                aws_sdk_dynamodb::types::AttributeDefinition::builder()
+                    .attribute_name("id")
+                    .attribute_type(aws_sdk_dynamodb::types::ScalarAttributeType::S)
+                    .build()
+                    .unwrap(),
+            )
             .billing_mode(aws_sdk_dynamodb::types::BillingMode::PayPerRequest)
             .send()
             .await
             .unwrap();
-        let config = StoreConfig { orders_table: wrong.clone(), ..app.config.clone() };
-        let (store, embedded) = match &engine {
-            // The embedded engine's file belongs to the running app: reach it over its endpoint.
-            Engine::Dynoxide => store::connect(&StoreConfig {
-                store: Some(StoreKind::Endpoint),
-                endpoint_url: Some(app.embedded.as_ref().unwrap().endpoint()),
-                ..config
-            })
-            .await
-            .unwrap(),
-            Engine::DynamoDbLocal(_) => store::connect(&config).await.unwrap(),
+        // The embedded engine's file belongs to the running app: reach it over its endpoint.
+        let endpoint = match &engine {
+            Engine::Dynoxide => app.embedded.as_ref().unwrap().endpoint(),
+            Engine::DynamoDbLocal(url) => url.clone(),
         };
+        let config =
+            common::store_config(&Engine::DynamoDbLocal(endpoint), app.dir.path(), &["--orders-table", &wrong]);
+        let (store, embedded) = store::connect(&config).await.unwrap();
         assert!(embedded.is_none());
-        let err = store.provision(&ProvisionArgs::default()).await.unwrap_err();
+        let err = store.provision(Some(TableCapacity::OnDemand)).await.unwrap_err();
         let text = err.to_string();
         assert!(matches!(err, StoreError::SchemaMismatch { .. }), "{engine:?}: {text}");
-        for expected in ["table key is [id HASH], want [PK HASH]", "index GSI1 is missing", "index GSI2 is missing", "stream is not enabled"] {
+        for expected in [
+            "table key is [id HASH], want [PK HASH]",
+            "index GSI1 is missing",
+            "index GSI2 is missing",
+            "stream is not enabled",
+        ] {
             assert!(text.contains(expected), "{engine:?}: {text:?} lacks {expected:?}");
         }
         let after = client.describe_table().table_name(&wrong).send().await.unwrap().table.unwrap();
@@ -413,50 +276,55 @@ async fn bad_ids_cursors_and_parameters_are_400s() {
 async fn an_unreachable_store_is_a_503() {
     // A port nothing listens on: bind one, then free it.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let dir = tempfile::tempdir().unwrap();
-    let config = StoreConfig {
-        store: Some(StoreKind::Endpoint),
-        endpoint_url: Some(format!("http://127.0.0.1:{port}")),
-        data_dir: dir.path().to_path_buf(),
-        embedded_addr: "127.0.0.1:0".parse().unwrap(),
-        orders_table: "orders".into(),
-        metrics_table: "metrics".into(),
-        shards: 10,
-        cursor_secret: None,
-    };
-    let (store, _) = store::connect(&config).await.unwrap();
-    let service = Service::new(Arc::new(store), Arc::new(CursorCodec::new("k")));
-    let args = ServeArgs { addr: "127.0.0.1:0".parse().unwrap(), ..ServeArgs::default() };
-    let (stop, stopped) = oneshot::channel::<()>();
-    let (addr, _) = serve::start(service, &args, async {
-        let _ = stopped.await;
-    })
-    .await
-    .unwrap();
-    for path in ["/healthz", "/api/orders/o-1", "/api/pending"] {
-        let response = reqwest::get(format!("http://{addr}{path}")).await.unwrap();
+    let app = TestApp::spawn_unprovisioned(Engine::DynamoDbLocal(format!("http://127.0.0.1:{port}")), &[]).await;
+    for path in ["/readyz", "/api/orders/o-1", "/api/pending"] {
+        let response = app.http.get(format!("{}{path}", app.base)).send().await.unwrap();
         assert_eq!(response.status().as_u16(), 503, "{path}");
+        assert!(response.headers().contains_key("retry-after"), "{path}");
         let body: Value = response.json().await.unwrap();
         assert!(body["error"].as_str().unwrap().contains("unavailable"), "{body}");
+        assert!(body["requestId"].as_str().is_some_and(|id| !id.is_empty()), "{body}");
+        assert!(!body.to_string().contains(&port.to_string()), "no internals: {body}");
     }
+    // Liveness does not depend on the store.
+    assert_eq!(app.get("/healthz").await.0, 200);
     // The dashboard says so in a banner, with the same status.
-    let response = reqwest::get(format!("http://{addr}/")).await.unwrap();
+    let response = app.http.get(format!("{}/", app.base)).send().await.unwrap();
     assert_eq!(response.status().as_u16(), 503);
     let html = response.text().await.unwrap();
     assert!(html.contains("The order store is unreachable."), "{html}");
-    let _ = stop.send(());
+    app.stop().await;
 }
 
 // ---- The stream consumer and its counters -------------------------------
 
-use northwind_ops::server::consumer::{Consumer, ConsumerError, ConsumerOptions};
-use northwind_ops::server::store::order_item;
+use northwind_ops::server::consumer::{Consumer, ConsumerOptions};
+use northwind_ops::server::store::{Store, StreamBatch, order_item};
+use std::sync::Arc;
 
 fn consumer(store: &Arc<Store>, owner: &str, lease_ms: u64) -> Consumer {
     let mut options = ConsumerOptions::new(owner);
     options.lease = std::time::Duration::from_millis(lease_ms);
     options.batch = 40;
     Consumer::new(store.clone(), options, None)
+}
+
+/// One GetRecords of a shard, from `iterator` or the start.
+async fn read_batch(
+    store: &Store,
+    arn: &str,
+    shard: &str,
+    iterator: Option<String>,
+    limit: i32,
+) -> (Vec<aws_sdk_dynamodbstreams::types::Record>, Option<String>) {
+    let iterator = match iterator {
+        Some(iterator) => iterator,
+        None => store.shard_iterator(arn, shard, None).await.unwrap(),
+    };
+    match store.get_records(&iterator, limit).await.unwrap() {
+        StreamBatch::Records { records, next } => (records, next),
+        other => panic!("no records: {other:?}"),
+    }
 }
 
 /// Polls until three passes in a row apply nothing.
@@ -484,7 +352,7 @@ async fn assert_exact(app: &TestApp, day: NaiveDate, created: i64, per_status: &
     assert_eq!(counters.per_shard, recounted, "{engine:?}: per shard");
     assert_eq!(counters.created, created, "{engine:?}: created");
     for (status, n) in per_status {
-        assert_eq!(counters.per_status[status.as_str()], *n, "{engine:?}: {status}");
+        assert_eq!(counters.per_status[status], *n, "{engine:?}: {status}");
     }
     let entered: i64 = counters.entered_per_minute.iter().sum();
     let left: i64 = counters.left_per_minute.iter().sum();
@@ -557,8 +425,8 @@ async fn counters_equal_a_recount_and_replays_change_nothing() {
 
         // Feed every record of the stream again, as a redelivery would.
         let arn = first.stream_arn().await.unwrap();
-        for shard in first.shards(&arn).await.unwrap() {
-            let shard_id = shard.shard_id().unwrap();
+        for shard in app.store.stream_shards(&arn).await.unwrap() {
+            let shard_id = shard.id.as_str();
             let iterator = app
                 .store
                 .streams()
@@ -571,7 +439,16 @@ async fn counters_equal_a_recount_and_replays_change_nothing() {
                 .unwrap()
                 .shard_iterator
                 .unwrap();
-            let records = app.store.streams().get_records().shard_iterator(iterator).send().await.unwrap().records.unwrap_or_default();
+            let records = app
+                .store
+                .streams()
+                .get_records()
+                .shard_iterator(iterator)
+                .send()
+                .await
+                .unwrap()
+                .records
+                .unwrap_or_default();
             if records.is_empty() {
                 continue;
             }
@@ -591,13 +468,16 @@ async fn a_consumer_that_fails_between_reading_and_applying_loses_nothing() {
     for engine in engines() {
         let app = TestApp::spawn(engine.clone()).await;
         let (day, created, per_status) = write_mix(&app).await;
-        let mut options = ConsumerOptions::new("crashes");
-        options.batch = 40;
-        options.lease = std::time::Duration::from_millis(300);
-        options.fail_before_apply = Some(2);
-        let crashing = Consumer::new(app.store.clone(), options, None);
-        let outcome = crashing.poll().await;
-        assert!(matches!(outcome, Err(ConsumerError::Injected)), "{engine:?}: {outcome:?}");
+        // A consumer takes a shard's lease, applies one batch, reads the
+        // next, and dies before applying it.
+        let crashing = consumer(&app.store, "crashes", 300);
+        let arn = crashing.stream_arn().await.unwrap();
+        let shard = app.store.stream_shards(&arn).await.unwrap().remove(0).id;
+        assert!(crashing.lease(&arn, &shard).await.unwrap().is_some());
+        let (first, next) = read_batch(&app.store, &arn, &shard, None, 40).await;
+        let seq = crashing.apply(&arn, &shard, None, &first, false).await.unwrap();
+        let (second, _) = read_batch(&app.store, &arn, &shard, next, 40).await;
+        assert!(!second.is_empty() && seq.is_some(), "{engine:?}: two batches to read");
         let partial = app.store.read_counters(day).await.unwrap();
         assert!(partial.created > 0 && partial.created < created, "{engine:?}: one batch applied, {}", partial.created);
         drop(crashing);

@@ -28,12 +28,8 @@ pub struct Paging {
 
 /// (cursor, trail) pairs for the previous and next pages.
 pub fn paging(cursor: Option<String>, trail: Option<String>, next: Option<String>) -> Paging {
-    let mut visited: Vec<String> = trail
-        .unwrap_or_default()
-        .split(TRAIL_SEPARATOR)
-        .filter(|c| !c.is_empty())
-        .map(str::to_string)
-        .collect();
+    let mut visited: Vec<String> =
+        trail.unwrap_or_default().split(TRAIL_SEPARATOR).filter(|c| !c.is_empty()).map(str::to_string).collect();
     let join = |v: &[String]| Some(v.join(&TRAIL_SEPARATOR.to_string())).filter(|s| !s.is_empty());
     let next = next.map(|next| {
         let mut forward = visited.clone();
@@ -116,6 +112,7 @@ pub fn ErrorView(error: PageError, #[prop(optional, into)] first_page: Option<St
         _ => view! {
             <div class="error" role="alert" data-testid="error">
                 <p>{error.message}</p>
+                {error.request_id.map(|id| view! { <p class="muted">"Request id: " <code>{id}</code></p> })}
             </div>
         }
         .into_any(),

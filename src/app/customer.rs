@@ -12,10 +12,7 @@ pub fn CustomerPage() -> impl IntoView {
     let query = use_query_map();
     let customer_id = move || params.with(|p| p.get("id").unwrap_or_default());
     let page_params = move || query.with(|q| PageParams { limit: q.get("limit"), cursor: q.get("cursor") });
-    let history = Resource::new(
-        move || (customer_id(), page_params()),
-        |(id, params)| get_customer_orders(id, params),
-    );
+    let history = Resource::new(move || (customer_id(), page_params()), |(id, params)| get_customer_orders(id, params));
     view! {
         <h1>"Customer " <span class="mono">{customer_id}</span></h1>
         <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>

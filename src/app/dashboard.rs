@@ -101,7 +101,13 @@ fn DashboardView(data: Dashboard, live: Live) -> impl IntoView {
     let link = |(cursor, trail): (Option<String>, Option<String>)| {
         href(
             "/",
-            &[("date", raw("date")), ("days", raw("days")), ("limit", raw("limit")), ("cursor", cursor), ("trail", trail)],
+            &[
+                ("date", raw("date")),
+                ("days", raw("days")),
+                ("limit", raw("limit")),
+                ("cursor", cursor),
+                ("trail", trail),
+            ],
         )
     };
     let first_page = link((None, None));
@@ -188,12 +194,8 @@ fn apply(
     newer: RwSignal<u32>,
 ) {
     match event {
-        LiveEvent::Counters(c) if c.date == day => {
-            headline.update(|h| {
-                h.pending = c.pending.max(0) as u64;
-                h.per_shard = c.per_shard.iter().map(|n| (*n).max(0) as u64).collect();
-                h.created = Some(c.created.max(0) as u64);
-            });
+        LiveEvent::Counters(c) if c.counts.date == day => {
+            headline.update(|h| h.counts = c.counts.clone());
             as_of.set(c.as_of);
             behind.set(c.behind_ms);
         }
@@ -201,7 +203,8 @@ fn apply(
             if on_page_one {
                 rows.update(|rows| {
                     if rows.iter().all(|o| o.order_id != order.order_id) {
-                        let at = rows.partition_point(|o| (o.created_at, &o.order_id) > (order.created_at, &order.order_id));
+                        let at =
+                            rows.partition_point(|o| (o.created_at, &o.order_id) > (order.created_at, &order.order_id));
                         rows.insert(at, order.clone());
                         rows.truncate(limit);
                     }
@@ -240,7 +243,11 @@ fn Row(order: PendingOrder, as_of: RwSignal<DateTime<Utc>>, stuck_after: chrono:
 }
 
 #[component]
-fn LiveLine(status: RwSignal<LiveStatus>, as_of: RwSignal<DateTime<Utc>>, behind: RwSignal<Option<i64>>) -> impl IntoView {
+fn LiveLine(
+    status: RwSignal<LiveStatus>,
+    as_of: RwSignal<DateTime<Utc>>,
+    behind: RwSignal<Option<i64>>,
+) -> impl IntoView {
     view! {
         <p class="live" data-testid="live-status" data-live=move || format!("{:?}", status.get()).to_lowercase()>
             {move || match status.get() {
@@ -265,18 +272,20 @@ fn LiveLine(status: RwSignal<LiveStatus>, as_of: RwSignal<DateTime<Utc>>, behind
 
 #[component]
 fn Headline(headline: RwSignal<Summary>, as_of: RwSignal<DateTime<Utc>>) -> impl IntoView {
-    let oldest = move || {
-        headline.with(|h| h.oldest_pending).map(|at| format_age(at, as_of.get())).unwrap_or_else(|| "—".into())
+    let oldest =
+        move || headline.with(|h| h.oldest_pending).map(|at| format_age(at, as_of.get())).unwrap_or_else(|| "—".into());
+    // A day the stream consumer has not counted shows no figures, not zeros.
+    let figure = move |read: fn(&crate::model::DayCounts) -> u64| {
+        headline.with(|h| if h.counts.counted { read(&h.counts).to_string() } else { "—".into() })
     };
-    let created = move || headline.with(|h| h.created).map(|n| n.to_string()).unwrap_or_else(|| "—".into());
     view! {
         <section class="headline" aria-label="Headline figures">
             <div class="figure">
-                <span class="value" data-testid="pending-count">{move || headline.with(|h| h.pending)}</span>
-                <span class="label">{move || format!("PENDING now ({})", headline.with(|h| h.date))}</span>
+                <span class="value" data-testid="pending-count">{move || figure(|c| c.pending)}</span>
+                <span class="label">{move || format!("PENDING now ({})", headline.with(|h| h.counts.date))}</span>
             </div>
             <div class="figure">
-                <span class="value" data-testid="created-count">{created}</span>
+                <span class="value" data-testid="created-count">{move || figure(|c| c.created)}</span>
                 <span class="label">"created that day"</span>
             </div>
             <div class="figure">
@@ -323,7 +332,7 @@ fn ShardSpread(headline: RwSignal<Summary>) -> impl IntoView {
             <h2>"Spread over shards"</h2>
             <ol class="shard-bars" data-testid="shard-bars">
                 {move || {
-                    let per_shard = headline.with(|h| h.per_shard.clone());
+                    let per_shard = headline.with(|h| h.counts.per_shard.clone());
                     let max = per_shard.iter().copied().max().unwrap_or(0).max(1);
                     per_shard
                         .into_iter()

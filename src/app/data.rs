@@ -1,5 +1,7 @@
 //! The server functions the pages call. Each is a thin wrapper over the same
-//! `Service` the JSON API uses: one data path.
+//! `Service` the JSON API uses: one data path. They live under `/api/fn/`,
+//! take JSON (a plain cross-site HTML form cannot post JSON), and answer
+//! errors as `{"kind", "error", "requestId"}` with the API's status codes.
 
 use crate::model::{Dashboard, Order, OrderPage, PageParams, PendingParams, SearchHit, Status};
 use leptos::prelude::*;
@@ -15,6 +17,7 @@ pub enum ErrorKind {
     BadCursor,
     NotFound,
     Conflict,
+    TooManyRequests,
     Unavailable,
     Internal,
 }
@@ -23,20 +26,63 @@ pub enum ErrorKind {
 #[error("{message}")]
 pub struct PageError {
     pub kind: ErrorKind,
+    #[serde(rename = "error")]
     pub message: String,
+    /// The id the server's log files the failure under.
+    #[serde(default, rename = "requestId", skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+impl PageError {
+    fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        PageError { kind, message: message.into(), request_id: request_id() }
+    }
 }
 
 impl FromServerFnError for PageError {
     type Encoder = JsonEncoding;
 
     fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
-        let kind = match value {
-            // The browser could not reach the server at all.
-            ServerFnErrorErr::Request(_) => ErrorKind::Unavailable,
-            _ => ErrorKind::Internal,
+        let (kind, status) = match &value {
+            // In the browser: the server could not be reached at all.
+            ServerFnErrorErr::Request(_) => (ErrorKind::Unavailable, 503),
+            // On the server: arguments that do not parse are the client's
+            // mistake, and a body cut off by the size limit says so.
+            ServerFnErrorErr::Args(why) | ServerFnErrorErr::MissingArg(why) if why.contains("length limit") => {
+                (ErrorKind::BadRequest, 413)
+            }
+            ServerFnErrorErr::Args(_) | ServerFnErrorErr::MissingArg(_) => (ErrorKind::BadRequest, 400),
+            // On the server this is the arguments' JSON failing to decode; in
+            // the browser, an answer that does not decode.
+            ServerFnErrorErr::Deserialization(_) if cfg!(feature = "ssr") => (ErrorKind::BadRequest, 400),
+            _ => (ErrorKind::Internal, 500),
         };
-        PageError { kind, message: value.to_string() }
+        set_status(status);
+        PageError::new(kind, value.to_string())
     }
+}
+
+/// Pages and server functions answer with the status the API would.
+fn set_status(status: u16) {
+    #[cfg(feature = "ssr")]
+    if let (Some(response), Ok(status)) =
+        (use_context::<leptos_axum::ResponseOptions>(), http::StatusCode::from_u16(status))
+    {
+        response.set_status(status);
+    }
+    #[cfg(not(feature = "ssr"))]
+    let _ = status;
+}
+
+/// The id of the request being answered (set by the server's middleware).
+fn request_id() -> Option<String> {
+    #[cfg(feature = "ssr")]
+    {
+        let parts = use_context::<http::request::Parts>()?;
+        parts.headers.get(crate::server::middleware::REQUEST_ID)?.to_str().ok().map(str::to_string)
+    }
+    #[cfg(not(feature = "ssr"))]
+    None
 }
 
 #[cfg(feature = "ssr")]
@@ -44,18 +90,20 @@ impl From<crate::server::error::ApiError> for PageError {
     fn from(err: crate::server::error::ApiError) -> Self {
         use crate::server::error::{ApiError, StoreError};
         let kind = match &err {
-            ApiError::BadRequest(message) if message.starts_with("bad cursor") => ErrorKind::BadCursor,
-            ApiError::BadRequest(_) => ErrorKind::BadRequest,
-            ApiError::Store(StoreError::NotFound(_)) => ErrorKind::NotFound,
+            ApiError::BadRequest(_) | ApiError::UnsupportedMediaType => ErrorKind::BadRequest,
+            ApiError::BadCursor(_) => ErrorKind::BadCursor,
+            ApiError::NotFound(_) | ApiError::Store(StoreError::NotFound(_)) => ErrorKind::NotFound,
             ApiError::Store(StoreError::Conflict(_)) => ErrorKind::Conflict,
-            ApiError::Store(StoreError::Unavailable(_)) => ErrorKind::Unavailable,
+            ApiError::TooManyRequests { .. } => ErrorKind::TooManyRequests,
+            ApiError::Busy(_) | ApiError::Store(StoreError::Unavailable { .. }) => ErrorKind::Unavailable,
             ApiError::Store(_) => ErrorKind::Internal,
         };
-        // Pages answer with the same status the API would.
-        if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
-            response.set_status(err.status());
+        err.log();
+        set_status(err.status().as_u16());
+        if let (Some(response), Some(secs)) = (use_context::<leptos_axum::ResponseOptions>(), err.retry_after()) {
+            response.insert_header(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
         }
-        PageError { kind, message: err.to_string() }
+        PageError::new(kind, err.public_message())
     }
 }
 
@@ -64,36 +112,46 @@ fn service() -> crate::server::service::Service {
     expect_context::<crate::server::service::Service>()
 }
 
-// JSON, not URL encoding: a struct whose fields are all absent would encode
-// to nothing and fail to decode.
-#[server(input = Json)]
+/// A service call, on the heap: the futures of the store's reads are large,
+/// and a resource's future is first built on a worker thread's stack, which
+/// an unoptimised build would overflow.
+#[cfg(feature = "ssr")]
+type Boxed<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, crate::server::error::ApiError>> + Send + 'a>>;
+
+#[cfg(feature = "ssr")]
+async fn boxed<T>(call: Boxed<'_, T>) -> Result<T, PageError> {
+    Ok(call.await?)
+}
+
+#[server(prefix = "/api/fn", endpoint = "dashboard", input = Json)]
 pub async fn get_dashboard(params: PendingParams) -> Result<Dashboard, PageError> {
     let settings = expect_context::<crate::server::serve::PageSettings>();
-    Ok(service().dashboard(&params, settings.stuck_after_minutes).await?)
+    boxed(Box::pin(service().dashboard(&params, settings.stuck_after_minutes))).await
 }
 
-#[server]
+#[server(prefix = "/api/fn", endpoint = "order", input = Json)]
 pub async fn get_order(order_id: String) -> Result<Order, PageError> {
-    Ok(service().order(&order_id).await?)
+    boxed(Box::pin(service().order(&order_id))).await
 }
 
-#[server]
+#[server(prefix = "/api/fn", endpoint = "change-status", input = Json)]
 pub async fn change_status(order_id: String, from: Status, to: Status) -> Result<Order, PageError> {
     let change = crate::model::StatusChange { from, to };
-    Ok(service().change_status(&order_id, change).await?)
+    boxed(Box::pin(service().change_status(&order_id, change))).await
 }
 
-#[server(input = Json)]
+#[server(prefix = "/api/fn", endpoint = "customer-orders", input = Json)]
 pub async fn get_customer_orders(customer_id: String, params: PageParams) -> Result<OrderPage, PageError> {
-    let page = service().customer_orders(&customer_id, &params).await?;
+    let page = boxed(Box::pin(service().customer_orders(&customer_id, &params))).await?;
     if page.orders.is_empty() && params.cursor.as_deref().is_none_or(str::is_empty) {
-        let err = crate::server::error::StoreError::NotFound(format!("customer {customer_id} has no orders"));
-        return Err(crate::server::error::ApiError::from(err).into());
+        let err = crate::server::error::ApiError::NotFound(format!("customer {customer_id} has no orders"));
+        return Err(err.into());
     }
     Ok(page)
 }
 
-#[server]
+#[server(prefix = "/api/fn", endpoint = "search", input = Json)]
 pub async fn search(query: String) -> Result<SearchHit, PageError> {
-    Ok(service().search(&query).await?)
+    boxed(Box::pin(service().search(&query))).await
 }

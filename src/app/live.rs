@@ -78,6 +78,8 @@ mod connection {
         connection: Option<Connection>,
         attempt: u32,
         closed: bool,
+        /// Once a connection has been open, a new one may have missed events.
+        opened_before: bool,
     }
 
     /// Opens the connection; the returned function closes it for good.
@@ -104,9 +106,19 @@ mod connection {
         };
         let on_open = {
             let state = state.clone();
+            let on_resync = on_resync.clone();
             Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
-                state.borrow_mut().attempt = 0;
+                let reopened = {
+                    let mut state = state.borrow_mut();
+                    state.attempt = 0;
+                    std::mem::replace(&mut state.opened_before, true)
+                };
                 live.status.set(LiveStatus::Up);
+                // The server ends streams now and then (and restarts); what
+                // happened while disconnected is read again.
+                if reopened {
+                    on_resync();
+                }
             })
         };
         let on_message = {
@@ -127,11 +139,8 @@ mod connection {
             let url = url.clone();
             Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
                 live.status.set(LiveStatus::Down);
-                let closed_for_good = state
-                    .borrow()
-                    .connection
-                    .as_ref()
-                    .is_some_and(|c| c.source.ready_state() == EventSource::CLOSED);
+                let closed_for_good =
+                    state.borrow().connection.as_ref().is_some_and(|c| c.source.ready_state() == EventSource::CLOSED);
                 // The browser retries a dropped stream by itself; one it gave up
                 // on (an error answer) is reopened here, later each time.
                 if closed_for_good {
@@ -139,17 +148,20 @@ mod connection {
                     state.borrow_mut().attempt = attempt + 1;
                     let delay = (1000u32 << attempt.min(5)).min(MAX_BACKOFF_MS);
                     let (url, state, on_resync) = (url.clone(), state.clone(), on_resync.clone());
-                    set_timeout(move || open(url, live, on_resync, state), std::time::Duration::from_millis(delay.into()));
+                    set_timeout(
+                        move || open(url, live, on_resync, state),
+                        std::time::Duration::from_millis(delay.into()),
+                    );
                 }
             })
         };
         source.set_onopen(Some(on_open.as_ref().unchecked_ref()));
         source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
         source.set_onerror(Some(on_error.as_ref().unchecked_ref()));
-        let previous = state.borrow_mut().connection.replace(Connection {
-            source,
-            _handlers: vec![on_open, on_message, on_error],
-        });
+        let previous = state
+            .borrow_mut()
+            .connection
+            .replace(Connection { source, _handlers: vec![on_open, on_message, on_error] });
         if let Some(previous) = previous {
             previous.source.close();
         }

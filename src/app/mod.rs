@@ -4,8 +4,8 @@
 mod common;
 mod customer;
 mod dashboard;
-mod live;
 pub mod data;
+mod live;
 mod order;
 mod search;
 
@@ -21,6 +21,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
             <head>
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <AutoReload options=options.clone()/>
                 <HydrationScripts options/>
                 <MetaTags/>
             </head>

@@ -5,7 +5,6 @@ use super::common::{ErrorView, StatusBadge, TableHead};
 use super::data::{ChangeStatus, ErrorKind, get_order};
 use crate::model::{Order, Status, format_money, iso_millis};
 use leptos::prelude::*;
-use leptos::form::ActionForm;
 use leptos_router::hooks::use_params_map;
 
 #[component]
@@ -92,8 +91,9 @@ fn OrderView(order: Order, change: ServerAction<ChangeStatus>) -> impl IntoView 
     }
 }
 
-/// One small form per allowed change. Each names the status it expects the
+/// One button per allowed change. Each names the status it expects the
 /// order to be in, so a change made meanwhile by someone else is refused.
+/// They post JSON (as every write does), so they need the page hydrated.
 #[component]
 fn StatusButtons(order_id: String, status: Status, change: ServerAction<ChangeStatus>) -> impl IntoView {
     let next = status.next();
@@ -110,15 +110,20 @@ fn StatusButtons(order_id: String, status: Status, change: ServerAction<ChangeSt
                         other => format!("Mark {other}"),
                     };
                     let order_id = order_id.clone();
+                    let to = *to;
+                    let request = move |_| {
+                        change.dispatch(ChangeStatus { order_id: order_id.clone(), from: status, to });
+                    };
                     view! {
-                        <ActionForm action=change>
-                            <input type="hidden" name="order_id" value=order_id/>
-                            <input type="hidden" name="from" value=status.as_str()/>
-                            <input type="hidden" name="to" value=to.as_str()/>
-                            <button type="submit" class:danger=*to == Status::Cancelled data-to=to.as_str()>
-                                {label}
-                            </button>
-                        </ActionForm>
+                        <button
+                            type="button"
+                            class:danger=to == Status::Cancelled
+                            data-to=to.as_str()
+                            disabled=move || change.pending().get()
+                            on:click=request
+                        >
+                            {label}
+                        </button>
                     }
                 })
                 .collect_view()}

@@ -1,22 +1,25 @@
 //! The JSON API that the pages, scripts and tests share. Errors are
-//! `{"error": "..."}` with the status `ApiError` maps them to.
+//! `{"error": "...", "requestId": "..."}` with the status `ApiError` maps
+//! them to.
 
 use super::error::ApiError;
+use super::live::Refused;
 use super::serve::AppState;
-use crate::model::{NewOrder, Order, OrderPage, PageParams, PendingPage, PendingParams, StatusChange};
 use super::service::PendingMetrics;
-use crate::model::LiveEvent;
+use crate::model::{LiveEvent, NewOrder, Order, OrderPage, PageParams, PendingPage, PendingParams, StatusChange};
 use axum::body::Bytes;
-use axum::response::sse::{Event, KeepAlive, Sse};
-use futures::{Stream, StreamExt};
-use std::convert::Infallible;
-use tokio::sync::broadcast::error::RecvError;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::routing::{any, get, post};
 use axum::{Json, Router};
+use futures::{Stream, StreamExt};
 use serde::de::DeserializeOwned;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -26,8 +29,18 @@ pub fn routes() -> Router<AppState> {
         .route("/api/customers/{customer_id}/orders", get(customer_orders))
         .route("/api/pending", get(pending))
         .route("/api/metrics/pending", get(pending_metrics))
-        .route("/api/live", get(live))
+        .route("/api/{*rest}", any(no_such_route))
         .route("/healthz", get(health))
+        .route("/readyz", get(ready))
+}
+
+/// The live stream: held open for minutes, so kept out of the request timeout.
+pub fn live_routes() -> Router<AppState> {
+    Router::new().route("/api/live", get(live))
+}
+
+async fn no_such_route() -> ApiError {
+    ApiError::NotFound("no such API route".into())
 }
 
 async fn order(State(state): State<AppState>, Path(order_id): Path<String>) -> Result<Json<Order>, ApiError> {
@@ -66,15 +79,21 @@ async fn pending_metrics(
 
 /// Server-sent events for one day: the counters first, then every change the
 /// stream consumer applies. Each event's data is one `LiveEvent` as JSON.
+/// A stream ends after `--live-max-minutes`; the browser reconnects.
 async fn live(
     State(state): State<AppState>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
     params: Result<Query<DateParam>, QueryRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let Query(params) = params.map_err(bad_query)?;
     let day = state.service.parse_day(params.date.as_deref())?;
+    let admission = state.service.live.admit(client.ip()).map_err(|refused| match refused {
+        Refused::Full => ApiError::Busy(refused.to_string()),
+        Refused::TooManyFromClient => ApiError::TooManyRequests { retry_after_secs: 30, why: refused.to_string() },
+    })?;
     // Subscribe before reading the snapshot, so nothing falls in between.
     let receiver = state.service.live.subscribe();
-    let first = LiveEvent::Counters(state.service.live_counters(params.date.as_deref()).await?);
+    let first = LiveEvent::Counters(state.service.live_counters(day).await?);
     let updates = futures::stream::unfold(receiver, move |mut receiver| async move {
         loop {
             match receiver.recv().await {
@@ -86,33 +105,61 @@ async fn live(
             }
         }
     });
+    let lifetime = Duration::from_secs(state.limits.live_max_minutes * 60);
     let events = futures::stream::once(async move { first })
         .chain(updates)
         .take_until(state.service.live.closed())
-        .map(|event| Ok(Event::default().data(serde_json::to_string(&event).unwrap_or_default())));
+        .take_until(tokio::time::sleep(lifetime))
+        .map(move |event| {
+            // The slot is held for as long as the stream is.
+            let _held = &admission;
+            Ok(Event::default().data(serde_json::to_string(&event).unwrap_or_default()))
+        });
     Ok(Sse::new(events).keep_alive(KeepAlive::default()))
 }
 
-async fn create_order(State(state): State<AppState>, body: Bytes) -> Result<(StatusCode, Json<Order>), ApiError> {
-    let new: NewOrder = parse_json(&body)?;
+async fn create_order(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Order>), ApiError> {
+    let new: NewOrder = parse_json(&headers, &body)?;
     Ok((StatusCode::CREATED, Json(state.service.create_order(new).await?)))
 }
 
 async fn change_status(
     State(state): State<AppState>,
     Path(order_id): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Order>, ApiError> {
-    let change: StatusChange = parse_json(&body)?;
+    let change: StatusChange = parse_json(&headers, &body)?;
     Ok(Json(state.service.change_status(&order_id, change).await?))
 }
 
-async fn health(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
-    state.service.store.ping().await?;
-    Ok(Json(serde_json::json!({ "status": "ok" })))
+/// Liveness: the process answers. No store call, so a store outage does not
+/// make an orchestrator restart healthy servers.
+async fn health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "status": "ok" }))
 }
 
-fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+/// Readiness: the store answers and the tables exist.
+async fn ready(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
+    state.service.store.ping().await?;
+    Ok(Json(serde_json::json!({ "status": "ready" })))
+}
+
+/// A JSON body, sent as JSON: anything else is a 415, so that a plain HTML
+/// form from another site cannot reach a write.
+fn parse_json<T: DeserializeOwned>(headers: &HeaderMap, body: &[u8]) -> Result<T, ApiError> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return Err(ApiError::UnsupportedMediaType);
+    }
     serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("invalid request body: {e}")))
 }
 

@@ -2,12 +2,13 @@
 
 use super::config::{Cli, Command, ProvisionArgs, ReconcileArgs, SeedArgs, ServeArgs, StoreConfig};
 use super::consumer::{Consumer, ConsumerOptions};
-use super::cursor::CursorCodec;
-use super::error::StoreError;
+use super::cursor::{CursorCodec, KeyFileError};
+use super::error::{StoreError, Unavailable};
+use super::live::{LiveHub, LiveLimits};
 use super::seed::{SeedPlan, seed};
+use super::serve;
 use super::service::Service;
 use super::store::{self, Store};
-use super::serve;
 use crate::model::iso_millis;
 use clap::Parser;
 use std::process::ExitCode;
@@ -20,6 +21,8 @@ pub enum CliError {
     Connect(#[from] store::ConnectError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    KeyFile(#[from] KeyFileError),
     #[error("{0}")]
     Usage(String),
     #[error("{what}: {source}")]
@@ -27,7 +30,7 @@ pub enum CliError {
 }
 
 pub async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("NORTHWIND_LOG")
@@ -44,8 +47,19 @@ pub async fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> Result<(), CliError> {
-    let command = cli.command.unwrap_or_else(|| Command::Serve(ServeArgs::default()));
+/// The command line; no subcommand means `serve`, with `serve`'s flags and
+/// their environment variables read as if it had been named.
+fn parse() -> Cli {
+    let cli = Cli::parse();
+    if cli.command.is_some() {
+        return cli;
+    }
+    Cli::parse_from(std::env::args_os().chain(std::iter::once("serve".into())))
+}
+
+async fn run(mut cli: Cli) -> Result<(), CliError> {
+    cli.store.resolve_secrets().map_err(CliError::Usage)?;
+    let command = cli.command.expect("parse() always names a command");
     let (store, embedded) = store::connect(&cli.store).await?;
     let result = match command {
         Command::Serve(args) => run_serve(&cli.store, store, &args).await,
@@ -62,7 +76,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
 }
 
 async fn run_provision(store: &Store, args: &ProvisionArgs) -> Result<(), CliError> {
-    let report = store.provision(args).await?;
+    let report = store.provision(Some(args.capacity())).await?;
     println!("{report}");
     Ok(())
 }
@@ -72,7 +86,7 @@ async fn run_seed(store: &Store, args: &SeedArgs) -> Result<(), CliError> {
         Some(text) => iso_millis::parse(text).map_err(|e| CliError::Usage(format!("--now: {e}")))?,
         None => chrono::Utc::now(),
     };
-    store.provision(&args.provision).await?;
+    store.provision(Some(args.provision.capacity())).await?;
     let plan = SeedPlan { orders: args.orders, customers: args.customers, days: args.days, seed: args.seed, now };
     let report = seed(store, &plan).await?;
     println!(
@@ -83,27 +97,31 @@ async fn run_seed(store: &Store, args: &SeedArgs) -> Result<(), CliError> {
 }
 
 async fn run_serve(config: &StoreConfig, store: Store, args: &ServeArgs) -> Result<(), CliError> {
-    // A store that is down is reported on the pages, not a reason to refuse to start;
-    // tables that contradict the key design are.
-    match store.provision(&args.provision).await {
+    // A store that is down, or tables not made yet, is reported on the
+    // pages, not a reason to refuse to start; tables that contradict the key
+    // design are. Tables are created only when asked (--provision).
+    let capacity = args.provision.then(|| args.billing.capacity());
+    match store.provision(capacity).await {
         Ok(report) => tracing::info!("{report}"),
-        Err(StoreError::Unavailable(why)) => tracing::warn!("store unavailable at start-up: {why}"),
+        Err(StoreError::Unavailable { kind: Unavailable::NoTable, detail }) => tracing::warn!("{detail}"),
+        Err(StoreError::Unavailable { detail, .. }) => tracing::warn!("store unavailable at start-up: {detail}"),
         Err(err) => return Err(err.into()),
     }
-    let cursors = CursorCodec::from_secret_or_file(config.cursor_secret.as_deref(), &config.data_dir)
-        .map_err(|source| CliError::Io { what: format!("cursor key in {}", config.data_dir.display()), source })?;
-    let store = Arc::new(store);
-    let service = Service::new(store.clone(), Arc::new(cursors));
+    let cursors = CursorCodec::from_secret_or_file(config.cursor_secret.as_deref(), &config.data_dir)?;
+    let live = LiveHub::new(LiveLimits {
+        total: args.limits.max_live as usize,
+        per_client: args.limits.max_live_per_client as usize,
+    });
+    let service = Service::new(Arc::new(store), Arc::new(cursors), live.clone());
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let background = start_background(&service, args, stopped);
-    let live = service.live.clone();
     let shutdown = async move {
         shutdown_signal().await;
         live.close();
     };
     let (addr, task) = serve::start(service, args, shutdown)
         .await
-        .map_err(|source| CliError::Io { what: format!("cannot listen on {}", args.addr), source })?;
+        .map_err(|source| CliError::Io { what: "cannot listen for the web app".into(), source })?;
     // Scripts and tests read this line to find the port when --addr has port 0.
     println!("listening on http://{addr}");
     tracing::info!(%addr, "Northwind Ops is serving");
@@ -131,11 +149,16 @@ fn start_background(
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
     if !args.no_consumer {
-        let consumer = Consumer::new(service.store.clone(), ConsumerOptions::new(owner_id()), Some(service.live.clone()));
+        let consumer =
+            Consumer::new(service.store.clone(), ConsumerOptions::new(owner_id()), Some(service.live.clone()));
         *service.consumer.lock().expect("consumer slot poisoned") = Some(consumer.status());
         let mut stop = stop.clone();
         tasks.push(tokio::spawn(async move {
-            consumer.run(async move { let _ = stop.changed().await; }).await;
+            consumer
+                .run(async move {
+                    let _ = stop.changed().await;
+                })
+                .await;
         }));
     }
     if args.reconcile_minutes > 0 {
@@ -149,7 +172,9 @@ fn start_background(
                     _ = tokio::time::sleep(every) => {}
                 }
                 match service.reconcile(chrono::Utc::now().date_naive()).await {
-                    Ok(r) if r.drift != 0 => tracing::warn!(date = %r.date, drift = r.drift, repaired = r.repaired, "PENDING counter drifted"),
+                    Ok(r) if r.drift != 0 => {
+                        tracing::warn!(date = %r.date, drift = r.drift, repaired = r.repaired, "PENDING counter drifted")
+                    }
                     Ok(_) => {}
                     Err(err) => tracing::warn!(error = %err, "reconciliation failed"),
                 }
@@ -170,7 +195,7 @@ async fn run_consume(store: Store) -> Result<(), CliError> {
 }
 
 async fn run_loadgen(store: Store, args: &super::loadgen::LoadgenArgs) -> Result<(), CliError> {
-    store.provision(&ProvisionArgs::default()).await?;
+    store.verify().await?;
     let report = super::loadgen::run(Arc::new(store), args).await?;
     println!("{report}");
     if report.verified != report.created {
@@ -194,7 +219,13 @@ async fn run_reconcile(store: Store, args: &ReconcileArgs) -> Result<(), CliErro
         outcome.recount.per_shard.len(),
         outcome.recount.items_read,
         outcome.drift,
-        if outcome.repaired { "; repaired" } else if args.dry_run { "; dry run, nothing changed" } else { "" }
+        if outcome.repaired {
+            "; repaired"
+        } else if args.dry_run {
+            "; dry run, nothing changed"
+        } else {
+            ""
+        }
     );
     Ok(())
 }
@@ -214,4 +245,3 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
     tracing::info!("shutting down");
 }
-

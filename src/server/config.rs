@@ -92,10 +92,33 @@ pub struct StoreConfig {
           value_parser = clap::value_parser!(u32).range(1..=100), global = true)]
     pub shards: u32,
 
-    /// Secret that signs page cursors [default: a random key kept in <data-dir>/cursor.key]
-    #[arg(long, env = "NORTHWIND_CURSOR_SECRET", hide_env_values = true, global = true)]
+    /// File holding the secret that signs page cursors (at least 32
+    /// characters; give every instance behind one load balancer the same).
+    /// The secret may instead come from NORTHWIND_CURSOR_SECRET; never from
+    /// the command line, where other users can read it
+    /// [default: a random key kept in <data-dir>/cursor.key]
+    #[arg(long, env = "NORTHWIND_CURSOR_SECRET_FILE", global = true)]
+    pub cursor_secret_file: Option<PathBuf>,
+
+    /// The cursor secret itself, read from NORTHWIND_CURSOR_SECRET (see
+    /// `resolve_secrets`).
+    #[arg(skip)]
     pub cursor_secret: Option<String>,
+
+    /// Longest a store call may take, retries included, before the request
+    /// is answered 503 (milliseconds)
+    #[arg(long, env = "NORTHWIND_STORE_TIMEOUT_MS", default_value_t = 4000,
+          value_parser = clap::value_parser!(u64).range(100..=120_000), global = true)]
+    pub store_timeout_ms: u64,
+
+    /// DynamoDB Streams endpoint, when it differs from --endpoint-url
+    #[arg(long, env = "NORTHWIND_STREAMS_ENDPOINT_URL", global = true)]
+    pub streams_endpoint_url: Option<String>,
 }
+
+/// The shortest cursor secret accepted: 32 characters, as the key files are
+/// (256 bits of hex would be 64; 32 printable characters is the floor).
+pub const MIN_SECRET_LEN: usize = 32;
 
 impl StoreConfig {
     /// The endpoint to use, from the flag or the SDK's own variables.
@@ -105,6 +128,33 @@ impl StoreConfig {
             .or_else(|| std::env::var("AWS_ENDPOINT_URL_DYNAMODB").ok())
             .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
             .filter(|url| !url.is_empty())
+    }
+
+    /// Fills `cursor_secret` from the environment or `--cursor-secret-file`;
+    /// a secret shorter than `MIN_SECRET_LEN` is refused.
+    pub fn resolve_secrets(&mut self) -> Result<(), String> {
+        let from_env = std::env::var("NORTHWIND_CURSOR_SECRET").ok().filter(|s| !s.is_empty());
+        let secret = match (&self.cursor_secret_file, from_env) {
+            (Some(_), Some(_)) => {
+                return Err(
+                    "set the cursor secret once: NORTHWIND_CURSOR_SECRET or --cursor-secret-file, not both".into()
+                );
+            }
+            (Some(path), None) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("--cursor-secret-file {}: {e}", path.display()))?
+                    .trim()
+                    .to_string(),
+            ),
+            (None, env) => env,
+        };
+        if let Some(secret) = &secret
+            && secret.chars().count() < MIN_SECRET_LEN
+        {
+            return Err(format!("the cursor secret must be at least {MIN_SECRET_LEN} characters long"));
+        }
+        self.cursor_secret = secret;
+        Ok(())
     }
 
     pub fn kind(&self) -> StoreKind {
@@ -143,13 +193,11 @@ fn validate_table_name(name: &str) -> Result<(), String> {
 
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
-    /// Address the web app listens on
-    #[arg(long, env = "NORTHWIND_ADDR", default_value = "127.0.0.1:3000")]
-    pub addr: SocketAddr,
-
-    /// Directory with the built site (wasm, JS, CSS), as cargo-leptos writes it
-    #[arg(long, env = "LEPTOS_SITE_ROOT", default_value = "target/site")]
-    pub site_root: String,
+    /// Address the web app listens on [default: LEPTOS_SITE_ADDR as
+    /// cargo-leptos sets it, else 127.0.0.1:3000]. The built site (wasm, JS,
+    /// CSS) is read from LEPTOS_SITE_ROOT [default: target/site].
+    #[arg(long, env = "NORTHWIND_ADDR")]
+    pub addr: Option<SocketAddr>,
 
     /// PENDING orders older than this many minutes are flagged as stuck
     #[arg(long, env = "NORTHWIND_STUCK_AFTER_MINUTES", default_value_t = 30)]
@@ -163,21 +211,78 @@ pub struct ServeArgs {
     #[arg(long, env = "NORTHWIND_NO_CONSUMER")]
     pub no_consumer: bool,
 
+    /// Create the tables when they are missing (needs dynamodb:CreateTable);
+    /// without it, serve only checks them
+    #[arg(long, env = "NORTHWIND_PROVISION")]
+    pub provision: bool,
+
     #[command(flatten)]
-    pub provision: ProvisionArgs,
+    pub billing: ProvisionArgs,
+
+    #[command(flatten)]
+    pub limits: Limits,
 }
 
 impl Default for ServeArgs {
+    /// The defaults as clap states them (the environment's twins included).
     fn default() -> Self {
-        Self {
-            addr: ([127, 0, 0, 1], 3000).into(),
-            site_root: "target/site".into(),
-            stuck_after_minutes: 30,
-            reconcile_minutes: 10,
-            no_consumer: false,
-            provision: ProvisionArgs::default(),
+        #[derive(Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            args: ServeArgs,
         }
+        Defaults::parse_from(["serve"]).args
     }
+}
+
+/// What one client, and all of them, may take of a server.
+#[derive(Args, Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// Longest a request may take before it is answered 503 (the live
+    /// stream excepted), in seconds
+    #[arg(long, env = "NORTHWIND_REQUEST_TIMEOUT_SECS", default_value_t = 15,
+          value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub request_timeout_secs: u64,
+
+    /// Longest a client may take to send a request's headers, in seconds
+    #[arg(long, env = "NORTHWIND_HEADER_TIMEOUT_SECS", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub header_timeout_secs: u64,
+
+    /// Largest request body accepted, in bytes
+    #[arg(long, env = "NORTHWIND_MAX_BODY_BYTES", default_value_t = 65_536,
+          value_parser = clap::value_parser!(u64).range(1024..=16_777_216))]
+    pub max_body_bytes: u64,
+
+    /// Connections open at once; more are closed as they arrive
+    #[arg(long, env = "NORTHWIND_MAX_CONNECTIONS", default_value_t = 8_192,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+
+    /// Live streams open at once, in total
+    #[arg(long, env = "NORTHWIND_MAX_LIVE", default_value_t = 4_000,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_live: u64,
+
+    /// Live streams open at once from one client address
+    #[arg(long, env = "NORTHWIND_MAX_LIVE_PER_CLIENT", default_value_t = 50,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_live_per_client: u64,
+
+    /// Minutes a live stream lasts before the browser is asked to reconnect
+    #[arg(long, env = "NORTHWIND_LIVE_MAX_MINUTES", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=1440))]
+    pub live_max_minutes: u64,
+
+    /// API requests per second one client address may make, on average
+    /// (0: no limit)
+    #[arg(long, env = "NORTHWIND_API_RATE", default_value_t = 50)]
+    pub api_rate: u32,
+
+    /// API requests one client address may make in a burst
+    #[arg(long, env = "NORTHWIND_API_BURST", default_value_t = 200,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub api_burst: u32,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -191,7 +296,7 @@ pub enum BillingMode {
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct ProvisionArgs {
-    /// Billing mode for tables this run creates
+    /// Billing mode of the tables this run creates
     #[arg(long, env = "NORTHWIND_BILLING", value_enum, default_value_t)]
     pub billing: BillingMode,
 
@@ -204,6 +309,18 @@ pub struct ProvisionArgs {
     #[arg(long, env = "NORTHWIND_WRITE_CAPACITY", default_value_t = 5,
           value_parser = clap::value_parser!(i64).range(1..))]
     pub write_capacity: i64,
+}
+
+impl ProvisionArgs {
+    /// What the store is asked to create.
+    pub fn capacity(&self) -> super::store::TableCapacity {
+        match self.billing {
+            BillingMode::OnDemand => super::store::TableCapacity::OnDemand,
+            BillingMode::Provisioned => {
+                super::store::TableCapacity::Provisioned { read: self.read_capacity, write: self.write_capacity }
+            }
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone)]

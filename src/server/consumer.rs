@@ -12,20 +12,20 @@
 //!   applied exactly once, and a crash between steps loses nothing;
 //! - parents are read to their end before their children; new shards start
 //!   at TRIM_HORIZON; a restart resumes after the checkpoint.
+//!
+//! Every call to the store goes through `Store`; this module decides what
+//! to read and what a batch means.
 
 use super::counters::{self, Change, Deltas, Image};
 use super::error::StoreError;
-use super::keys;
 use super::live::LiveHub;
-use super::store::Store;
-use crate::model::{LiveCounters, LiveEvent, PendingOrder, iso_millis};
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, TransactWriteItem, Update};
-use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, Record, Shard, ShardIteratorType};
-use chrono::{DateTime, Utc};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use super::store::{Checkpoint, Lease, Store, StreamBatch, StreamShard};
+use crate::model::{LiveEvent, PendingOrder, iso_millis};
+use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, Record};
+use chrono::{DateTime, NaiveDate, Utc};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Counter items one transaction may touch, leaving room for the checkpoint
 /// (DynamoDB allows 100 items per transaction).
@@ -45,20 +45,11 @@ pub struct ConsumerOptions {
     pub batch: i32,
     /// Longest pause between polls of an idle stream.
     pub idle: Duration,
-    /// Fault injection for tests: fail after reading this many batches and
-    /// before applying the last one, as a crash there would.
-    pub fail_before_apply: Option<u32>,
 }
 
 impl ConsumerOptions {
     pub fn new(owner: impl Into<String>) -> Self {
-        Self {
-            owner: owner.into(),
-            lease: Duration::from_secs(15),
-            batch: 500,
-            idle: Duration::from_millis(200),
-            fail_before_apply: None,
-        }
+        Self { owner: owner.into(), lease: Duration::from_secs(15), batch: 500, idle: Duration::from_millis(200) }
     }
 }
 
@@ -72,7 +63,8 @@ pub struct ConsumerStatus {
     pub last_applied_at: Option<DateTime<Utc>>,
     /// How old the newest record of the last batch was when it was applied.
     pub behind_ms: Option<i64>,
-    pub last_error: Option<String>,
+    /// When the last pass failed (what failed goes to the log, not the API).
+    pub last_error_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,20 +73,14 @@ pub enum ConsumerError {
     Store(#[from] StoreError),
     #[error("the orders table has no stream: run `northwind-ops provision` on a table with one")]
     NoStream,
-    #[error("injected failure between reading and applying a batch")]
-    Injected,
 }
 
+/// Where this consumer is in one shard.
 #[derive(Default)]
 struct ShardCursor {
     iterator: Option<String>,
     /// The checkpoint this consumer last wrote or read.
     seq: Option<String>,
-}
-
-struct Checkpoint {
-    seq: Option<String>,
-    finished: bool,
 }
 
 pub struct Consumer {
@@ -104,54 +90,40 @@ pub struct Consumer {
     status: Arc<Mutex<ConsumerStatus>>,
     cursors: tokio::sync::Mutex<HashMap<String, ShardCursor>>,
     /// Until when this consumer surely holds each lease (by its own clock).
-    held: Mutex<HashMap<String, std::time::Instant>>,
-    batches_read: AtomicU32,
+    held: Mutex<HashMap<String, Instant>>,
 }
 
-fn stream_text(image: &HashMap<String, StreamValue>, name: &str) -> Option<String> {
-    image.get(name).and_then(|v| v.as_s().ok()).cloned()
+/// The parts of an order image the counters read, as stored.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OrderImage {
+    order_id: String,
+    status: String,
+    #[serde(with = "iso_millis")]
+    created_at: DateTime<Utc>,
+    /// Present while the order is in GSI2 (see `keys::GSI2PK`).
+    #[serde(rename = "GSI2PK")]
+    gsi2_pk: Option<String>,
 }
 
-fn stream_number<T: std::str::FromStr>(image: &HashMap<String, StreamValue>, name: &str) -> Option<T> {
-    image.get(name).and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok())
-}
-
-/// The parts of a stream image the counters use; `None` for an item that is
-/// not a readable order.
+/// An image as the counters see it; `None` for an item that is not a
+/// readable order (it is counted as a bad record and skipped).
 fn image(item: &HashMap<String, StreamValue>) -> Option<Image> {
-    let order_id = stream_text(item, "orderId")?;
-    let created_at = iso_millis::parse(&stream_text(item, "createdAt")?).ok()?;
-    let pending = stream_text(item, keys::GSI2PK).map(|pk| keys::parse_pending_pk(&pk)).map(|p| p.ok_or(()));
-    let pending = match pending {
+    let order: OrderImage = serde_dynamo::from_item(item.clone()).ok()?;
+    let pending = match &order.gsi2_pk {
         None => None,
-        Some(Ok(p)) => Some(p),
-        Some(Err(())) => return None,
+        Some(pk) => Some(super::keys::parse_pending_pk(pk)?),
     };
-    let row = (|| {
-        Some(PendingOrder {
-            order_id: order_id.clone(),
-            customer_id: stream_text(item, "customerId")?,
-            created_at,
-            total: stream_number(item, "total")?,
-            currency: stream_text(item, "currency")?,
-            item_count: stream_number(item, "itemCount")?,
-            shipping_city: stream_text(item, "shippingCity")?,
-        })
-    })();
-    Some(Image { order_id, status: stream_text(item, "status")?, created_at, pending, row })
+    // The list row, when the image holds every attribute the list shows.
+    let row: Option<PendingOrder> = serde_dynamo::from_item(item.clone()).ok();
+    Some(Image { order_id: order.order_id, status: order.status, created_at: order.created_at, pending, row })
 }
 
 /// A stream record as a change; `None` for a record that cannot be read.
 pub fn change(record: &Record) -> Option<Change> {
     let data = record.dynamodb()?;
-    let old = match data.old_image() {
-        Some(item) => Some(image(item)?),
-        None => None,
-    };
-    let new = match data.new_image() {
-        Some(item) => Some(image(item)?),
-        None => None,
-    };
+    let old = data.old_image().map(image).map_or(Some(None), |i| i.map(Some))?;
+    let new = data.new_image().map(image).map_or(Some(None), |i| i.map(Some))?;
     if old.is_none() && new.is_none() {
         return None;
     }
@@ -162,10 +134,16 @@ pub fn change(record: &Record) -> Option<Change> {
     Some(Change { old, new, at })
 }
 
-fn service_code<E: aws_sdk_dynamodbstreams::error::ProvideErrorMetadata, R>(
-    err: &aws_sdk_dynamodbstreams::error::SdkError<E, R>,
-) -> Option<String> {
-    err.as_service_error().and_then(|e| e.code()).map(str::to_string)
+/// The shards to read now: not finished, and whose parent (if still
+/// listed) is finished, so that an item's changes are applied in order.
+fn readable<'a>(shards: &'a [StreamShard], checkpoints: &HashMap<String, Checkpoint>) -> Vec<&'a StreamShard> {
+    let listed: HashSet<&str> = shards.iter().map(|s| s.id.as_str()).collect();
+    let finished = |id: &str| checkpoints.get(id).is_some_and(|c| c.finished);
+    shards
+        .iter()
+        .filter(|s| !finished(&s.id))
+        .filter(|s| s.parent.as_deref().is_none_or(|p| !listed.contains(p) || finished(p)))
+        .collect()
 }
 
 impl Consumer {
@@ -177,7 +155,6 @@ impl Consumer {
             status: Arc::new(Mutex::new(ConsumerStatus::default())),
             cursors: tokio::sync::Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
-            batches_read: AtomicU32::new(0),
         }
     }
 
@@ -196,8 +173,7 @@ impl Consumer {
         self.update_status(|s| s.running = true);
         let mut pause = Duration::from_millis(20);
         loop {
-            let outcome = self.poll().await;
-            pause = match outcome {
+            pause = match self.poll().await {
                 Ok(0) => {
                     // Every held shard was read to its current end.
                     self.update_status(|s| s.behind_ms = Some(0));
@@ -206,7 +182,7 @@ impl Consumer {
                 Ok(_) => Duration::from_millis(20),
                 Err(err) => {
                     tracing::warn!(error = %err, "stream consumer: pass failed, retrying");
-                    self.update_status(|s| s.last_error = Some(err.to_string()));
+                    self.update_status(|s| s.last_error_at = Some(Utc::now()));
                     Duration::from_secs(1)
                 }
             };
@@ -218,162 +194,74 @@ impl Consumer {
         self.update_status(|s| s.running = false);
     }
 
+    pub async fn stream_arn(&self) -> Result<String, ConsumerError> {
+        self.store.stream_arn().await?.ok_or(ConsumerError::NoStream)
+    }
+
     /// One pass over every shard of the stream: the records applied.
     pub async fn poll(&self) -> Result<u64, ConsumerError> {
         let stream_arn = self.stream_arn().await?;
-        let shards = self.shards(&stream_arn).await?;
-        let checkpoints = self.checkpoints(&stream_arn).await?;
-        let listed: std::collections::HashSet<&str> = shards.iter().filter_map(|s| s.shard_id()).collect();
-        let finished = |id: &str| checkpoints.get(id).is_some_and(|c| c.finished);
-        let mut applied = 0;
-        let mut held = 0;
-        for shard in &shards {
-            let Some(id) = shard.shard_id() else { continue };
-            if finished(id) {
-                continue;
-            }
-            // A child waits until its parent has been read to its end.
-            if let Some(parent) = shard.parent_shard_id()
-                && listed.contains(parent)
-                && !finished(parent)
-            {
-                continue;
-            }
+        let shards = self.store.stream_shards(&stream_arn).await?;
+        let checkpoints = self.store.checkpoints(&stream_arn).await?;
+        let (mut applied, mut held) = (0, 0);
+        for shard in readable(&shards, &checkpoints) {
             // A lease with more than half its time left is not renewed on
             // every pass: an idle stream costs a write per shard per half-lease.
-            let checkpoint = if self.holds(id) {
+            let checkpoint = if self.holds(&shard.id) {
                 None
             } else {
-                match self.take_lease(&stream_arn, id).await? {
+                match self.lease(&stream_arn, &shard.id).await? {
                     Some(checkpoint) => Some(checkpoint),
                     None => continue,
                 }
             };
             held += 1;
-            applied += self.read_shard(&stream_arn, id, checkpoint).await?;
+            applied += self.read_shard(&stream_arn, &shard.id, checkpoint).await?;
         }
         self.update_status(|s| s.shards_held = held);
         Ok(applied)
     }
 
-    pub async fn stream_arn(&self) -> Result<String, ConsumerError> {
-        let table = self
-            .store
-            .client()
-            .describe_table()
-            .table_name(self.store.orders_table())
-            .send()
-            .await
-            .map_err(StoreError::from)?
-            .table;
-        table.and_then(|t| t.latest_stream_arn).ok_or(ConsumerError::NoStream)
-    }
-
-    pub async fn shards(&self, stream_arn: &str) -> Result<Vec<Shard>, ConsumerError> {
-        let mut shards = Vec::new();
-        let mut start: Option<String> = None;
-        loop {
-            let out = self
-                .store
-                .streams()
-                .describe_stream()
-                .stream_arn(stream_arn)
-                .set_exclusive_start_shard_id(start.clone())
-                .send()
-                .await
-                .map_err(StoreError::from)?;
-            let Some(description) = out.stream_description else { break };
-            shards.extend(description.shards.unwrap_or_default());
-            start = description.last_evaluated_shard_id;
-            if start.is_none() {
-                break;
-            }
-        }
-        Ok(shards)
-    }
-
-    async fn checkpoints(&self, stream_arn: &str) -> Result<HashMap<String, Checkpoint>, ConsumerError> {
-        let (pk, _) = keys::checkpoint_key(stream_arn, "");
-        let mut pages = self
-            .store
-            .client()
-            .query()
-            .table_name(self.store.metrics_table())
-            .key_condition_expression("PK = :pk")
-            .expression_attribute_values(":pk", AttributeValue::S(pk))
-            .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send();
-        let mut checkpoints = HashMap::new();
-        while let Some(item) = pages.next().await {
-            let item = item.map_err(StoreError::from)?;
-            let Some(shard) = item.get(keys::SK).and_then(|v| v.as_s().ok()).and_then(|sk| sk.strip_prefix("SHARD#")) else {
-                continue;
-            };
-            checkpoints.insert(shard.to_string(), checkpoint_of(&item));
-        }
-        Ok(checkpoints)
-    }
-
     /// Takes or renews the lease of a shard; `None` while another live
     /// consumer holds it.
-    async fn take_lease(&self, stream_arn: &str, shard_id: &str) -> Result<Option<Checkpoint>, ConsumerError> {
-        let (pk, sk) = keys::checkpoint_key(stream_arn, shard_id);
-        let now = Utc::now().timestamp_millis();
-        let result = self
-            .store
-            .client()
-            .update_item()
-            .table_name(self.store.metrics_table())
-            .key(keys::PK, AttributeValue::S(pk))
-            .key(keys::SK, AttributeValue::S(sk))
-            .update_expression("SET #owner = :me, #until = :until")
-            .condition_expression("attribute_not_exists(#owner) OR #owner = :me OR #until < :now")
-            .expression_attribute_names("#owner", "owner")
-            .expression_attribute_names("#until", "leaseUntil")
-            .expression_attribute_values(":me", AttributeValue::S(self.options.owner.clone()))
-            .expression_attribute_values(":until", AttributeValue::N(self.lease_until().to_string()))
-            .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        match result {
-            Ok(out) => {
-                self.mark_held(shard_id, true);
-                Ok(Some(checkpoint_of(&out.attributes.unwrap_or_default())))
-            }
-            Err(err) if super::store::is_condition_failure(&err) => {
-                self.mark_held(shard_id, false);
-                Ok(None)
-            }
-            Err(err) => Err(StoreError::from(err).into()),
+    pub async fn lease(&self, stream_arn: &str, shard_id: &str) -> Result<Option<Checkpoint>, ConsumerError> {
+        let lease = self.lease_for(stream_arn, shard_id);
+        let checkpoint = self.store.take_lease(&lease, Utc::now().timestamp_millis()).await?;
+        self.mark_held(shard_id, checkpoint.is_some());
+        Ok(checkpoint)
+    }
+
+    fn lease_for<'a>(&'a self, stream_arn: &'a str, shard_id: &'a str) -> Lease<'a> {
+        Lease {
+            stream_arn,
+            shard_id,
+            owner: &self.options.owner,
+            until_ms: Utc::now().timestamp_millis() + self.options.lease.as_millis() as i64,
         }
     }
 
     fn holds(&self, shard_id: &str) -> bool {
         let held = self.held.lock().expect("lease map poisoned");
-        held.get(shard_id).is_some_and(|until| {
-            until.saturating_duration_since(std::time::Instant::now()) > self.options.lease / 2
-        })
+        held.get(shard_id).is_some_and(|until| until.saturating_duration_since(Instant::now()) > self.options.lease / 2)
     }
 
     fn mark_held(&self, shard_id: &str, holding: bool) {
         let mut held = self.held.lock().expect("lease map poisoned");
         if holding {
-            held.insert(shard_id.to_string(), std::time::Instant::now() + self.options.lease);
+            held.insert(shard_id.to_string(), Instant::now() + self.options.lease);
         } else {
             held.remove(shard_id);
         }
     }
 
-    fn lease_until(&self) -> i64 {
-        Utc::now().timestamp_millis() + self.options.lease.as_millis() as i64
-    }
-
     /// Reads a shard whose lease this consumer holds; `checkpoint` is what
     /// the store says when the lease was just taken or renewed.
-    async fn read_shard(&self, stream_arn: &str, shard_id: &str, checkpoint: Option<Checkpoint>) -> Result<u64, ConsumerError> {
+    async fn read_shard(
+        &self,
+        stream_arn: &str,
+        shard_id: &str,
+        checkpoint: Option<Checkpoint>,
+    ) -> Result<u64, ConsumerError> {
         let mut cursors = self.cursors.lock().await;
         let cursor = cursors.entry(shard_id.to_string()).or_default();
         if let Some(checkpoint) = checkpoint
@@ -385,43 +273,32 @@ impl Consumer {
         }
         let mut applied = 0;
         for _ in 0..BATCHES_PER_PASS {
-            let iterator = match cursor.iterator.clone() {
+            let iterator = match cursor.iterator.take() {
                 Some(iterator) => iterator,
-                None => self.iterator(stream_arn, shard_id, cursor.seq.as_deref()).await?,
+                None => self.store.shard_iterator(stream_arn, shard_id, cursor.seq.as_deref()).await?,
             };
-            let out = self.store.streams().get_records().shard_iterator(&iterator).limit(self.options.batch).send().await;
-            let out = match out {
-                Ok(out) => out,
-                Err(err) => match service_code(&err).as_deref() {
-                    Some("ExpiredIteratorException") => {
-                        cursor.iterator = None;
-                        continue;
-                    }
-                    Some("TrimmedDataAccessException") => {
-                        tracing::error!(shard_id, "stream records were trimmed before they were read: counters need `reconcile`");
-                        cursor.iterator = Some(self.iterator(stream_arn, shard_id, None).await?);
-                        continue;
-                    }
-                    _ => return Err(StoreError::from(err).into()),
-                },
-            };
-            let records = out.records.unwrap_or_default();
-            let closed = out.next_shard_iterator.is_none();
-            if !records.is_empty() {
-                let read = self.batches_read.fetch_add(1, Ordering::SeqCst) + 1;
-                if self.options.fail_before_apply.is_some_and(|n| read >= n) {
-                    return Err(ConsumerError::Injected);
+            let (records, next) = match self.store.get_records(&iterator, self.options.batch).await? {
+                StreamBatch::Records { records, next } => (records, next),
+                StreamBatch::Expired => continue,
+                StreamBatch::Trimmed => {
+                    tracing::error!(
+                        shard_id,
+                        "stream records were trimmed before they were read: counters need `reconcile`"
+                    );
+                    cursor.iterator = Some(self.store.shard_iterator(stream_arn, shard_id, None).await?);
+                    continue;
                 }
-            }
+            };
+            let closed = next.is_none();
             if records.is_empty() && !closed {
-                cursor.iterator = out.next_shard_iterator;
+                cursor.iterator = next;
                 break;
             }
             match self.apply(stream_arn, shard_id, cursor.seq.clone(), &records, closed).await {
                 Ok(seq) => {
                     applied += records.len() as u64;
                     cursor.seq = seq;
-                    cursor.iterator = out.next_shard_iterator;
+                    cursor.iterator = next;
                 }
                 Err(StoreError::Conflict(why)) => {
                     // Lease lost, or the batch was applied already: start over
@@ -440,18 +317,8 @@ impl Consumer {
         Ok(applied)
     }
 
-    async fn iterator(&self, stream_arn: &str, shard_id: &str, after: Option<&str>) -> Result<String, ConsumerError> {
-        let request = self.store.streams().get_shard_iterator().stream_arn(stream_arn).shard_id(shard_id);
-        let request = match after {
-            Some(seq) => request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).sequence_number(seq),
-            None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
-        };
-        let out = request.send().await.map_err(StoreError::from)?;
-        out.shard_iterator.ok_or_else(|| StoreError::Dynamo("GetShardIterator returned no iterator".into()).into())
-    }
-
-    /// Applies records of one shard in as few transactions as the limits
-    /// allow; returns the new checkpoint.
+    /// Applies records of one shard, read after checkpoint `prev`, in as few
+    /// transactions as the limits allow; returns the new checkpoint.
     pub async fn apply(
         &self,
         stream_arn: &str,
@@ -460,166 +327,141 @@ impl Consumer {
         records: &[Record],
         closes_shard: bool,
     ) -> Result<Option<String>, StoreError> {
+        let lease = self.lease_for(stream_arn, shard_id);
+        let mut batch = Batch::default();
         let mut deltas = Deltas::default();
-        let mut days = std::collections::BTreeSet::new();
-        let mut events = Vec::new();
-        let mut newest: Option<DateTime<Utc>> = None;
-        let mut bad = 0u64;
-        let mut pending_seq: Option<String> = None;
-        for (i, record) in records.iter().enumerate() {
+        let mut last_seq: Option<String> = None;
+        for record in records {
             let seq = record.dynamodb().and_then(|d| d.sequence_number()).map(str::to_string);
-            match change(record) {
-                Some(change) => {
-                    let mut next = deltas.clone();
-                    next.record(&change);
-                    let too_big = next.item_count() > MAX_COUNTER_ITEMS || next.widest_item() > MAX_ATTRIBUTES;
-                    if too_big && pending_seq.is_some() {
-                        prev = self.commit(stream_arn, shard_id, prev, pending_seq.take(), &deltas, false).await?;
-                        days.extend(deltas.days());
-                        deltas = Deltas::default();
-                        deltas.record(&change);
-                    } else {
-                        deltas = next;
-                    }
-                    newest = newest.max(Some(change.at));
-                    events.extend(counters::events(&change));
-                }
-                None => {
-                    bad += 1;
-                    tracing::warn!(shard_id, sequence = ?seq, "skipping a stream record that is not a readable order");
-                }
+            let Some(change) = change(record) else {
+                batch.bad += 1;
+                tracing::warn!(shard_id, sequence = ?seq, "skipping a stream record that is not a readable order");
+                last_seq = seq.or(last_seq);
+                continue;
+            };
+            let mut next = deltas.clone();
+            next.record(&change);
+            if too_big(&next) && last_seq.is_some() {
+                // Commit what fits, then start the next transaction with this change.
+                prev = self.commit(&lease, prev, last_seq.take(), false, &deltas).await?;
+                batch.days.extend(deltas.days());
+                next = Deltas::default();
+                next.record(&change);
             }
-            if seq.is_some() {
-                pending_seq = seq;
-            }
-            let last = i + 1 == records.len();
-            if last {
-                prev = self.commit(stream_arn, shard_id, prev, pending_seq.take(), &deltas, closes_shard).await?;
-            }
+            deltas = next;
+            batch.add(&change);
+            last_seq = seq.or(last_seq);
         }
-        if records.is_empty() && closes_shard {
-            prev = self.commit(stream_arn, shard_id, prev.clone(), None, &deltas, true).await?;
+        if !records.is_empty() || closes_shard {
+            prev = self.commit(&lease, prev, last_seq, closes_shard, &deltas).await?;
         }
-        let now = Utc::now();
-        self.update_status(|s| {
-            s.records_applied += records.len() as u64 - bad;
-            s.bad_records += bad;
-            if !records.is_empty() {
-                s.last_applied_at = Some(now);
-                s.behind_ms = newest.map(|at| (now - at).num_milliseconds().max(0));
-            }
-            s.last_error = None;
-        });
-        days.extend(deltas.days());
-        self.publish(days, events).await;
+        batch.days.extend(deltas.days());
+        self.record_progress(records.len() as u64, &batch);
+        self.publish(batch).await;
         Ok(prev)
     }
 
-    /// One transaction: the counters, and the checkpoint moved from `prev`
-    /// to `seq` by the lease holder.
+    /// One transaction; the checkpoint it leaves.
     async fn commit(
         &self,
-        stream_arn: &str,
-        shard_id: &str,
+        lease: &Lease<'_>,
         prev: Option<String>,
         seq: Option<String>,
-        deltas: &Deltas,
         finished: bool,
+        deltas: &Deltas,
     ) -> Result<Option<String>, StoreError> {
-        let (pk, sk) = keys::checkpoint_key(stream_arn, shard_id);
-        let mut sets = vec!["#until = :until".to_string()];
-        let mut checkpoint = Update::builder()
-            .table_name(self.store.metrics_table())
-            .key(keys::PK, AttributeValue::S(pk))
-            .key(keys::SK, AttributeValue::S(sk))
-            .expression_attribute_names("#owner", "owner")
-            .expression_attribute_names("#until", "leaseUntil")
-            .expression_attribute_names("#seq", "seq")
-            .expression_attribute_values(":me", AttributeValue::S(self.options.owner.clone()))
-            .expression_attribute_values(":until", AttributeValue::N(self.lease_until().to_string()));
-        if let Some(seq) = &seq {
-            sets.push("#seq = :seq".into());
-            checkpoint = checkpoint.expression_attribute_values(":seq", AttributeValue::S(seq.clone()));
-        }
-        if finished {
-            sets.push("finished = :finished".into());
-            checkpoint = checkpoint.expression_attribute_values(":finished", AttributeValue::Bool(true));
-        }
-        checkpoint = match &prev {
-            Some(prev) => checkpoint
-                .condition_expression("#owner = :me AND #seq = :prev")
-                .expression_attribute_values(":prev", AttributeValue::S(prev.clone())),
-            None => checkpoint.condition_expression("#owner = :me AND attribute_not_exists(#seq)"),
-        };
-        let checkpoint = checkpoint.update_expression(format!("SET {}", sets.join(", "))).build()?;
-        let mut transaction = self
-            .store
-            .client()
-            .transact_write_items()
-            .transact_items(TransactWriteItem::builder().update(checkpoint).build());
-        for ((pk, sk), increments) in deltas.items() {
-            let mut update = Update::builder()
-                .table_name(self.store.metrics_table())
-                .key(keys::PK, AttributeValue::S(pk.clone()))
-                .key(keys::SK, AttributeValue::S(sk.clone()));
-            let mut adds = Vec::new();
-            for (i, (attribute, by)) in increments.into_iter().enumerate() {
-                adds.push(format!("#a{i} :v{i}"));
-                update = update
-                    .expression_attribute_names(format!("#a{i}"), attribute)
-                    .expression_attribute_values(format!(":v{i}"), AttributeValue::N(by.to_string()));
-            }
-            let update = update.update_expression(format!("ADD {}", adds.join(", "))).build()?;
-            transaction = transaction.transact_items(TransactWriteItem::builder().update(update).build());
-        }
-        match transaction.send().await {
-            Ok(_) => {
-                // The checkpoint write renewed the lease too.
-                self.mark_held(shard_id, true);
-                Ok(seq.or(prev))
-            }
-            Err(err) => {
-                let cancelled = err
-                    .as_service_error()
-                    .is_some_and(|e| e.is_transaction_canceled_exception());
-                if cancelled {
-                    Err(StoreError::Conflict(format!("checkpoint of {shard_id} is not where this consumer left it")))
-                } else {
-                    Err(err.into())
-                }
-            }
-        }
+        self.store.commit_batch(lease, prev.as_deref(), seq.as_deref(), finished, deltas).await?;
+        // The checkpoint write renewed the lease too.
+        self.mark_held(lease.shard_id, true);
+        Ok(seq.or(prev))
     }
 
-    async fn publish(&self, days: std::collections::BTreeSet<chrono::NaiveDate>, events: Vec<counters::OrderEvent>) {
+    fn record_progress(&self, records: u64, batch: &Batch) {
+        let now = Utc::now();
+        self.update_status(|s| {
+            s.records_applied += records - batch.bad;
+            s.bad_records += batch.bad;
+            if records > 0 {
+                s.last_applied_at = Some(now);
+                s.behind_ms = batch.newest.map(|at| (now - at).num_milliseconds().max(0));
+            }
+        });
+    }
+
+    async fn publish(&self, batch: Batch) {
         let Some(hub) = &self.hub else { return };
-        for event in events {
+        for event in batch.events {
             hub.send(match event {
                 counters::OrderEvent::Entered { day, order } => LiveEvent::Entered { date: day, order },
                 counters::OrderEvent::Left { day, order_id } => LiveEvent::Left { date: day, order_id },
             });
         }
         let behind_ms = self.status.lock().expect("status lock poisoned").behind_ms;
-        for day in days {
+        for day in batch.days {
             match self.store.read_counters(day).await {
-                Ok(c) => hub.send(LiveEvent::Counters(LiveCounters {
-                    date: day,
-                    pending: c.pending,
-                    per_shard: c.per_shard,
-                    created: c.created,
-                    as_of: Utc::now(),
-                    behind_ms,
-                })),
+                Ok(counters) => hub.send_counts(counters.day_counts(), behind_ms),
                 Err(err) => tracing::warn!(error = %err, "could not read the counters to push them"),
             }
         }
     }
 }
 
-fn checkpoint_of(item: &HashMap<String, AttributeValue>) -> Checkpoint {
-    Checkpoint {
-        seq: item.get("seq").and_then(|v| v.as_s().ok()).cloned(),
-        finished: item.get("finished").and_then(|v| v.as_bool().ok()).copied().unwrap_or(false),
+/// What one applied batch means for the dashboards.
+#[derive(Default)]
+struct Batch {
+    days: BTreeSet<NaiveDate>,
+    events: Vec<counters::OrderEvent>,
+    newest: Option<DateTime<Utc>>,
+    bad: u64,
+}
+
+impl Batch {
+    fn add(&mut self, change: &Change) {
+        self.newest = self.newest.max(Some(change.at));
+        self.events.extend(counters::events(change));
     }
 }
 
+fn too_big(deltas: &Deltas) -> bool {
+    deltas.item_count() > MAX_COUNTER_ITEMS || deltas.widest_item() > MAX_ATTRIBUTES
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(id: &str, parent: Option<&str>) -> StreamShard {
+        StreamShard { id: id.into(), parent: parent.map(str::to_string) }
+    }
+
+    #[test]
+    fn children_wait_for_their_parent_to_finish() {
+        let shards = vec![shard("p", None), shard("c1", Some("p")), shard("c2", Some("p")), shard("o", Some("gone"))];
+        let ids = |c: &HashMap<String, Checkpoint>| {
+            readable(&shards, c).into_iter().map(|s| s.id.clone()).collect::<Vec<_>>()
+        };
+        let none = HashMap::new();
+        assert_eq!(ids(&none), vec!["p", "o"], "a parent no longer listed does not hold its child back");
+        let done = HashMap::from([("p".to_string(), Checkpoint { seq: Some("9".into()), finished: true })]);
+        assert_eq!(ids(&done), vec!["c1", "c2", "o"]);
+    }
+
+    #[test]
+    fn images_are_read_from_the_stream_format() {
+        let item = HashMap::from([
+            ("orderId".to_string(), StreamValue::S("o-1".into())),
+            ("status".to_string(), StreamValue::S("PENDING".into())),
+            ("createdAt".to_string(), StreamValue::S("2026-11-29T10:15:30.000Z".into())),
+            ("GSI2PK".to_string(), StreamValue::S("STATUS#PENDING#2026-11-29#3".into())),
+        ]);
+        let image = image(&item).unwrap();
+        assert_eq!(image.pending, Some((NaiveDate::from_ymd_opt(2026, 11, 29).unwrap(), 3)));
+        assert!(image.row.is_none(), "no list row without every listed attribute");
+        let mut corrupt = item.clone();
+        corrupt.insert("GSI2PK".into(), StreamValue::S("STATUS#PENDING#garbage".into()));
+        assert!(super::image(&corrupt).is_none());
+        let mut not_an_order = item;
+        not_an_order.remove("orderId");
+        assert!(super::image(&not_an_order).is_none());
+    }
+}

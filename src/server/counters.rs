@@ -224,7 +224,11 @@ mod tests {
 
     #[test]
     fn events_say_who_entered_and_who_left() {
-        let leave = Change { old: Some(image("PENDING", Some(3))), new: Some(image("SHIPPED", None)), at: at("2026-11-29T12:00:00Z") };
+        let leave = Change {
+            old: Some(image("PENDING", Some(3))),
+            new: Some(image("SHIPPED", None)),
+            at: at("2026-11-29T12:00:00Z"),
+        };
         assert_eq!(
             events(&leave),
             vec![OrderEvent::Left { day: NaiveDate::from_ymd_opt(2026, 11, 29).unwrap(), order_id: "o-1".into() }]

@@ -2,6 +2,7 @@
 //! query it came from and signed, so a client can neither forge a position nor
 //! carry a cursor over to another query.
 
+use super::files::{create_private_dir, write_private};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
@@ -11,7 +12,21 @@ use std::path::Path;
 
 type HmacSha256 = Hmac<Sha256>;
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+const KEY_FILE: &str = "cursor.key";
+/// A key file shorter than this was not written by us.
+const MIN_KEY_LEN: usize = 32;
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyFileError {
+    #[error("cursor key {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error(
+        "cursor key {path} holds fewer than {MIN_KEY_LEN} characters: remove it to make a new one (every page link in use breaks)"
+    )]
+    TooShort { path: String },
+}
+
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CursorError {
     #[error("the cursor is malformed")]
     Malformed,
@@ -19,6 +34,8 @@ pub enum CursorError {
     BadSignature,
     #[error("the cursor belongs to another query: start again from the first page")]
     OtherQuery,
+    #[error("the cursor holds no valid position")]
+    NoPosition,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -39,21 +56,26 @@ impl CursorCodec {
     }
 
     /// The configured secret, or else one kept in `<data_dir>/cursor.key`
-    /// (made on first use) so cursors survive restarts.
-    pub fn from_secret_or_file(secret: Option<&str>, data_dir: &Path) -> std::io::Result<Self> {
+    /// (made on first use, 0600) so cursors survive restarts. A key file
+    /// that exists but cannot be read, or holds too short a key, is an
+    /// error: silently making a new key would break every cursor in use.
+    pub fn from_secret_or_file(secret: Option<&str>, data_dir: &Path) -> Result<Self, KeyFileError> {
         if let Some(secret) = secret.filter(|s| !s.is_empty()) {
             return Ok(Self::new(secret.as_bytes()));
         }
-        let path = data_dir.join("cursor.key");
+        let path = data_dir.join(KEY_FILE);
+        let failed = |source| KeyFileError::Io { path: path.display().to_string(), source };
         match std::fs::read_to_string(&path) {
-            Ok(hex) if hex.trim().len() >= 32 => Ok(Self::new(hex.trim().as_bytes())),
-            _ => {
-                std::fs::create_dir_all(data_dir)?;
+            Ok(hex) if hex.trim().len() >= MIN_KEY_LEN => Ok(Self::new(hex.trim().as_bytes())),
+            Ok(_) => Err(KeyFileError::TooShort { path: path.display().to_string() }),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                create_private_dir(data_dir).map_err(failed)?;
                 let bytes: [u8; 32] = rand::random();
                 let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-                write_private(&path, &hex)?;
+                write_private(&path, &hex).map_err(failed)?;
                 Ok(Self::new(hex.into_bytes()))
             }
+            Err(err) => Err(failed(err)),
         }
     }
 
@@ -69,12 +91,9 @@ impl CursorCodec {
     pub fn decode(&self, cursor: &str, query: &str) -> Result<String, CursorError> {
         let (body, tag) = cursor.split_once('.').ok_or(CursorError::Malformed)?;
         let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| CursorError::Malformed)?;
-        self.mac(body.as_bytes())
-            .verify_slice(&tag)
-            .map_err(|_| CursorError::BadSignature)?;
+        self.mac(body.as_bytes()).verify_slice(&tag).map_err(|_| CursorError::BadSignature)?;
         let payload = URL_SAFE_NO_PAD.decode(body).map_err(|_| CursorError::Malformed)?;
-        let payload: Payload =
-            serde_json::from_slice(&payload).map_err(|_| CursorError::Malformed)?;
+        let payload: Payload = serde_json::from_slice(&payload).map_err(|_| CursorError::Malformed)?;
         if payload.q != query {
             return Err(CursorError::OtherQuery);
         }
@@ -86,15 +105,6 @@ impl CursorCodec {
         mac.update(body);
         mac
     }
-}
-
-fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)?.write_all(contents.as_bytes())
 }
 
 #[cfg(test)]
@@ -153,5 +163,42 @@ mod tests {
         assert_eq!(second.decode(&cursor, Q).as_deref(), Ok(AFTER));
         let configured = CursorCodec::from_secret_or_file(Some("set"), dir.path()).unwrap();
         assert!(configured.decode(&cursor, Q).is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_key_file_that_cannot_be_used_is_an_error_not_a_new_key() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(KEY_FILE), "short").unwrap();
+        assert!(matches!(CursorCodec::from_secret_or_file(None, dir.path()), Err(KeyFileError::TooShort { .. })));
+        // A directory where the file should be cannot be read.
+        let other = tempfile::tempdir().unwrap();
+        std::fs::create_dir(other.path().join(KEY_FILE)).unwrap();
+        assert!(matches!(CursorCodec::from_secret_or_file(None, other.path()), Err(KeyFileError::Io { .. })));
+    }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn no_text_makes_decoding_panic(text in ".{0,300}", scope in ".{0,40}") {
+                let _ = CursorCodec::new("secret").decode(&text, &scope);
+            }
+
+            #[test]
+            fn every_cursor_decodes_to_what_was_encoded(scope in ".{0,60}", after in ".{0,200}") {
+                let codec = CursorCodec::new("secret");
+                prop_assert_eq!(codec.decode(&codec.encode(&scope, &after), &scope), Ok(after));
+            }
+
+            #[test]
+            fn a_cursor_never_decodes_for_another_scope(scope in "[a-z:0-9-]{1,30}", other in "[a-z:0-9-]{1,30}") {
+                prop_assume!(scope != other);
+                let codec = CursorCodec::new("secret");
+                prop_assert_eq!(codec.decode(&codec.encode(&scope, "x"), &other), Err(CursorError::OtherQuery));
+            }
+        }
     }
 }

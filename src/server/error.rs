@@ -1,28 +1,68 @@
 //! One error type per layer: `StoreError` for the data layer, `ApiError` for
-//! HTTP. `ApiError` is turned into a status code in exactly one place.
+//! HTTP. `ApiError` becomes a status and a body in exactly one place, and what
+//! it tells the client never carries the store's internals (codes, messages,
+//! cause chains): those go to the log, inside the request's span, which
+//! carries the request id the client is given.
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use std::fmt;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
+    /// What a write expected to find is not there.
     #[error("{0}")]
     NotFound(String),
+    /// A conditional write lost to another writer.
     #[error("{0}")]
     Conflict(String),
-    /// The store did not answer, or asked us to slow down: worth retrying.
-    #[error("the store is unavailable: {0}")]
-    Unavailable(String),
+    /// The store did not answer in time, could not be reached, or asked us
+    /// to slow down: worth retrying later.
+    #[error("the store is unavailable ({kind}): {detail}")]
+    Unavailable { kind: Unavailable, detail: String },
     /// Tables that exist but do not match the key design.
     #[error("table {table} does not match the Northwind Ops key design:\n  - {}", .differences.join("\n  - "))]
     SchemaMismatch { table: String, differences: Vec<String> },
     /// An item in the table that this program cannot read.
     #[error("unreadable item: {0}")]
     Data(String),
+    /// The store refused the request: a bug or a misconfiguration here.
     #[error("the store refused the request: {0}")]
-    Dynamo(String),
+    Rejected(String),
+}
+
+/// Why the store is unavailable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unavailable {
+    Unreachable,
+    TimedOut,
+    Throttled,
+    /// The tables are missing: `provision` has not run.
+    NoTable,
+    ServerError,
+    /// The store kept changing under an operation that needs it still.
+    Busy,
+}
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Unavailable::Unreachable => "unreachable",
+            Unavailable::TimedOut => "timed out",
+            Unavailable::Throttled => "throttled",
+            Unavailable::NoTable => "tables missing",
+            Unavailable::ServerError => "server error",
+            Unavailable::Busy => "busy",
+        })
+    }
+}
+
+impl StoreError {
+    pub fn unavailable(kind: Unavailable, detail: impl Into<String>) -> Self {
+        StoreError::Unavailable { kind, detail: detail.into() }
+    }
 }
 
 impl<E, R> From<SdkError<E, R>> for StoreError
@@ -32,25 +72,34 @@ where
 {
     fn from(err: SdkError<E, R>) -> Self {
         match &err {
-            SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => {
-                StoreError::Unavailable(describe(&err))
+            SdkError::TimeoutError(_) => StoreError::unavailable(Unavailable::TimedOut, describe(&err)),
+            SdkError::DispatchFailure(failure) if failure.is_timeout() => {
+                StoreError::unavailable(Unavailable::TimedOut, describe(&err))
             }
+            SdkError::DispatchFailure(_) => StoreError::unavailable(Unavailable::Unreachable, describe(&err)),
+            SdkError::ResponseError(_) => StoreError::unavailable(Unavailable::ServerError, describe(&err)),
             SdkError::ServiceError(service) => {
                 let code = service.err().code().unwrap_or("Unknown");
-                let message = service.err().message().unwrap_or_default().to_string();
+                let detail = format!("{code}: {}", service.err().message().unwrap_or_default());
                 match code {
                     "ProvisionedThroughputExceededException"
                     | "ThrottlingException"
                     | "RequestLimitExceeded"
-                    | "InternalServerError"
-                    | "ServiceUnavailable" => StoreError::Unavailable(format!("{code}: {message}")),
-                    "ResourceNotFoundException" => StoreError::Unavailable(format!(
-                        "{message} (run `northwind-ops provision` to create the tables)"
-                    )),
-                    _ => StoreError::Dynamo(format!("{code}: {message}")),
+                    // The stream's own word for it.
+                    | "LimitExceededException" => {
+                        StoreError::unavailable(Unavailable::Throttled, detail)
+                    }
+                    "InternalServerError" | "ServiceUnavailable" => {
+                        StoreError::unavailable(Unavailable::ServerError, detail)
+                    }
+                    "ResourceNotFoundException" => StoreError::unavailable(
+                        Unavailable::NoTable,
+                        format!("{detail} (run `northwind-ops provision` to create the tables)"),
+                    ),
+                    _ => StoreError::Rejected(detail),
                 }
             }
-            _ => StoreError::Dynamo(describe(&err)),
+            _ => StoreError::Rejected(describe(&err)),
         }
     }
 }
@@ -71,7 +120,7 @@ fn describe(err: &dyn std::error::Error) -> String {
 /// A request the SDK refused to build: a bug here, not the store's answer.
 impl From<aws_sdk_dynamodb::error::BuildError> for StoreError {
     fn from(err: aws_sdk_dynamodb::error::BuildError) -> Self {
-        StoreError::Dynamo(format!("invalid request: {err}"))
+        StoreError::Rejected(format!("invalid request: {err}"))
     }
 }
 
@@ -81,38 +130,128 @@ impl From<serde_dynamo::Error> for StoreError {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+/// Splits a conditional write whose condition did not hold (`Ok(None)`)
+/// from one that was done (`Ok(Some(_))`) and from every other failure.
+pub fn unless_condition_failed<T, E, R>(result: Result<T, SdkError<E, R>>) -> Result<Option<T>, StoreError>
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug,
+{
+    match result {
+        Ok(out) => Ok(Some(out)),
+        Err(err) if err.as_service_error().and_then(|e| e.code()) == Some("ConditionalCheckFailedException") => {
+            Ok(None)
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// An error of the HTTP layer. Every variant is a client's mistake (4xx)
+/// except `Store`, which maps by its kind.
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("{0}")]
     BadRequest(String),
+    #[error("bad cursor: {0}")]
+    BadCursor(#[from] super::cursor::CursorError),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("send the body as application/json")]
+    UnsupportedMediaType,
+    #[error("too many requests: {why}")]
+    TooManyRequests { retry_after_secs: u64, why: String },
+    /// This server is at a limit of its own (not the store's).
+    #[error("{0}")]
+    Busy(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
+/// Seconds a client is asked to wait before retrying when the store is down.
+const RETRY_AFTER_SECS: u64 = 2;
+
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,
+            ApiError::BadRequest(_) | ApiError::BadCursor(_) => StatusCode::BAD_REQUEST,
+            ApiError::NotFound(_) | ApiError::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,
+            ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Store(StoreError::Conflict(_)) => StatusCode::CONFLICT,
-            ApiError::Store(StoreError::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Store(StoreError::Unavailable { .. }) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
-}
 
-impl From<super::cursor::CursorError> for ApiError {
-    fn from(err: super::cursor::CursorError) -> Self {
-        ApiError::BadRequest(format!("bad cursor: {err}"))
+    /// What the client is told: our own words, never the store's.
+    pub fn public_message(&self) -> String {
+        match self {
+            ApiError::Store(StoreError::Unavailable { kind: Unavailable::NoTable, .. }) => {
+                "the order store has no tables yet: run `northwind-ops provision`".into()
+            }
+            ApiError::Store(StoreError::Unavailable { kind: Unavailable::Throttled, .. }) => {
+                "the order store is busy (throttled); try again shortly".into()
+            }
+            ApiError::Store(StoreError::Unavailable { .. }) => {
+                "the order store is unavailable; try again shortly".into()
+            }
+            ApiError::Store(StoreError::SchemaMismatch { .. } | StoreError::Data(_) | StoreError::Rejected(_)) => {
+                "internal error: the request id identifies it in the server's log".into()
+            }
+            other => other.to_string(),
+        }
+    }
+
+    /// Seconds to wait before retrying, for the answers that have one.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            ApiError::TooManyRequests { retry_after_secs, .. } => Some(*retry_after_secs),
+            ApiError::Busy(_) => Some(RETRY_AFTER_SECS * 15),
+            ApiError::Store(StoreError::Unavailable { .. }) => Some(RETRY_AFTER_SECS),
+            _ => None,
+        }
+    }
+
+    /// Logs what the client is not told, in the request's span.
+    pub fn log(&self) {
+        match self.status() {
+            s if s.is_server_error() => tracing::error!(error = %self, "request failed"),
+            StatusCode::TOO_MANY_REQUESTS => tracing::debug!(error = %self, "request refused"),
+            _ => tracing::info!(error = %self, "request refused"),
+        }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = self.status();
-        if status.is_server_error() {
-            tracing::error!(error = %self, "request failed");
+        self.log();
+        let mut response = (self.status(), Json(serde_json::json!({ "error": self.public_message() }))).into_response();
+        if let Some(secs) = self.retry_after() {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
-        (status, Json(serde_json::json!({ "error": self.to_string() }))).into_response()
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_client_never_sees_the_stores_words() {
+        let internal = ApiError::Store(StoreError::Rejected("ValidationException: secret table layout".into()));
+        assert_eq!(internal.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(!internal.public_message().contains("ValidationException"));
+        let down =
+            ApiError::Store(StoreError::unavailable(Unavailable::Unreachable, "dispatch failure: 10.0.0.7:8000"));
+        assert_eq!(down.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(!down.public_message().contains("10.0.0.7"));
+        assert_eq!(down.retry_after(), Some(RETRY_AFTER_SECS));
+        let ours = ApiError::Store(StoreError::Conflict("order o-1 is CONFIRMED, not PENDING".into()));
+        assert_eq!(
+            (ours.status(), ours.public_message().as_str()),
+            (StatusCode::CONFLICT, "order o-1 is CONFIRMED, not PENDING")
+        );
     }
 }

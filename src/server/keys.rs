@@ -6,7 +6,11 @@
 //!   `GSI1SK` = `<createdAt>#<orderId>`
 //! - GSI2, operations, sparse and write-sharded:
 //!   `GSI2PK` = `STATUS#PENDING#<yyyy-mm-dd>#<shard>`, `GSI2SK` = `<createdAt>#<orderId>`
-//! - metrics table (`PK`, `SK`): the shard count used for each day.
+//! - metrics table (`PK`, `SK`): the shard count used for each day, the
+//!   stream's counters, the consumer's checkpoints.
+//!
+//! Attribute names that expressions name (`attr`) live here too, so that a
+//! rename is one edit.
 
 use crate::model::iso_millis;
 use chrono::{DateTime, NaiveDate, Utc};
@@ -22,15 +26,30 @@ pub const GSI2SK: &str = "GSI2SK";
 
 /// The order attributes GSI2 projects besides the keys: what the PENDING list
 /// shows (see `model::PendingOrder`), and nothing else.
-pub const GSI2_PROJECTED: [&str; 7] = [
-    "orderId",
-    "customerId",
-    "createdAt",
-    "total",
-    "currency",
-    "itemCount",
-    "shippingCity",
-];
+pub const GSI2_PROJECTED: [&str; 7] =
+    ["orderId", "customerId", "createdAt", "total", "currency", "itemCount", "shippingCity"];
+
+/// The most write shards a day may have: readers fan out over every one, so
+/// a corrupt shard-count item must not make them build millions of queries.
+pub const MAX_SHARDS: u32 = 100;
+
+/// Attribute names used in expressions, besides the keys.
+pub mod attr {
+    /// Order items.
+    pub const STATUS: &str = "status";
+    pub const UPDATED_AT: &str = "updatedAt";
+    pub const ITEM_COUNT: &str = "itemCount";
+    /// The shard-count item of a day.
+    pub const SHARDS: &str = "shards";
+    /// Counter items.
+    pub const PENDING: &str = "pending";
+    pub const CREATED: &str = "created";
+    /// Checkpoint items: the lease and the position reached.
+    pub const OWNER: &str = "owner";
+    pub const LEASE_UNTIL: &str = "leaseUntil";
+    pub const SEQ: &str = "seq";
+    pub const FINISHED: &str = "finished";
+}
 
 const ORDER: &str = "ORDER#";
 const CUSTOMER: &str = "CUSTOMER#";
@@ -112,6 +131,11 @@ pub fn shard_count_key(day: NaiveDate) -> (String, String) {
     (format!("{SHARDS}{}", day.format("%Y-%m-%d")), SHARDS_SK.to_string())
 }
 
+/// The day a shard-count item's partition key names.
+pub fn parse_shard_count_pk(pk: &str) -> Option<NaiveDate> {
+    NaiveDate::parse_from_str(pk.strip_prefix(SHARDS)?, "%Y-%m-%d").ok()
+}
+
 /// Counter item of the orders of `day` that are PENDING now: attribute
 /// `pending`, and `shard<k>` for each write shard.
 pub fn metric_pending_key(day: NaiveDate) -> (String, String) {
@@ -145,7 +169,17 @@ pub fn minute_attribute(kind: char, minute: u32) -> String {
 
 /// The stream consumer's lease and checkpoint of one stream shard.
 pub fn checkpoint_key(stream_arn: &str, shard_id: &str) -> (String, String) {
-    (format!("{CHECKPOINT}{stream_arn}"), format!("{SHARD}{shard_id}"))
+    (checkpoint_pk(stream_arn), format!("{SHARD}{shard_id}"))
+}
+
+/// The partition holding every checkpoint of one stream.
+pub fn checkpoint_pk(stream_arn: &str) -> String {
+    format!("{CHECKPOINT}{stream_arn}")
+}
+
+/// The stream shard a checkpoint item's sort key names.
+pub fn parse_checkpoint_sk(sk: &str) -> Option<&str> {
+    sk.strip_prefix(SHARD).filter(|id| !id.is_empty())
 }
 
 #[cfg(test)]
@@ -184,7 +218,10 @@ mod tests {
         let bound = just_below(&key);
         assert!(bound < key);
         for smaller in [
-            timeline_sk(&at("2026-11-29T08:00:00Z"), "o-4zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"),
+            timeline_sk(
+                &at("2026-11-29T08:00:00Z"),
+                "o-4zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz",
+            ),
             timeline_sk(&at("2026-11-29T08:00:00Z"), "o-"),
             timeline_sk(&at("2026-11-29T07:59:59.999Z"), "zzzz"),
         ] {
@@ -201,6 +238,8 @@ mod tests {
         assert_eq!(parse_pending_pk("STATUS#PENDING#2026-13-29#7"), None);
         assert_eq!(parse_pending_pk("STATUS#SHIPPED#2026-11-29#7"), None);
         assert_eq!(shard_count_key(day), ("SHARDS#2026-11-29".into(), "CONFIG".into()));
+        assert_eq!(parse_shard_count_pk("SHARDS#2026-11-29"), Some(day));
+        assert_eq!(parse_shard_count_pk("SHARDS#tomorrow"), None);
     }
 
     #[test]
@@ -217,6 +256,8 @@ mod tests {
             checkpoint_key("arn:aws:dynamodb:x", "shardId-1"),
             ("CHECKPOINT#arn:aws:dynamodb:x".into(), "SHARD#shardId-1".into())
         );
+        assert_eq!(parse_checkpoint_sk("SHARD#shardId-1"), Some("shardId-1"));
+        assert_eq!(parse_checkpoint_sk("SHARD#"), None);
     }
 
     #[test]
@@ -241,6 +282,38 @@ mod tests {
         for (shard, count) in counts.iter().enumerate() {
             let off = (f64::from(*count) - expected).abs() / expected;
             assert!(off < 0.03, "shard {shard} holds {count}, {:.1}% off even", off * 100.0);
+        }
+    }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn no_text_makes_key_parsing_panic(text in ".{0,120}") {
+                let _ = parse_order_pk(&text);
+                let _ = parse_timeline_sk(&text);
+                let _ = parse_pending_pk(&text);
+                let _ = parse_shard_count_pk(&text);
+                let _ = parse_checkpoint_sk(&text);
+                let _ = just_below(&text);
+            }
+
+            #[test]
+            fn timeline_keys_round_trip(millis in 946_684_800_000i64..4_102_444_800_000i64, id in "[A-Za-z0-9_-]{1,64}") {
+                let at = DateTime::<Utc>::from_timestamp_millis(millis).unwrap();
+                let sk = timeline_sk(&at, &id);
+                prop_assert_eq!(parse_timeline_sk(&sk), Some((at, id.as_str())));
+                prop_assert!(just_below(&sk) < sk);
+            }
+
+            #[test]
+            fn pending_keys_round_trip(days in 0i64..40_000, shard in 0u32..MAX_SHARDS) {
+                let day = NaiveDate::from_ymd_opt(2000, 1, 1).unwrap() + chrono::Duration::days(days);
+                prop_assert_eq!(parse_pending_pk(&pending_pk(day, shard)), Some((day, shard)));
+                prop_assert_eq!(parse_shard_count_pk(&shard_count_key(day).0), Some(day));
+            }
         }
     }
 }

@@ -3,17 +3,17 @@
 //! writers, and an operations side that moves them out of PENDING after a
 //! random delay, so the PENDING set rises and falls as in a real sale.
 
-use super::error::StoreError;
+use super::error::{StoreError, Unavailable};
 use super::keys;
 use super::seed::random_order;
-use super::store::{Store, order_item};
+use super::store::{Store, backoff};
 use crate::model::Status;
-use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity, KeysAndAttributes, PutRequest, ReturnConsumedCapacity, WriteRequest};
+use aws_sdk_dynamodb::types::ConsumedCapacity;
 use chrono::Utc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -96,7 +96,9 @@ impl LoadgenArgs {
             Profile::Max => 0.0,
             Profile::FlashSale if t < ramp => self.rate + (peak - self.rate) * t / ramp.max(1e-9),
             Profile::FlashSale if t < ramp + hold => peak,
-            Profile::FlashSale if t < ramp + hold + decay => peak - (peak - self.rate) * (t - ramp - hold) / decay.max(1e-9),
+            Profile::FlashSale if t < ramp + hold + decay => {
+                peak - (peak - self.rate) * (t - ramp - hold) / decay.max(1e-9)
+            }
             Profile::FlashSale => self.rate,
         }
     }
@@ -152,7 +154,9 @@ impl std::fmt::Display for LoadReport {
         writeln!(f, "moved out of PENDING {}", self.closed)?;
         writeln!(f, "elapsed          {:.1} s", self.elapsed.as_secs_f64())?;
         match self.target_rate {
-            Some(target) => writeln!(f, "rate             {:.0}/s achieved of {target:.0}/s target", self.achieved_rate)?,
+            Some(target) => {
+                writeln!(f, "rate             {:.0}/s achieved of {target:.0}/s target", self.achieved_rate)?
+            }
             None => writeln!(f, "rate             {:.0}/s (as fast as possible)", self.achieved_rate)?,
         }
         for (name, units) in &self.capacity {
@@ -209,7 +213,7 @@ pub async fn run(store: Arc<Store>, args: &LoadgenArgs) -> Result<LoadReport, St
         bar.finish_and_clear();
     }
     let ids = std::mem::take(&mut *created_ids.lock().expect("ids poisoned"));
-    let verified = verify(&store, &ids).await?;
+    let verified = store.count_orders(&ids).await?;
     let created = tally.created.load(Ordering::Relaxed);
     let target_rate = (args.profile != Profile::Max).then(|| {
         let secs = elapsed.as_secs_f64().max(1e-9);
@@ -247,7 +251,8 @@ async fn generate(args: &LoadgenArgs, tx: mpsc::Sender<crate::model::Order>, sta
         let allowed = if rate <= 0.0 { limit } else { due.floor() as u64 };
         while emitted < allowed.min(limit) {
             let customer = (f64::from(args.customers) * rng.random::<f64>().powi(3)) as u32;
-            let order = random_order(&mut rng, format!("lg{run_id}-{emitted:08}"), format!("cust-{customer:05}"), Utc::now());
+            let order =
+                random_order(&mut rng, format!("lg{run_id}-{emitted:08}"), format!("cust-{customer:05}"), Utc::now());
             if tx.send(order).await.is_err() {
                 return;
             }
@@ -260,11 +265,6 @@ async fn generate(args: &LoadgenArgs, tx: mpsc::Sender<crate::model::Order>, sta
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
-}
-
-fn backoff(attempt: u32) -> Duration {
-    let cap = 25u64 << attempt.min(7);
-    Duration::from_millis(rand::rng().random_range(cap / 2..=cap))
 }
 
 async fn write_one_by_one(
@@ -283,8 +283,8 @@ async fn write_one_by_one(
                     after_write(&order.order_id);
                     break;
                 }
-                Err(StoreError::Unavailable(why)) if attempt + 1 < MAX_ATTEMPTS => {
-                    tally.throttled(&why);
+                Err(StoreError::Unavailable { kind: Unavailable::Throttled, detail }) if attempt + 1 < MAX_ATTEMPTS => {
+                    tally.throttled(&detail);
                     tokio::time::sleep(backoff(attempt)).await;
                 }
                 Err(err) => {
@@ -316,76 +316,25 @@ async fn write_in_batches(
                 }
             }
         }
-        let mut requests = Vec::with_capacity(batch.len());
-        for order in &batch {
-            let shards = match store.ensure_shards_recorded(order.created_at.date_naive()).await {
-                Ok(n) => n,
-                Err(_) => {
-                    tally.errors.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                }
-            };
-            match order_item(order, shards) {
-                Ok(item) => requests.push(
-                    WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(item)).build().expect("item set")).build(),
-                ),
-                Err(_) => {
-                    tally.errors.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
-        let written = requests.len() as u64;
-        if batch_write(store, requests, tally).await {
-            tally.created.fetch_add(written, Ordering::Relaxed);
-            for order in &batch {
-                after_write(&order.order_id);
-            }
-        } else {
-            tally.errors.fetch_add(written, Ordering::Relaxed);
-        }
-    }
-}
-
-/// Writes a batch, retrying unprocessed items with jittered backoff. Puts of
-/// the same item are idempotent, so a retry never writes anything twice.
-async fn batch_write(store: &Store, mut requests: Vec<WriteRequest>, tally: &Tally) -> bool {
-    for attempt in 0..MAX_ATTEMPTS {
-        let result = store
-            .client()
-            .batch_write_item()
-            .request_items(store.orders_table(), requests.clone())
-            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-            .send()
-            .await;
-        match result {
-            Ok(out) => {
-                for capacity in out.consumed_capacity() {
+        match store.put_orders(&batch).await {
+            Ok(put) => {
+                for capacity in &put.capacity {
                     tally.consumed(Some(capacity));
                 }
-                let unprocessed = out
-                    .unprocessed_items
-                    .and_then(|mut u| u.remove(store.orders_table()))
-                    .unwrap_or_default();
-                if unprocessed.is_empty() {
-                    return true;
+                for _ in 0..put.retries {
+                    tally.throttled("table");
                 }
-                tally.throttled("table");
-                requests = unprocessed;
+                tally.created.fetch_add(put.written as u64, Ordering::Relaxed);
+                for order in &batch {
+                    after_write(&order.order_id);
+                }
             }
             Err(err) => {
-                let err = StoreError::from(err);
-                match err {
-                    StoreError::Unavailable(why) => tally.throttled(&why),
-                    other => {
-                        tracing::warn!(error = %other, "batch write failed");
-                        return false;
-                    }
-                }
+                tracing::warn!(error = %err, "batch write failed");
+                tally.errors.fetch_add(batch.len() as u64, Ordering::Relaxed);
             }
         }
-        tokio::time::sleep(backoff(attempt)).await;
     }
-    false
 }
 
 /// The operations side: confirms (nine in ten) or cancels each order when
@@ -415,39 +364,6 @@ async fn close_orders(store: Arc<Store>, mut rx: mpsc::UnboundedReceiver<(Instan
             });
         }
     }
-}
-
-/// How many of `ids` are in the table, read back 100 keys at a time.
-async fn verify(store: &Store, ids: &[String]) -> Result<u64, StoreError> {
-    let mut found = 0u64;
-    for chunk in ids.chunks(100) {
-        let keys: Vec<HashMap<String, AttributeValue>> = chunk
-            .iter()
-            .map(|id| HashMap::from([(keys::PK.to_string(), AttributeValue::S(keys::order_pk(id)))]))
-            .collect();
-        let mut request = Some(
-            KeysAndAttributes::builder()
-                .set_keys(Some(keys))
-                .projection_expression(keys::PK)
-                .build()?,
-        );
-        let mut attempt = 0;
-        while let Some(keys) = request.take() {
-            let out = store
-                .client()
-                .batch_get_item()
-                .request_items(store.orders_table(), keys)
-                .send()
-                .await?;
-            found += out.responses.as_ref().and_then(|r| r.get(store.orders_table())).map_or(0, |items| items.len() as u64);
-            request = out.unprocessed_keys.and_then(|mut u| u.remove(store.orders_table()));
-            if request.is_some() {
-                tokio::time::sleep(backoff(attempt)).await;
-                attempt += 1;
-            }
-        }
-    }
-    Ok(found)
 }
 
 fn progress_bar(args: &LoadgenArgs, started: Instant, tally: Arc<Tally>) -> Option<indicatif::ProgressBar> {
@@ -502,7 +418,20 @@ mod tests {
 
     #[test]
     fn a_flash_sale_ramps_holds_and_decays() {
-        let sale = args(&["--profile", "flash-sale", "--rate", "10", "--peak", "100", "--ramp", "10", "--hold", "20", "--decay", "10"]);
+        let sale = args(&[
+            "--profile",
+            "flash-sale",
+            "--rate",
+            "10",
+            "--peak",
+            "100",
+            "--ramp",
+            "10",
+            "--hold",
+            "20",
+            "--decay",
+            "10",
+        ]);
         assert_eq!(sale.rate_at(0.0), 10.0);
         assert_eq!(sale.rate_at(5.0), 55.0);
         assert_eq!(sale.rate_at(15.0), 100.0);

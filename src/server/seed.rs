@@ -60,14 +60,17 @@ pub struct SeedPlan {
 /// today (up to `now`), the rest evenly over the days before.
 pub fn demo_orders(plan: &SeedPlan) -> Vec<Order> {
     let today = plan.now.date_naive();
-    let mut rng = ChaCha8Rng::seed_from_u64(plan.seed ^ u64::from(today.format("%Y%m%d").to_string().parse::<u32>().unwrap_or(0)));
+    let mut rng = ChaCha8Rng::seed_from_u64(
+        plan.seed ^ u64::from(today.format("%Y%m%d").to_string().parse::<u32>().unwrap_or(0)),
+    );
     let midnight = Utc.from_utc_datetime(&today.and_hms_opt(0, 0, 0).expect("midnight exists"));
     let today_count = if plan.days == 1 { plan.orders } else { plan.orders / 4 };
     let mut orders = Vec::with_capacity(plan.orders as usize);
     for index in 0..plan.orders {
         let (created_at, is_today) = if index < plan.orders - today_count {
             let days_back = 1 + rng.random_range(0..plan.days.saturating_sub(1).max(1));
-            let at = midnight - Duration::days(i64::from(days_back)) + Duration::milliseconds(rng.random_range(0..86_400_000));
+            let at = midnight - Duration::days(i64::from(days_back))
+                + Duration::milliseconds(rng.random_range(0..86_400_000));
             (at, false)
         } else {
             let span = (plan.now - midnight).num_milliseconds().max(1);
@@ -81,7 +84,12 @@ pub fn demo_orders(plan: &SeedPlan) -> Vec<Order> {
         } else {
             (created_at + Duration::minutes(rng.random_range(1..600))).min(plan.now)
         };
-        let mut order = random_order(&mut rng, format!("o{}-{index:05}", today.format("%y%m%d")), format!("cust-{customer:04}"), created_at);
+        let mut order = random_order(
+            &mut rng,
+            format!("o{}-{index:05}", today.format("%y%m%d")),
+            format!("cust-{customer:04}"),
+            created_at,
+        );
         order.status = status;
         order.updated_at = updated_at;
         orders.push(order);
@@ -168,7 +176,13 @@ mod tests {
     use crate::model::iso_millis;
 
     fn plan(seed: u64) -> SeedPlan {
-        SeedPlan { orders: 2000, customers: 300, days: 7, seed, now: iso_millis::parse("2026-11-29T15:00:00Z").unwrap() }
+        SeedPlan {
+            orders: 2000,
+            customers: 300,
+            days: 7,
+            seed,
+            now: iso_millis::parse("2026-11-29T15:00:00Z").unwrap(),
+        }
     }
 
     #[test]
@@ -179,7 +193,8 @@ mod tests {
         assert_eq!(a.len(), 2000);
         let now = plan(42).now;
         let today = now.date_naive();
-        let pending_today = a.iter().filter(|o| o.status == Status::Pending && o.created_at.date_naive() == today).count();
+        let pending_today =
+            a.iter().filter(|o| o.status == Status::Pending && o.created_at.date_naive() == today).count();
         assert!((200..500).contains(&pending_today), "{pending_today} PENDING today");
         assert!(a.iter().all(|o| o.created_at <= now && o.created_at > now - Duration::days(7)));
         let customers: std::collections::HashSet<_> = a.iter().map(|o| &o.customer_id).collect();

@@ -1,20 +1,34 @@
-//! The web server: the Leptos pages, the JSON API and static files.
+//! The web server: the Leptos pages, the JSON API, static files, and the
+//! limits every connection and request is held to.
 
 use super::api;
-use super::config::ServeArgs;
+use super::config::{Limits, ServeArgs};
+use super::middleware;
 use super::service::Service;
 use crate::app::{App, shell};
 use axum::Router;
-use axum::extract::FromRef;
+use axum::extract::{ConnectInfo, FromRef};
+use axum::http::{Request, StatusCode};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::service::TowerToHyperService;
+use leptos::config::get_configuration;
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use std::net::SocketAddr;
-use tower_http::trace::TraceLayer;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tower::ServiceExt;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
 
 #[derive(Clone)]
 pub struct AppState {
     pub service: Service,
     pub leptos_options: LeptosOptions,
+    pub limits: Limits,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -29,45 +43,118 @@ pub struct PageSettings {
     pub stuck_after_minutes: u32,
 }
 
+/// The Leptos options as cargo-leptos passes them (LEPTOS_SITE_ROOT,
+/// LEPTOS_SITE_ADDR, the reload port).
+pub fn leptos_options() -> LeptosOptions {
+    get_configuration(None).map(|conf| conf.leptos_options).unwrap_or_else(|err| {
+        tracing::warn!(error = %err, "Leptos settings unreadable; using the defaults");
+        LeptosOptions::builder().output_name("northwind-ops").build()
+    })
+}
+
+/// The app, its Leptos options set to the address it is served on.
 pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> Router {
-    let leptos_options = LeptosOptions::builder()
-        .output_name("northwind-ops")
-        .site_root(args.site_root.as_str())
-        .site_pkg_dir("pkg")
-        .site_addr(addr)
-        .build();
+    let mut leptos_options = leptos_options();
+    leptos_options.site_addr = addr;
     let settings = PageSettings { stuck_after_minutes: args.stuck_after_minutes };
-    let state = AppState { service: service.clone(), leptos_options: leptos_options.clone() };
-    let routes = generate_route_list(App);
-    Router::new()
+    let limits = args.limits;
+    let state = AppState { service: service.clone(), leptos_options: leptos_options.clone(), limits };
+    let context = move || {
+        provide_context(service.clone());
+        provide_context(settings);
+    };
+    let pages = {
+        let options = leptos_options.clone();
+        move || shell(options.clone())
+    };
+    // Everything but the live stream is held to the request timeout.
+    let timed = Router::new()
         .merge(api::routes())
-        .leptos_routes_with_context(
-            &state,
-            routes,
-            move || {
-                provide_context(service.clone());
-                provide_context(settings);
-            },
-            {
-                let options = leptos_options.clone();
-                move || shell(options.clone())
-            },
-        )
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
-        .layer(TraceLayer::new_for_http())
+        .leptos_routes_with_context(&state, generate_route_list(App), context.clone(), pages)
+        .fallback(leptos_axum::file_and_error_handler_with_context::<AppState, _>(context, shell))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Duration::from_secs(limits.request_timeout_secs),
+        ));
+    let rate = middleware::RateLimit::new(limits.api_rate, limits.api_burst);
+    timed
+        .merge(api::live_routes())
+        .layer(RequestBodyLimitLayer::new(limits.max_body_bytes as usize))
+        .layer(axum::middleware::from_fn(move |req, next| middleware::rate_limit(rate.clone(), req, next)))
+        .layer(axum::middleware::from_fn(middleware::canonical_paths))
+        .layer(axum::middleware::from_fn(middleware::json_errors))
+        .layer(middleware::request_ids())
         .with_state(state)
 }
 
-/// Binds `args.addr` (port 0 picks a free one) and serves until `shutdown`
+/// Binds `--addr` (port 0 picks a free one) and serves until `shutdown`
 /// resolves. Returns the bound address and the server's task.
 pub async fn start(
     service: Service,
     args: &ServeArgs,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>)> {
-    let listener = tokio::net::TcpListener::bind(args.addr).await?;
+    let listener = TcpListener::bind(args.addr.unwrap_or_else(|| leptos_options().site_addr)).await?;
     let addr = listener.local_addr()?;
     let app = router(service, args, addr);
-    let task = tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(shutdown).await });
+    let task = tokio::spawn(serve(listener, app, args.limits, shutdown));
     Ok((addr, task))
+}
+
+/// Accepts connections up to the cap, each with a deadline for its request
+/// headers (a client trickling bytes cannot hold a connection open), and on
+/// shutdown lets the requests under way finish.
+async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (closing, closed) = tokio::sync::watch::channel(());
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections as usize));
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // Out of file descriptors, usually: wait rather than spin.
+                    tracing::warn!(error = %err, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(%remote, "connection refused: at --max-connections");
+            continue;
+        };
+        let service = app.clone().map_request(move |mut req: Request<Incoming>| {
+            req.extensions_mut().insert(ConnectInfo(remote));
+            req.map(axum::body::Body::new)
+        });
+        let header_timeout = Duration::from_secs(limits.header_timeout_secs);
+        let mut closing = closing.subscribe();
+        tokio::spawn(async move {
+            let mut builder = Builder::new(TokioExecutor::new());
+            builder.http1().timer(TokioTimer::new()).header_read_timeout(header_timeout);
+            let connection =
+                builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
+            tokio::pin!(connection);
+            loop {
+                tokio::select! {
+                    _ = connection.as_mut() => break,
+                    _ = closing.changed() => connection.as_mut().graceful_shutdown(),
+                }
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    // Tell every connection, then wait until the last one has finished.
+    let _ = closing.send(());
+    drop(closed);
+    closing.closed().await;
+    Ok(())
 }

@@ -1,29 +1,43 @@
 //! What the JSON API and the pages both do: check the input, ask the store,
 //! sign the cursors. Each operation is written once, here.
+//!
+//! Every accepted request costs a bounded number of store calls: dates are
+//! kept to a window, a `days` range reads only days that hold PENDING
+//! orders, page sizes are capped, and dashboard reads are shared.
 
 use super::consumer::ConsumerStatus;
-use super::cursor::CursorCodec;
+use super::cursor::{CursorCodec, CursorError};
+use super::error::ApiError;
+use super::keys;
 use super::live::LiveHub;
-use super::store::Counters;
-use super::error::{ApiError, StoreError};
-use super::store::Store;
+use super::store::{Counters, Store};
 use crate::model::{
-    Activity, DEFAULT_PAGE_SIZE, Dashboard, LiveCounters, MAX_DAYS, SearchHit, Summary, MAX_PAGE_SIZE, NewOrder, Order, OrderPage, PageParams,
-    PendingPage, PendingParams, Status, StatusChange, iso_millis, validate_id,
+    Activity, DEFAULT_PAGE_SIZE, Dashboard, DayCounts, LiveCounters, MAX_DAYS, MAX_PAGE_SIZE, NewOrder, Order,
+    OrderPage, PageParams, PendingPage, PendingParams, SearchHit, Status, StatusChange, Summary, iso_millis,
+    validate_id,
 };
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use serde::Serialize;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-use tokio::sync::OnceCell;
+use std::time::Duration;
 
 /// Largest accepted line-item count, quantity and string length.
 const MAX_ITEMS: usize = 100;
 const MAX_QUANTITY: u32 = 10_000;
 const MAX_TEXT: usize = 200;
-/// How far in the future a client's `createdAt` may be (clock skew).
+/// How far from now a client's `createdAt` may be: clock skew ahead, a
+/// day's late imports behind.
 const MAX_SKEW_SECONDS: i64 = 60;
+const MAX_AGE_DAYS: i64 = 1;
+/// The earliest day any request may name.
+const FIRST_DAY: NaiveDate = NaiveDate::from_ymd_opt(2000, 1, 1).expect("a valid date");
+
+/// How long one read of a dashboard view serves everyone who opens it: a
+/// room full of screens costs the store one read a second, not one each.
+/// Live pushes carry what happens in between; this server's own writes clear it.
+const DASHBOARD_TTL: Duration = Duration::from_secs(1);
+/// Distinct dashboard views kept at once.
+const DASHBOARD_VIEWS: u64 = 1_000;
 
 #[derive(Clone)]
 pub struct Service {
@@ -35,13 +49,36 @@ pub struct Service {
     pub consumer: Arc<Mutex<Option<Arc<Mutex<ConsumerStatus>>>>>,
     pub last_reconcile: Arc<Mutex<Option<LastReconcile>>>,
     /// Recent dashboard reads, shared by every viewer of the same view.
-    dashboards: Arc<Mutex<HashMap<String, (Instant, Arc<OnceCell<Dashboard>>)>>>,
+    dashboards: moka::future::Cache<DashboardKey, Arc<Dashboard>>,
 }
 
-/// How long one read of a dashboard view serves everyone who opens it: a
-/// room full of screens costs the store one read a second, not one each.
-/// Live pushes carry what happens in between; this server's own writes clear it.
-const DASHBOARD_TTL: Duration = Duration::from_secs(1);
+/// A PENDING list query, parsed and checked: the normal form every cache
+/// key and cursor scope is made from (`limit=05` and `limit=5` are one).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PendingQuery {
+    pub date: NaiveDate,
+    pub days: u32,
+    pub limit: u32,
+    /// The sort key to continue after, from a verified cursor.
+    pub after: Option<String>,
+}
+
+impl PendingQuery {
+    fn scope(date: NaiveDate, days: u32) -> String {
+        format!("pending:{date}:{days}")
+    }
+
+    /// The days covered, newest first.
+    fn dates(&self) -> Vec<NaiveDate> {
+        (0..self.days).filter_map(|back| self.date.checked_sub_days(Days::new(u64::from(back)))).collect()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct DashboardKey {
+    query: PendingQuery,
+    stuck_after_minutes: u32,
+}
 
 /// The most recent reconciliation `serve` ran.
 #[derive(Clone, Debug, Serialize)]
@@ -60,11 +97,8 @@ pub struct LastReconcile {
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingMetrics {
-    pub date: NaiveDate,
-    pub pending: i64,
-    pub per_shard: Vec<i64>,
-    pub created: i64,
-    pub per_status: std::collections::BTreeMap<String, i64>,
+    #[serde(flatten)]
+    pub counts: DayCounts,
     pub per_minute: PerMinute,
     pub freshness: Freshness,
     pub last_reconcile: Option<LastReconcile>,
@@ -89,18 +123,23 @@ pub struct Freshness {
     pub behind_ms: Option<i64>,
     pub records_applied: u64,
     pub bad_records: u64,
-    pub last_error: Option<String>,
+    /// When the consumer last failed a pass; why is in the server's log.
+    #[serde(with = "iso_millis::option")]
+    pub last_error_at: Option<DateTime<Utc>>,
 }
 
 impl Service {
-    pub fn new(store: Arc<Store>, cursors: Arc<CursorCodec>) -> Self {
+    pub fn new(store: Arc<Store>, cursors: Arc<CursorCodec>, live: LiveHub) -> Self {
         Self {
             store,
             cursors,
-            live: LiveHub::default(),
+            live,
             consumer: Arc::new(Mutex::new(None)),
             last_reconcile: Arc::new(Mutex::new(None)),
-            dashboards: Arc::new(Mutex::new(HashMap::new())),
+            dashboards: moka::future::Cache::builder()
+                .max_capacity(DASHBOARD_VIEWS)
+                .time_to_live(DASHBOARD_TTL)
+                .build(),
         }
     }
 
@@ -118,11 +157,7 @@ impl Service {
         let counters = self.store.read_counters(date).await?;
         let status = self.consumer_status();
         Ok(PendingMetrics {
-            date,
-            pending: counters.pending,
-            per_shard: counters.per_shard,
-            created: counters.created,
-            per_status: counters.per_status,
+            counts: counters.day_counts(),
             per_minute: PerMinute {
                 created: counters.created_per_minute,
                 entered: counters.entered_per_minute,
@@ -135,21 +170,17 @@ impl Service {
                 behind_ms: status.behind_ms,
                 records_applied: status.records_applied,
                 bad_records: status.bad_records,
-                last_error: status.last_error,
+                last_error_at: status.last_error_at,
             },
             last_reconcile: self.last_reconcile.lock().expect("poisoned").clone(),
         })
     }
 
-    /// The counters of a day as `/api/live` first sends them.
-    pub async fn live_counters(&self, date: Option<&str>) -> Result<LiveCounters, ApiError> {
-        let date = parse_date(date, Utc::now())?;
+    /// The counts of a day as `/api/live` first sends them.
+    pub async fn live_counters(&self, date: NaiveDate) -> Result<LiveCounters, ApiError> {
         let counters = self.store.read_counters(date).await?;
         Ok(LiveCounters {
-            date,
-            pending: counters.pending,
-            per_shard: counters.per_shard,
-            created: counters.created,
+            counts: counters.day_counts(),
             as_of: Utc::now(),
             behind_ms: self.consumer_status().behind_ms,
         })
@@ -176,10 +207,7 @@ impl Service {
 
     pub async fn order(&self, order_id: &str) -> Result<Order, ApiError> {
         validate_id("order id", order_id).map_err(ApiError::BadRequest)?;
-        self.store
-            .get_order(order_id)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("order {order_id} not found")).into())
+        self.store.get_order(order_id).await?.ok_or_else(|| ApiError::NotFound(format!("order {order_id} not found")))
     }
 
     pub async fn customer_orders(&self, customer_id: &str, params: &PageParams) -> Result<OrderPage, ApiError> {
@@ -188,88 +216,71 @@ impl Service {
         let scope = format!("customer:{customer_id}");
         let after = self.decode_cursor(params.cursor.as_deref(), &scope)?;
         let page = self.store.customer_orders(customer_id, limit, after.as_deref()).await?;
-        Ok(OrderPage {
-            orders: page.orders,
-            next: page.next_after.map(|after| self.cursors.encode(&scope, &after)),
-        })
+        Ok(OrderPage { orders: page.orders, next: page.next_after.map(|after| self.cursors.encode(&scope, &after)) })
+    }
+
+    /// Checks a PENDING list query and puts it in its normal form.
+    pub fn parse_pending(&self, params: &PendingParams) -> Result<PendingQuery, ApiError> {
+        let date = parse_date(params.date.as_deref(), Utc::now())?;
+        let days = parse_number("days", params.days.as_deref(), 1, 1, MAX_DAYS)?;
+        let limit = parse_limit(params.limit.as_deref())?;
+        let after = self.decode_cursor(params.cursor.as_deref(), &PendingQuery::scope(date, days))?;
+        Ok(PendingQuery { date, days, limit, after })
     }
 
     pub async fn pending(&self, params: &PendingParams) -> Result<PendingPage, ApiError> {
+        self.read_pending(&self.parse_pending(params)?).await
+    }
+
+    async fn read_pending(&self, query: &PendingQuery) -> Result<PendingPage, ApiError> {
         let as_of = Utc::now();
-        let date = parse_date(params.date.as_deref(), as_of)?;
-        let days = parse_number("days", params.days.as_deref(), 1, 1, MAX_DAYS)?;
-        let limit = parse_limit(params.limit.as_deref())?;
-        let scope = format!("pending:{date}:{days}");
-        let after = self.decode_cursor(params.cursor.as_deref(), &scope)?;
-        let dates: Vec<NaiveDate> = (0..days)
-            .filter_map(|back| date.checked_sub_days(Days::new(u64::from(back))))
-            .collect();
-        let read = self.store.pending_page(&dates, limit, after.as_deref()).await?;
+        let read = self.store.pending_page(&query.dates(), query.limit, query.after.as_deref()).await?;
+        let scope = PendingQuery::scope(query.date, query.days);
         Ok(PendingPage {
             orders: read.orders,
             next: read.next_after.map(|after| self.cursors.encode(&scope, &after)),
             items_read: read.items_read,
-            date,
-            days,
+            date: query.date,
+            days: query.days,
             as_of,
         })
     }
 
-    /// The headline figures of a day: the stream's counters, or, for a day
-    /// the consumer has not counted, a recount of the index.
-    pub async fn summary(&self, date: NaiveDate) -> Result<(Summary, Option<Counters>), ApiError> {
+    /// The headline figures of a day, from the stream's counters. A day the
+    /// consumer has not counted shows no figures: recounting the index on a
+    /// page view would make its cost grow with the day's orders.
+    pub async fn summary(&self, date: NaiveDate) -> Result<(Summary, Counters), ApiError> {
         let (counters, oldest) = futures::try_join!(self.store.read_counters(date), self.store.oldest_pending(date))?;
-        if counters.exists {
-            let summary = Summary {
-                date,
-                pending: counters.pending.max(0) as u64,
-                per_shard: counters.per_shard.iter().map(|n| (*n).max(0) as u64).collect(),
-                created: Some(counters.created.max(0) as u64),
-                oldest_pending: oldest,
-                source: "counters".into(),
-            };
-            return Ok((summary, Some(counters)));
-        }
-        let recount = self.store.recount_pending(date).await?;
-        let summary = Summary {
-            date,
-            pending: recount.total(),
-            per_shard: recount.per_shard,
-            created: None,
-            oldest_pending: oldest,
-            source: "recount".into(),
-        };
-        Ok((summary, None))
+        Ok((Summary { counts: counters.day_counts(), oldest_pending: oldest }, counters))
     }
 
     pub async fn dashboard(&self, params: &PendingParams, stuck_after_minutes: u32) -> Result<Dashboard, ApiError> {
-        let key = format!("{params:?}|{stuck_after_minutes}");
-        let cell = {
-            let mut cache = self.dashboards.lock().expect("dashboard cache poisoned");
-            cache.retain(|_, (read_at, _)| read_at.elapsed() < DASHBOARD_TTL);
-            cache.entry(key).or_insert_with(|| (Instant::now(), Arc::new(OnceCell::new()))).1.clone()
-        };
-        // Concurrent viewers wait for the one read; a failed read is not kept.
-        let dashboard = cell.get_or_try_init(|| self.read_dashboard(params, stuck_after_minutes)).await?;
-        Ok(dashboard.clone())
+        let key = DashboardKey { query: self.parse_pending(params)?, stuck_after_minutes };
+        // Concurrent viewers of one view wait for one read; a failed read is not kept.
+        let dashboard = self
+            .dashboards
+            .try_get_with(key.clone(), async { self.read_dashboard(&key).await.map(Arc::new) })
+            .await
+            .map_err(|err| (*err).clone())?;
+        Ok((*dashboard).clone())
     }
 
     fn forget_dashboards(&self) {
-        self.dashboards.lock().expect("dashboard cache poisoned").clear();
+        self.dashboards.invalidate_all();
     }
 
-    async fn read_dashboard(&self, params: &PendingParams, stuck_after_minutes: u32) -> Result<Dashboard, ApiError> {
-        let page = self.pending(params).await?;
-        let (summary, counters) = self.summary(page.date).await?;
-        let activity = counters.map(|c| activity(&c));
+    async fn read_dashboard(&self, key: &DashboardKey) -> Result<Dashboard, ApiError> {
+        let (page, (summary, counters)) =
+            futures::try_join!(self.read_pending(&key.query), self.summary(key.query.date))?;
+        let activity = summary.counts.counted.then(|| activity(&counters));
         let behind_ms = self.consumer_status().behind_ms;
-        Ok(Dashboard { page, summary, activity, behind_ms, stuck_after_minutes })
+        Ok(Dashboard { page, summary, activity, behind_ms, stuck_after_minutes: key.stuck_after_minutes })
     }
 
     /// An order with this id, else a customer with orders, else not found.
     pub async fn search(&self, query: &str) -> Result<SearchHit, ApiError> {
         let id = query.trim();
-        let not_found = || ApiError::Store(StoreError::NotFound(format!("nothing found for {id:?}")));
+        let not_found = || ApiError::NotFound(format!("nothing found for {id:?}"));
         if validate_id("id", id).is_err() {
             return Err(not_found());
         }
@@ -293,10 +304,7 @@ impl Service {
     pub async fn change_status(&self, order_id: &str, change: StatusChange) -> Result<Order, ApiError> {
         validate_id("order id", order_id).map_err(ApiError::BadRequest)?;
         if !change.from.can_become(change.to) {
-            return Err(ApiError::BadRequest(format!(
-                "an order cannot go from {} to {}",
-                change.from, change.to
-            )));
+            return Err(ApiError::BadRequest(format!("an order cannot go from {} to {}", change.from, change.to)));
         }
         let order = self.store.change_status(order_id, change.from, change.to, Utc::now()).await?;
         self.forget_dashboards();
@@ -309,8 +317,8 @@ impl Service {
         };
         let after = self.cursors.decode(cursor, scope)?;
         // Signed by us, so well formed; checked anyway before it reaches a query.
-        if super::keys::parse_timeline_sk(&after).is_none() {
-            return Err(ApiError::BadRequest("bad cursor: it holds no valid position".into()));
+        if keys::parse_timeline_sk(&after).is_none() {
+            return Err(CursorError::NoPosition.into());
         }
         Ok(Some(after))
     }
@@ -331,12 +339,19 @@ fn activity(counters: &Counters) -> Activity {
     Activity { created: (0..buckets).map(|b| sum(&counters.created_per_minute, b)).collect(), backlog }
 }
 
+/// A `YYYY-MM-DD` day from 2000-01-01 to tomorrow (UTC), today when absent:
+/// no request can make a reader walk centuries of empty days.
 pub fn parse_date(text: Option<&str>, now: DateTime<Utc>) -> Result<NaiveDate, ApiError> {
-    match text.filter(|d| !d.is_empty()) {
-        None => Ok(now.date_naive()),
-        Some(text) => NaiveDate::parse_from_str(text, "%Y-%m-%d")
-            .map_err(|_| ApiError::BadRequest(format!("date {text:?} is not a YYYY-MM-DD date"))),
+    let Some(text) = text.filter(|d| !d.is_empty()) else {
+        return Ok(now.date_naive());
+    };
+    let date = NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .map_err(|_| ApiError::BadRequest(format!("date {text:?} is not a YYYY-MM-DD date")))?;
+    let tomorrow = now.date_naive().succ_opt().unwrap_or(NaiveDate::MAX);
+    if !(FIRST_DAY..=tomorrow).contains(&date) {
+        return Err(ApiError::BadRequest(format!("date {text} is outside {FIRST_DAY} to {tomorrow}")));
     }
+    Ok(date)
 }
 
 fn parse_limit(text: Option<&str>) -> Result<u32, ApiError> {
@@ -349,9 +364,7 @@ fn parse_number(name: &str, text: Option<&str>, default: u32, min: u32, max: u32
     };
     match text.parse::<u32>() {
         Ok(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(ApiError::BadRequest(format!(
-            "{name} must be a whole number from {min} to {max}, not {text:?}"
-        ))),
+        _ => Err(ApiError::BadRequest(format!("{name} must be a whole number from {min} to {max}, not {text:?}"))),
     }
 }
 
@@ -363,13 +376,14 @@ pub fn build_order(new: NewOrder, now: DateTime<Utc>) -> Result<Order, String> {
     };
     validate_id("order id", &order_id)?;
     validate_id("customer id", &new.customer_id)?;
+    if let Some(status) = new.status.filter(|s| *s != Status::Pending) {
+        return Err(format!("a new order starts PENDING, not {status}"));
+    }
     let created_at = match new.created_at.as_deref() {
         None => now,
         Some(text) => iso_millis::parse(text)?,
     };
-    if (created_at - now).num_seconds() > MAX_SKEW_SECONDS {
-        return Err(format!("createdAt {} is in the future", iso_millis::format(&created_at)));
-    }
+    check_created_at(created_at, now)?;
     // Millisecond precision, as stored: the keys and the item must agree.
     let created_at = iso_millis::parse(&iso_millis::format(&created_at))?;
     if !(new.currency.len() == 3 && new.currency.chars().all(|c| c.is_ascii_uppercase())) {
@@ -399,7 +413,7 @@ pub fn build_order(new: NewOrder, now: DateTime<Utc>) -> Result<Order, String> {
     Ok(Order {
         order_id,
         customer_id: new.customer_id,
-        status: new.status.unwrap_or(Status::Pending),
+        status: Status::Pending,
         created_at,
         updated_at: created_at,
         total,
@@ -410,11 +424,38 @@ pub fn build_order(new: NewOrder, now: DateTime<Utc>) -> Result<Order, String> {
     })
 }
 
+/// Within a day before now (late imports) and a minute after (clock skew).
+fn check_created_at(created_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<(), String> {
+    if (created_at - now).num_seconds() > MAX_SKEW_SECONDS {
+        return Err(format!("createdAt {} is in the future", iso_millis::format(&created_at)));
+    }
+    if (now - created_at).num_days() >= MAX_AGE_DAYS {
+        return Err(format!(
+            "createdAt {} is more than {MAX_AGE_DAYS} day in the past",
+            iso_millis::format(&created_at)
+        ));
+    }
+    Ok(())
+}
+
+/// Text shown to staff: not blank, not too long, and no control or
+/// direction-override characters (which can make a page lie about what it
+/// shows, e.g. reverse an order id).
 fn check_text(name: &str, text: &str) -> Result<(), String> {
     if text.trim().is_empty() || text.len() > MAX_TEXT {
         return Err(format!("{name} must be 1 to {MAX_TEXT} characters"));
     }
+    if let Some(bad) = text.chars().find(|c| c.is_control() || is_bidi_control(*c)) {
+        return Err(format!(
+            "{name} has the character U+{:04X}: control and text-direction characters are not allowed",
+            bad as u32
+        ));
+    }
     Ok(())
+}
+
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 #[cfg(test)]
@@ -451,6 +492,8 @@ mod tests {
         assert_eq!(order.item_count(), 3);
         let generated = build_order(NewOrder { order_id: None, ..new_order() }, now()).unwrap();
         assert!(validate_id("order id", &generated.order_id).is_ok());
+        let explicit = build_order(NewOrder { status: Some(Status::Pending), ..new_order() }, now()).unwrap();
+        assert_eq!(explicit.status, Status::Pending);
     }
 
     #[test]
@@ -460,8 +503,13 @@ mod tests {
             (NewOrder { customer_id: "".into(), ..new_order() }, "customer id"),
             (NewOrder { currency: "usd".into(), ..new_order() }, "currency"),
             (NewOrder { items: vec![], ..new_order() }, "line items"),
-            (NewOrder { created_at: Some("2026-11-30T08:00:00Z".into()), ..new_order() }, "future"),
+            (NewOrder { created_at: Some("2026-11-29T09:01:01Z".into()), ..new_order() }, "future"),
+            (NewOrder { created_at: Some("2026-11-28T09:00:00Z".into()), ..new_order() }, "past"),
+            (NewOrder { created_at: Some("0001-01-01T00:00:00Z".into()), ..new_order() }, "past"),
+            (NewOrder { status: Some(Status::Delivered), ..new_order() }, "starts PENDING"),
             (NewOrder { shipping_city: " ".into(), ..new_order() }, "shippingCity"),
+            (NewOrder { shipping_city: "Os\u{7}lo".into(), ..new_order() }, "U+0007"),
+            (NewOrder { shipping_country: "N\u{202E}O".into(), ..new_order() }, "U+202E"),
         ];
         for (order, reason) in cases {
             let err = build_order(order, now()).unwrap_err();
@@ -470,14 +518,48 @@ mod tests {
         let mut huge = new_order();
         huge.items[0].unit_price = i64::MAX;
         assert!(build_order(huge, now()).unwrap_err().contains("too large"));
+        let mut newline = new_order();
+        newline.items[0].name = "Tent\nDELIVERED".into();
+        assert!(build_order(newline, now()).unwrap_err().contains("item name"));
     }
 
     #[test]
     fn numbers_are_bounded() {
         assert_eq!(parse_limit(None).unwrap(), DEFAULT_PAGE_SIZE);
         assert_eq!(parse_limit(Some("100")).unwrap(), 100);
+        assert_eq!(parse_limit(Some("05")).unwrap(), 5);
         assert!(parse_limit(Some("101")).is_err());
         assert!(parse_limit(Some("0")).is_err());
         assert!(parse_limit(Some("ten")).is_err());
+    }
+
+    #[test]
+    fn dates_are_kept_to_a_window() {
+        assert_eq!(parse_date(None, now()).unwrap(), now().date_naive());
+        assert!(parse_date(Some("2026-11-30"), now()).is_ok(), "tomorrow");
+        assert!(parse_date(Some("2000-01-01"), now()).is_ok());
+        for bad in ["2026-12-01", "1999-12-31", "0001-01-01", "9999-12-31", "2026-02-30", "yesterday"] {
+            assert!(matches!(parse_date(Some(bad), now()), Err(ApiError::BadRequest(_))), "{bad}");
+        }
+    }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn no_text_makes_date_or_number_parsing_panic(text in ".{0,40}") {
+                let _ = parse_date(Some(&text), now());
+                let _ = parse_limit(Some(&text));
+            }
+
+            #[test]
+            fn every_day_in_the_window_is_accepted_as_written(days in 0i64..9_830) {
+                let day = FIRST_DAY + chrono::Duration::days(days);
+                let text = day.format("%Y-%m-%d").to_string();
+                prop_assert_eq!(parse_date(Some(&text), now()).ok(), Some(day));
+            }
+        }
     }
 }

@@ -1,24 +1,28 @@
 //! Reading the counters the stream consumer keeps, and repairing the PENDING
 //! counter of a day from a recount of the index.
 
-use super::{Recount, Store, is_condition_failure};
-use crate::server::error::StoreError;
-use crate::server::keys;
+use super::{Item, Recount, Store};
+use crate::model::{DayCounts, Status};
+use crate::server::error::{StoreError, Unavailable, unless_condition_failed};
+use crate::server::keys::{self, attr};
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::NaiveDate;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Times a reconciliation retries while the consumer moves the counter under it.
 const RECONCILE_TRIES: u32 = 5;
 
+/// A day's counter items as stored: signed, since a repair may pass through
+/// negative values.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Counters {
+    pub date: NaiveDate,
     /// Whether the consumer has written any PENDING counter for the day.
     pub exists: bool,
     pub pending: i64,
     pub per_shard: Vec<i64>,
     pub created: i64,
-    pub per_status: BTreeMap<String, i64>,
+    pub per_status: BTreeMap<Status, i64>,
     /// Per minute of the day (1440 each): created, entered PENDING, left PENDING.
     pub created_per_minute: Vec<i64>,
     pub entered_per_minute: Vec<i64>,
@@ -35,7 +39,20 @@ pub struct Reconciliation {
     pub repaired: bool,
 }
 
-type Item = HashMap<String, AttributeValue>;
+impl Counters {
+    /// The figures as shown: clamped to zero, here and nowhere else.
+    pub fn day_counts(&self) -> DayCounts {
+        let clamp = |n: i64| n.max(0) as u64;
+        DayCounts {
+            date: self.date,
+            counted: self.exists,
+            pending: clamp(self.pending),
+            per_shard: self.per_shard.iter().copied().map(clamp).collect(),
+            created: clamp(self.created),
+            per_status: self.per_status.iter().map(|(s, n)| (*s, clamp(*n))).collect(),
+        }
+    }
+}
 
 fn number(item: &Item, attribute: &str) -> i64 {
     item.get(attribute).and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok()).unwrap_or(0)
@@ -68,14 +85,12 @@ impl Store {
         let minutes = minutes.unwrap_or_default();
         let per_minute = |kind: char| (0..1440).map(|m| number(&minutes, &keys::minute_attribute(kind, m))).collect();
         Ok(Counters {
+            date: day,
             exists: pending.is_some(),
-            pending: number(pending_item, "pending"),
+            pending: number(pending_item, attr::PENDING),
             per_shard: (0..shards).map(|s| number(pending_item, &keys::shard_attribute(s))).collect(),
-            created: number(&daily, "created"),
-            per_status: crate::model::Status::ALL
-                .iter()
-                .map(|s| (s.as_str().to_string(), number(&daily, &keys::status_attribute(s.as_str()))))
-                .collect(),
+            created: number(&daily, attr::CREATED),
+            per_status: Status::ALL.iter().map(|s| (*s, number(&daily, &keys::status_attribute(s.as_str())))).collect(),
             created_per_minute: per_minute('c'),
             entered_per_minute: per_minute('e'),
             left_per_minute: per_minute('l'),
@@ -94,7 +109,7 @@ impl Store {
             if before != after {
                 continue; // records were applied while counting: count again
             }
-            let counter = number(&after, "pending");
+            let counter = number(&after, attr::PENDING);
             let drift = counter - recount.total() as i64;
             let shards_differ = recount
                 .per_shard
@@ -110,12 +125,18 @@ impl Store {
                 Err(err) => return Err(err),
             }
         }
-        Err(StoreError::Unavailable(format!(
-            "the PENDING counter of {day} kept changing while it was recounted; try again"
-        )))
+        Err(StoreError::unavailable(
+            Unavailable::Busy,
+            format!("the PENDING counter of {day} kept changing while it was recounted; try again"),
+        ))
     }
 
-    async fn overwrite_pending(&self, key: &(String, String), seen: &Item, recount: &Recount) -> Result<(), StoreError> {
+    async fn overwrite_pending(
+        &self,
+        key: &(String, String),
+        seen: &Item,
+        recount: &Recount,
+    ) -> Result<(), StoreError> {
         let mut update = self
             .client
             .update_item()
@@ -126,7 +147,7 @@ impl Store {
         let mut sets = vec!["pending = :total".to_string()];
         // Written only if every counter attribute is still as read.
         let mut conditions = Vec::new();
-        let mut names: Vec<String> = vec!["pending".into()];
+        let mut names: Vec<String> = vec![attr::PENDING.into()];
         names.extend((0..recount.per_shard.len() as u32).map(keys::shard_attribute));
         for (i, name) in names.iter().enumerate() {
             match seen.get(name) {
@@ -148,10 +169,9 @@ impl Store {
             .condition_expression(conditions.join(" AND "))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(err) if is_condition_failure(&err) => Err(StoreError::Conflict("the counter moved".into())),
-            Err(err) => Err(err.into()),
+        match unless_condition_failed(result)? {
+            Some(_) => Ok(()),
+            None => Err(StoreError::Conflict("the counter moved".into())),
         }
     }
 }

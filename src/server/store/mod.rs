@@ -1,31 +1,45 @@
-//! The store: one aws-sdk-dynamodb client, whatever engine answers it.
+//! The store: the only code that talks to DynamoDB (tables and stream), one
+//! aws-sdk-dynamodb client whatever engine answers it.
 
+mod checkpoints;
 mod metrics;
 mod orders;
 mod pending;
 mod provision;
 mod recount;
+mod stream;
 
+pub use checkpoints::{Checkpoint, Lease};
 pub use metrics::{Counters, Reconciliation};
-pub use orders::order_item;
-pub use pending::{PendingRead, ReadPlan};
-pub use provision::ProvisionReport;
+pub use orders::{BatchPut, HistoryPage, order_item};
+pub use pending::PendingRead;
+#[cfg(feature = "testing")]
+pub use pending::ReadPlan;
+pub use provision::{ProvisionReport, TableCapacity};
 pub use recount::Recount;
+pub use stream::{StreamBatch, StreamShard};
 
 use super::config::{StoreConfig, StoreKind};
 use super::embedded::{Embedded, EmbeddedError};
-use super::error::StoreError;
-use super::keys;
+use super::error::{StoreError, unless_condition_failed};
+use super::keys::{self, MAX_SHARDS, attr};
+use aws_config::retry::RetryConfig;
 use aws_config::{BehaviorVersion, Region, timeout::TimeoutConfig};
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use chrono::NaiveDate;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// Region for local engines, which accept any.
 const LOCAL_REGION: &str = "us-east-1";
+/// How long "nothing PENDING was ever written to this day" is believed
+/// before the shard-count item is looked up again.
+const UNRECORDED_DAY_TTL: Duration = Duration::from_secs(5);
+/// Days whose shard counts are kept in memory.
+const SHARD_CACHE_DAYS: u64 = 10_000;
+
+pub type Item = HashMap<String, AttributeValue>;
 
 pub struct Store {
     client: Client,
@@ -34,8 +48,17 @@ pub struct Store {
     metrics_table: String,
     /// Shard count for days not written to yet.
     shards: u32,
-    /// Shard counts already recorded per day; they never change once written.
-    shard_counts: Mutex<HashMap<NaiveDate, u32>>,
+    /// Shard counts per day as recorded (`None`: nothing recorded yet).
+    shard_counts: moka::sync::Cache<NaiveDate, Option<u32>>,
+}
+
+/// Recorded counts never change; an unrecorded day may be recorded any time.
+struct ShardCountExpiry;
+
+impl moka::Expiry<NaiveDate, Option<u32>> for ShardCountExpiry {
+    fn expire_after_create(&self, _: &NaiveDate, value: &Option<u32>, _: std::time::Instant) -> Option<Duration> {
+        value.is_none().then_some(UNRECORDED_DAY_TTL)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -46,21 +69,43 @@ pub enum ConnectError {
     Embedded(#[from] EmbeddedError),
 }
 
+/// How long the store may take: every call is bounded, retries included, so
+/// a store that stops answering gives a prompt 503, not a hang.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreTimeouts {
+    pub connect: Duration,
+    pub attempt: Duration,
+    pub operation: Duration,
+    pub max_attempts: u32,
+}
+
+impl StoreTimeouts {
+    pub fn from_operation(operation: Duration) -> Self {
+        Self {
+            connect: Duration::from_secs(2).min(operation),
+            attempt: (operation / 2).max(Duration::from_millis(100)),
+            operation,
+            max_attempts: 3,
+        }
+    }
+}
+
 /// Opens the configured store. For the embedded one this also starts its
 /// server, which lives as long as the returned `Embedded`.
 pub async fn connect(config: &StoreConfig) -> Result<(Store, Option<Embedded>), ConnectError> {
     config.validate().map_err(ConnectError::Config)?;
+    let timeouts = StoreTimeouts::from_operation(Duration::from_millis(config.store_timeout_ms));
     let (sdk_config, embedded) = match config.kind() {
         StoreKind::Embedded => {
             let embedded = Embedded::start(&config.data_dir, config.embedded_addr).await?;
-            (local_sdk_config(&embedded.endpoint()).await, Some(embedded))
+            (local_sdk_config(&embedded.endpoint(), timeouts).await, Some(embedded))
         }
         StoreKind::Endpoint => {
             let endpoint = config.endpoint().unwrap_or_default();
-            (endpoint_sdk_config(&endpoint).await, None)
+            (endpoint_sdk_config(&endpoint, timeouts).await, None)
         }
         StoreKind::Aws => {
-            let sdk_config = base_loader().load().await;
+            let sdk_config = base_loader(timeouts).load().await;
             if sdk_config.region().is_none() {
                 return Err(ConnectError::Config(
                     "no AWS region: set AWS_REGION or a region in your AWS profile".into(),
@@ -69,37 +114,52 @@ pub async fn connect(config: &StoreConfig) -> Result<(Store, Option<Embedded>), 
             (sdk_config, None)
         }
     };
+    // The stream has its own endpoint on AWS; local engines serve both on
+    // one, and a test may put a recorded stream in front of the consumer.
+    let streams = match config.streams_endpoint_url.as_deref() {
+        Some(url) => aws_sdk_dynamodbstreams::config::Builder::from(&sdk_config).endpoint_url(url).build(),
+        None => aws_sdk_dynamodbstreams::config::Builder::from(&sdk_config).build(),
+    };
     let store = Store {
         client: Client::new(&sdk_config),
-        // The same endpoint as the tables: local engines serve both.
-        streams: aws_sdk_dynamodbstreams::Client::new(&sdk_config),
+        streams: aws_sdk_dynamodbstreams::Client::from_conf(streams),
         orders_table: config.orders_table.clone(),
         metrics_table: config.metrics_table.clone(),
         shards: config.shards,
-        shard_counts: Mutex::new(HashMap::new()),
+        shard_counts: moka::sync::Cache::builder()
+            .max_capacity(SHARD_CACHE_DAYS)
+            .expire_after(ShardCountExpiry)
+            .build(),
     };
     Ok((store, embedded))
 }
 
-fn base_loader() -> aws_config::ConfigLoader {
-    // Fail fast when the store is down, so pages can say so instead of hanging.
-    aws_config::defaults(BehaviorVersion::latest()).timeout_config(
-        TimeoutConfig::builder()
-            .connect_timeout(Duration::from_secs(3))
-            .operation_attempt_timeout(Duration::from_secs(10))
-            .operation_timeout(Duration::from_secs(30))
-            .build(),
-    )
+fn base_loader(timeouts: StoreTimeouts) -> aws_config::ConfigLoader {
+    aws_config::defaults(BehaviorVersion::latest())
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(timeouts.connect)
+                .operation_attempt_timeout(timeouts.attempt)
+                .operation_timeout(timeouts.operation)
+                .build(),
+        )
+        // The standard mode's retry quota is the budget: a store failing
+        // every call soon stops being retried at all.
+        .retry_config(RetryConfig::standard().with_max_attempts(timeouts.max_attempts))
 }
 
 /// A local engine takes any credentials and region; fixed ones spare the
 /// user from configuring AWS to use it.
-async fn local_sdk_config(endpoint: &str) -> aws_config::SdkConfig {
-    base_loader()
+async fn local_sdk_config(endpoint: &str, timeouts: StoreTimeouts) -> aws_config::SdkConfig {
+    base_loader(timeouts)
         .endpoint_url(endpoint)
         .region(Region::new(LOCAL_REGION))
         .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-            "northwind", "northwind", None, None, "northwind-ops-local",
+            "northwind",
+            "northwind",
+            None,
+            None,
+            "northwind-ops-local",
         ))
         .load()
         .await
@@ -107,13 +167,15 @@ async fn local_sdk_config(endpoint: &str) -> aws_config::SdkConfig {
 
 /// An explicit endpoint: the standard chain for region and credentials, but
 /// a loopback endpoint (DynamoDB Local) works without any AWS set-up.
-async fn endpoint_sdk_config(endpoint: &str) -> aws_config::SdkConfig {
-    let loaded = base_loader().endpoint_url(endpoint).load().await;
+async fn endpoint_sdk_config(endpoint: &str, timeouts: StoreTimeouts) -> aws_config::SdkConfig {
     let loopback = endpoint.contains("://127.") || endpoint.contains("://localhost") || endpoint.contains("://[::1]");
     let has_credentials = std::env::var_os("AWS_ACCESS_KEY_ID").is_some() || std::env::var_os("AWS_PROFILE").is_some();
+    // Decided before loading the standard chain, whose region provider would
+    // ask the instance metadata service (off a laptop) for nothing.
     if loopback && !has_credentials {
-        return local_sdk_config(endpoint).await;
+        return local_sdk_config(endpoint, timeouts).await;
     }
+    let loaded = base_loader(timeouts).endpoint_url(endpoint).load().await;
     if loaded.region().is_none() {
         return loaded.into_builder().region(Region::new(LOCAL_REGION)).build();
     }
@@ -129,51 +191,87 @@ impl Store {
         &self.metrics_table
     }
 
+    /// The raw client, for tests and tools that play another client of the
+    /// same tables. The app itself goes through the methods of `Store`.
     pub fn client(&self) -> &Client {
         &self.client
     }
 
+    /// The raw stream client, likewise.
     pub fn streams(&self) -> &aws_sdk_dynamodbstreams::Client {
         &self.streams
     }
 
     /// Answers when the store is reachable and the orders table exists.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        self.client
-            .describe_table()
-            .table_name(&self.orders_table)
-            .send()
-            .await?;
+        self.client.describe_table().table_name(&self.orders_table).send().await?;
         Ok(())
     }
 
     /// The shard count of `day` as recorded, or the configured one for a day
-    /// nothing has been written to.
+    /// nothing PENDING has been written to.
     pub async fn shards_for(&self, day: NaiveDate) -> Result<u32, StoreError> {
-        if let Some(n) = self.cached_shards(day) {
-            return Ok(n);
+        Ok(self.recorded_shards(&[day]).await?[0].unwrap_or(self.shards))
+    }
+
+    /// The recorded shard count of each day, `None` for a day nothing PENDING
+    /// was ever written to (so it holds no PENDING orders). One BatchGetItem
+    /// for the days not in memory.
+    pub async fn recorded_shards(&self, days: &[NaiveDate]) -> Result<Vec<Option<u32>>, StoreError> {
+        let missing: Vec<NaiveDate> = days.iter().filter(|d| !self.shard_counts.contains_key(*d)).copied().collect();
+        if !missing.is_empty() {
+            let found = self.read_shard_counts(&missing).await?;
+            for day in missing {
+                self.shard_counts.insert(day, found.get(&day).copied());
+            }
         }
-        let (pk, sk) = keys::shard_count_key(day);
-        let item = self
-            .client
-            .get_item()
-            .table_name(&self.metrics_table)
-            .key(keys::PK, AttributeValue::S(pk))
-            .key(keys::SK, AttributeValue::S(sk))
-            .consistent_read(true)
-            .send()
-            .await?
-            .item;
-        match item.as_ref().and_then(read_shard_count) {
-            Some(n) => Ok(self.cache_shards(day, n)),
-            None => Ok(self.shards),
+        // A value evicted between the two steps reads as unrecorded once.
+        Ok(days.iter().map(|d| self.shard_counts.get(d).flatten()).collect())
+    }
+
+    async fn read_shard_counts(&self, days: &[NaiveDate]) -> Result<HashMap<NaiveDate, u32>, StoreError> {
+        let mut found = HashMap::new();
+        // BatchGetItem takes at most 100 keys.
+        for chunk in days.chunks(100) {
+            let keys = chunk.iter().map(|day| key_item(keys::shard_count_key(*day))).collect();
+            let request = KeysAndAttributes::builder().set_keys(Some(keys)).consistent_read(true).build()?;
+            for item in self.batch_get(&self.metrics_table, request).await? {
+                let day = item.get(keys::PK).and_then(|v| v.as_s().ok()).and_then(|pk| keys::parse_shard_count_pk(pk));
+                if let Some(day) = day {
+                    found.insert(day, read_shard_count(&item)?);
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// Every item of a BatchGetItem, its unprocessed keys asked for again a
+    /// bounded number of times.
+    async fn batch_get(&self, table: &str, request: KeysAndAttributes) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::new();
+        let mut request = Some(request);
+        for attempt in 0..8u32 {
+            let Some(keys) = request.take() else { return Ok(items) };
+            let out = self.client.batch_get_item().request_items(table, keys).send().await?;
+            items.extend(out.responses.and_then(|mut r| r.remove(table)).unwrap_or_default());
+            request = out.unprocessed_keys.and_then(|mut u| u.remove(table)).filter(|k| !k.keys().is_empty());
+            if request.is_some() {
+                tokio::time::sleep(backoff(attempt)).await;
+            }
+        }
+        match request {
+            None => Ok(items),
+            Some(_) => Err(StoreError::unavailable(
+                super::error::Unavailable::Throttled,
+                format!("BatchGetItem on {table} left keys unprocessed after 8 attempts"),
+            )),
         }
     }
 
     /// Records the shard count of `day` before its first PENDING write; the
     /// first writer wins, and every later writer adopts its count.
     pub async fn ensure_shards_recorded(&self, day: NaiveDate) -> Result<u32, StoreError> {
-        if let Some(n) = self.cached_shards(day) {
+        if let Some(Some(n)) = self.shard_counts.get(&day) {
             return Ok(n);
         }
         let (pk, sk) = keys::shard_count_key(day);
@@ -183,36 +281,40 @@ impl Store {
             .table_name(&self.metrics_table)
             .item(keys::PK, AttributeValue::S(pk))
             .item(keys::SK, AttributeValue::S(sk))
-            .item("shards", AttributeValue::N(self.shards.to_string()))
+            .item(attr::SHARDS, AttributeValue::N(self.shards.to_string()))
             .condition_expression("attribute_not_exists(PK)")
             .send()
             .await;
-        match put {
-            Ok(_) => Ok(self.cache_shards(day, self.shards)),
-            Err(err) if is_condition_failure(&err) => self.shards_for(day).await,
-            Err(err) => Err(err.into()),
+        if unless_condition_failed(put)?.is_some() {
+            self.shard_counts.insert(day, Some(self.shards));
+            return Ok(self.shards);
+        }
+        // Someone else recorded it first: read theirs.
+        self.shard_counts.invalidate(&day);
+        match self.recorded_shards(&[day]).await?[0] {
+            Some(n) => Ok(n),
+            None => Err(StoreError::Data(format!("the shard count of {day} vanished after it was recorded"))),
         }
     }
-
-    fn cached_shards(&self, day: NaiveDate) -> Option<u32> {
-        self.shard_counts.lock().expect("shard cache poisoned").get(&day).copied()
-    }
-
-    fn cache_shards(&self, day: NaiveDate, n: u32) -> u32 {
-        self.shard_counts.lock().expect("shard cache poisoned").insert(day, n);
-        n
-    }
 }
 
-fn read_shard_count(item: &HashMap<String, AttributeValue>) -> Option<u32> {
-    item.get("shards")?.as_n().ok()?.parse().ok().filter(|n| *n > 0)
+/// A jittered exponential pause before retry `attempt` (0-based): 12 to 25 ms
+/// first, doubling up to about 3 s.
+pub fn backoff(attempt: u32) -> Duration {
+    let cap = 25u64 << attempt.min(7);
+    Duration::from_millis(rand::random_range(cap / 2..=cap))
 }
 
-pub(crate) fn is_condition_failure<E, R>(err: &aws_sdk_dynamodb::error::SdkError<E, R>) -> bool
-where
-    E: aws_sdk_dynamodb::error::ProvideErrorMetadata,
-{
-    err.as_service_error()
-        .and_then(|e| e.code())
-        .is_some_and(|code| code == "ConditionalCheckFailedException")
+fn key_item((pk, sk): (String, String)) -> Item {
+    HashMap::from([(keys::PK.to_string(), AttributeValue::S(pk)), (keys::SK.to_string(), AttributeValue::S(sk))])
+}
+
+/// A day's shard count, bounded: a corrupt item must not make every reader
+/// fan out over millions of partitions.
+fn read_shard_count(item: &Item) -> Result<u32, StoreError> {
+    item.get(attr::SHARDS)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|n| n.parse::<u32>().ok())
+        .filter(|n| (1..=MAX_SHARDS).contains(n))
+        .ok_or_else(|| StoreError::Data(format!("a shard-count item holds no count from 1 to {MAX_SHARDS}: {item:?}")))
 }

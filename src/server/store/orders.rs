@@ -1,14 +1,11 @@
 //! The order write path and the per-order and per-customer reads.
 
-use super::{Store, is_condition_failure};
+use super::{Item, Store};
 use crate::model::{Order, Status, iso_millis};
-use crate::server::error::StoreError;
-use crate::server::keys::{self, GSI1, GSI1PK, GSI1SK, GSI2PK, GSI2SK, PK};
+use crate::server::error::{StoreError, unless_condition_failed};
+use crate::server::keys::{self, GSI1, GSI1PK, GSI1SK, GSI2PK, GSI2SK, PK, attr};
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
-use std::collections::HashMap;
-
-pub type Item = HashMap<String, AttributeValue>;
 
 /// One page of a customer's history, and the sort key to continue after.
 pub struct HistoryPage {
@@ -31,7 +28,7 @@ pub fn order_item(order: &Order, shards: u32) -> Result<Item, StoreError> {
         put(GSI2SK, timeline);
     }
     // The PENDING list shows the item count without reading the line items.
-    item.insert("itemCount".into(), AttributeValue::N(order.item_count().to_string()));
+    item.insert(attr::ITEM_COUNT.into(), AttributeValue::N(order.item_count().to_string()));
     Ok(item)
 }
 
@@ -61,13 +58,9 @@ impl Store {
             .return_consumed_capacity(aws_sdk_dynamodb::types::ReturnConsumedCapacity::Indexes)
             .send()
             .await;
-        match put {
-            Ok(out) => Ok(out.consumed_capacity),
-            Err(err) if is_condition_failure(&err) => Err(StoreError::Conflict(format!(
-                "order {} already exists",
-                order.order_id
-            ))),
-            Err(err) => Err(err.into()),
+        match unless_condition_failed(put)? {
+            Some(out) => Ok(out.consumed_capacity),
+            None => Err(StoreError::Conflict(format!("order {} already exists", order.order_id))),
         }
     }
 
@@ -81,8 +74,7 @@ impl Store {
             .send()
             .await?
             .item;
-        item.map(|item| serde_dynamo::from_item(item).map_err(StoreError::from))
-            .transpose()
+        item.map(|item| serde_dynamo::from_item(item).map_err(StoreError::from)).transpose()
     }
 
     /// Moves an order from `from` to `to` in one conditional update, so a
@@ -95,9 +87,9 @@ impl Store {
         to: Status,
         at: DateTime<Utc>,
     ) -> Result<Order, StoreError> {
-        let mut update = "SET #status = :to, updatedAt = :at".to_string();
+        let mut update = "SET #status = :to, #updated = :at".to_string();
         if from == Status::Pending {
-            update.push_str(" REMOVE GSI2PK, GSI2SK");
+            update.push_str(&format!(" REMOVE {GSI2PK}, {GSI2SK}"));
         }
         let result = self
             .client
@@ -106,28 +98,28 @@ impl Store {
             .key(PK, AttributeValue::S(keys::order_pk(order_id)))
             .update_expression(update)
             .condition_expression("attribute_exists(PK) AND #status = :from")
-            .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#status", attr::STATUS)
+            .expression_attribute_names("#updated", attr::UPDATED_AT)
             .expression_attribute_values(":to", AttributeValue::S(to.as_str().into()))
             .expression_attribute_values(":from", AttributeValue::S(from.as_str().into()))
             .expression_attribute_values(":at", AttributeValue::S(iso_millis::format(&at)))
             .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
             .send()
             .await;
-        match result {
-            Ok(out) => {
-                let item = out.attributes.ok_or_else(|| {
-                    StoreError::Data(format!("update of order {order_id} returned no item"))
-                })?;
+        match unless_condition_failed(result)? {
+            Some(out) => {
+                let item = out
+                    .attributes
+                    .ok_or_else(|| StoreError::Data(format!("update of order {order_id} returned no item")))?;
                 Ok(serde_dynamo::from_item(item)?)
             }
-            Err(err) if is_condition_failure(&err) => match self.get_order(order_id).await? {
+            None => match self.get_order(order_id).await? {
                 None => Err(StoreError::NotFound(format!("order {order_id} not found"))),
                 Some(current) => Err(StoreError::Conflict(format!(
                     "order {order_id} is {}, not {from}: it was changed by someone else",
                     current.status
                 ))),
             },
-            Err(err) => Err(err.into()),
         }
     }
 
@@ -155,14 +147,102 @@ impl Store {
         };
         let items = query.send().await?.items.unwrap_or_default();
         let more = items.len() > limit as usize;
-        let orders: Vec<Order> = items
-            .into_iter()
-            .take(limit as usize)
-            .map(serde_dynamo::from_item)
-            .collect::<Result<_, _>>()?;
-        let next_after = more
-            .then(|| orders.last().map(|o| keys::timeline_sk(&o.created_at, &o.order_id)))
-            .flatten();
+        let orders: Vec<Order> =
+            items.into_iter().take(limit as usize).map(serde_dynamo::from_item).collect::<Result<_, _>>()?;
+        let next_after = more.then(|| orders.last().map(|o| keys::timeline_sk(&o.created_at, &o.order_id))).flatten();
         Ok(HistoryPage { orders, next_after })
+    }
+}
+
+/// What `put_orders` did.
+#[derive(Debug, Default)]
+pub struct BatchPut {
+    pub written: usize,
+    /// BatchWriteItem calls that left items unprocessed (throttled), each
+    /// followed by a retry of those items.
+    pub retries: u64,
+    /// Capacity consumed, per table and index, as the store reported it.
+    pub capacity: Vec<aws_sdk_dynamodb::types::ConsumedCapacity>,
+}
+
+/// Attempts per batch before its unprocessed items count as failed.
+const BATCH_ATTEMPTS: u32 = 10;
+/// BatchWriteItem takes at most 25 items.
+const BATCH_ITEMS: usize = 25;
+
+impl Store {
+    /// Writes orders with BatchWriteItem, 25 to a request, unconditionally
+    /// (a put of the same order twice writes it twice, to the same result),
+    /// retrying unprocessed items with jittered backoff. For bulk loads; the
+    /// app's own writes are conditional (`create_order`).
+    pub async fn put_orders(&self, orders: &[Order]) -> Result<BatchPut, StoreError> {
+        let mut report = BatchPut::default();
+        for chunk in orders.chunks(BATCH_ITEMS) {
+            let mut requests = Vec::with_capacity(chunk.len());
+            for order in chunk {
+                let shards = self.shards_to_write(order).await?;
+                let put = aws_sdk_dynamodb::types::PutRequest::builder()
+                    .set_item(Some(order_item(order, shards)?))
+                    .build()?;
+                requests.push(aws_sdk_dynamodb::types::WriteRequest::builder().put_request(put).build());
+            }
+            self.write_batch(requests, &mut report).await?;
+            report.written += chunk.len();
+        }
+        Ok(report)
+    }
+
+    /// The shard count to write an order with, recording it for a PENDING
+    /// order's day first.
+    async fn shards_to_write(&self, order: &Order) -> Result<u32, StoreError> {
+        if order.status == Status::Pending {
+            self.ensure_shards_recorded(order.created_at.date_naive()).await
+        } else {
+            Ok(self.shards)
+        }
+    }
+
+    async fn write_batch(
+        &self,
+        mut requests: Vec<aws_sdk_dynamodb::types::WriteRequest>,
+        report: &mut BatchPut,
+    ) -> Result<(), StoreError> {
+        for attempt in 0..BATCH_ATTEMPTS {
+            let out = self
+                .client
+                .batch_write_item()
+                .request_items(&self.orders_table, requests)
+                .return_consumed_capacity(aws_sdk_dynamodb::types::ReturnConsumedCapacity::Indexes)
+                .send()
+                .await?;
+            report.capacity.extend(out.consumed_capacity.unwrap_or_default());
+            requests = out.unprocessed_items.and_then(|mut u| u.remove(&self.orders_table)).unwrap_or_default();
+            if requests.is_empty() {
+                return Ok(());
+            }
+            report.retries += 1;
+            tokio::time::sleep(super::backoff(attempt)).await;
+        }
+        Err(StoreError::unavailable(
+            crate::server::error::Unavailable::Throttled,
+            format!("{} items still unprocessed after {BATCH_ATTEMPTS} attempts", requests.len()),
+        ))
+    }
+
+    /// How many of these orders exist, read back 100 keys at a time.
+    pub async fn count_orders(&self, order_ids: &[String]) -> Result<u64, StoreError> {
+        let mut found = 0u64;
+        for chunk in order_ids.chunks(100) {
+            let keys = chunk
+                .iter()
+                .map(|id| std::collections::HashMap::from([(PK.to_string(), AttributeValue::S(keys::order_pk(id)))]))
+                .collect();
+            let request = aws_sdk_dynamodb::types::KeysAndAttributes::builder()
+                .set_keys(Some(keys))
+                .projection_expression(PK)
+                .build()?;
+            found += self.batch_get(&self.orders_table, request).await?.len() as u64;
+        }
+        Ok(found)
     }
 }

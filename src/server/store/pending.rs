@@ -78,11 +78,22 @@ impl Store {
         limit: u32,
         after: Option<&str>,
     ) -> Result<PendingRead, StoreError> {
-        self.pending_page_with(days, limit, after, ReadPlan::default()).await
+        self.merge_pending(days, limit, after, ReadPlan::default()).await
     }
 
-    /// `pending_page` with another read plan, to measure the trade-off.
+    /// `pending_page` with another read plan, for the benchmark's trade-off table.
+    #[cfg(feature = "testing")]
     pub async fn pending_page_with(
+        &self,
+        days: &[NaiveDate],
+        limit: u32,
+        after: Option<&str>,
+        plan: ReadPlan,
+    ) -> Result<PendingRead, StoreError> {
+        self.merge_pending(days, limit, after, plan).await
+    }
+
+    async fn merge_pending(
         &self,
         days: &[NaiveDate],
         limit: u32,
@@ -135,11 +146,9 @@ impl Store {
             // expected to hold an even share of what is still needed; reading
             // that much (plus a margin) keeps the over-read small.
             let day = partitions[blocking[0]].day;
-            let live = partitions
-                .iter()
-                .filter(|p| p.day == day && !(p.exhausted && p.buffer.is_empty()))
-                .count()
-                .max(1) as u32;
+            let live =
+                partitions.iter().filter(|p| p.day == day && !(p.exhausted && p.buffer.is_empty())).count().max(1)
+                    as u32;
             let size = if plan.naive { limit } else { needed.div_ceil(live) + plan.margin };
             let reads = blocking.iter().map(|&i| self.read_partition(&partitions[i], None, size));
             for (i, (items, more, scanned)) in blocking.iter().zip(try_join_all(reads).await?) {
@@ -155,20 +164,17 @@ impl Store {
             }
         }
         let more = partitions.iter().any(|p| !p.buffer.is_empty() || !p.exhausted);
-        Ok(PendingRead {
-            orders,
-            next_after: if more { last_key } else { None },
-            items_read,
-            rounds,
-        })
+        Ok(PendingRead { orders, next_after: if more { last_key } else { None }, items_read, rounds })
     }
 
     /// Every (day, shard) partition, each capped at the end of its day and at
     /// the cursor.
+    /// A day nothing PENDING was ever written to has no shard count recorded
+    /// and is not read at all.
     async fn partitions(&self, days: &[NaiveDate], after: Option<&str>) -> Result<Vec<Partition>, StoreError> {
-        let counts = try_join_all(days.iter().map(|day| self.shards_for(*day))).await?;
+        let counts = self.recorded_shards(days).await?;
         let mut partitions = Vec::new();
-        for (day, shards) in days.iter().zip(counts) {
+        for (day, shards) in days.iter().zip(counts).filter_map(|(d, n)| Some((d, n?))) {
             let day_end = day
                 .checked_add_days(Days::new(1))
                 .map(|next| format!("{}T00:00:00.000Z", next.format("%Y-%m-%d")))

@@ -2,13 +2,12 @@
 //! and names every difference without changing anything.
 
 use super::Store;
-use crate::server::config::{BillingMode, ProvisionArgs};
-use crate::server::error::StoreError;
+use crate::server::error::{StoreError, Unavailable};
 use crate::server::keys::{self, GSI1, GSI1PK, GSI1SK, GSI2, GSI2PK, GSI2SK, PK, SK};
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode as SdkBilling, GlobalSecondaryIndex, IndexStatus,
-    KeySchemaElement, KeyType, Projection, ProjectionType, ProvisionedThroughput,
-    ScalarAttributeType, StreamSpecification, StreamViewType, TableDescription, TableStatus,
+    AttributeDefinition, BillingMode as SdkBilling, GlobalSecondaryIndex, IndexStatus, KeySchemaElement, KeyType,
+    Projection, ProjectionType, ProvisionedThroughput, ScalarAttributeType, StreamSpecification, StreamViewType,
+    TableDescription, TableStatus,
 };
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -59,49 +58,69 @@ const ORDER_INDEXES: [IndexSpec; 2] = [
     },
 ];
 
+/// The capacity of tables this program creates, for each table and index.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TableCapacity {
+    /// Pay per request: no capacity to plan.
+    #[default]
+    OnDemand,
+    Provisioned {
+        read: i64,
+        write: i64,
+    },
+}
+
 impl Store {
-    pub async fn provision(&self, args: &ProvisionArgs) -> Result<ProvisionReport, StoreError> {
-        let orders = match self.describe(&self.orders_table).await? {
-            Some(table) => {
-                check(&self.orders_table, orders_differences(&table))?;
-                Outcome::Verified
-            }
-            None => {
-                self.create_orders_table(args).await?;
-                Outcome::Created
-            }
-        };
-        let metrics = match self.describe(&self.metrics_table).await? {
-            Some(table) => {
-                check(&self.metrics_table, metrics_differences(&table))?;
-                Outcome::Verified
-            }
-            None => {
-                self.create_metrics_table(args).await?;
-                Outcome::Created
-            }
-        };
+    /// Creates the tables that are missing (with `capacity`), or, given
+    /// none, only checks them: a missing table is then `NoTable`. Existing
+    /// tables are checked against the key design and never changed.
+    pub async fn provision(&self, capacity: Option<TableCapacity>) -> Result<ProvisionReport, StoreError> {
+        let orders = self.ensure(&self.orders_table, capacity, orders_differences).await?;
+        let metrics = self.ensure(&self.metrics_table, capacity, metrics_differences).await?;
         for table in [&self.orders_table, &self.metrics_table] {
             self.wait_active(table).await?;
         }
         Ok(ProvisionReport { orders, metrics })
     }
 
+    /// Checks that the tables exist and match the key design.
+    pub async fn verify(&self) -> Result<ProvisionReport, StoreError> {
+        self.provision(None).await
+    }
+
+    async fn ensure(
+        &self,
+        table: &str,
+        capacity: Option<TableCapacity>,
+        differences: fn(&TableDescription) -> Vec<String>,
+    ) -> Result<Outcome, StoreError> {
+        if let Some(description) = self.describe(table).await? {
+            check(table, differences(&description))?;
+            return Ok(Outcome::Verified);
+        }
+        let Some(capacity) = capacity else {
+            return Err(StoreError::unavailable(
+                Unavailable::NoTable,
+                format!("table {table} does not exist (run `northwind-ops provision`, or serve with --provision)"),
+            ));
+        };
+        if table == self.orders_table {
+            self.create_orders_table(capacity).await?;
+        } else {
+            self.create_metrics_table(capacity).await?;
+        }
+        Ok(Outcome::Created)
+    }
+
     async fn describe(&self, table: &str) -> Result<Option<TableDescription>, StoreError> {
         match self.client.describe_table().table_name(table).send().await {
             Ok(out) => Ok(out.table),
-            Err(err)
-                if err
-                    .as_service_error()
-                    .is_some_and(|e| e.is_resource_not_found_exception()) =>
-            {
-                Ok(None)
-            }
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_resource_not_found_exception()) => Ok(None),
             Err(err) => Err(err.into()),
         }
     }
 
-    async fn create_orders_table(&self, args: &ProvisionArgs) -> Result<(), StoreError> {
+    async fn create_orders_table(&self, capacity: TableCapacity) -> Result<(), StoreError> {
         let mut request = self
             .client
             .create_table()
@@ -126,15 +145,13 @@ impl Store {
                 .key_schema(key(spec.hash, KeyType::Hash))
                 .key_schema(key(spec.range, KeyType::Range))
                 .projection(projection.build());
-            if let Some(throughput) = throughput(args)? {
+            if let Some(throughput) = throughput(capacity)? {
                 index = index.provisioned_throughput(throughput);
             }
             request = request.global_secondary_indexes(index.build()?);
         }
-        request = match throughput(args)? {
-            Some(throughput) => request
-                .billing_mode(SdkBilling::Provisioned)
-                .provisioned_throughput(throughput),
+        request = match throughput(capacity)? {
+            Some(throughput) => request.billing_mode(SdkBilling::Provisioned).provisioned_throughput(throughput),
             None => request.billing_mode(SdkBilling::PayPerRequest),
         };
         request.send().await?;
@@ -142,7 +159,7 @@ impl Store {
         Ok(())
     }
 
-    async fn create_metrics_table(&self, args: &ProvisionArgs) -> Result<(), StoreError> {
+    async fn create_metrics_table(&self, capacity: TableCapacity) -> Result<(), StoreError> {
         // No stream: the consumer's checkpoint writes must not feed a stream.
         let request = self
             .client
@@ -152,10 +169,8 @@ impl Store {
             .key_schema(key(SK, KeyType::Range))
             .attribute_definitions(string_attribute(PK)?)
             .attribute_definitions(string_attribute(SK)?);
-        let request = match throughput(args)? {
-            Some(throughput) => request
-                .billing_mode(SdkBilling::Provisioned)
-                .provisioned_throughput(throughput),
+        let request = match throughput(capacity)? {
+            Some(throughput) => request.billing_mode(SdkBilling::Provisioned).provisioned_throughput(throughput),
             None => request.billing_mode(SdkBilling::PayPerRequest),
         };
         request.send().await?;
@@ -177,10 +192,10 @@ impl Store {
                 return Ok(());
             }
             if started.elapsed() > ACTIVE_TIMEOUT {
-                return Err(StoreError::Unavailable(format!(
-                    "table {table} is not ACTIVE after {}s",
-                    ACTIVE_TIMEOUT.as_secs()
-                )));
+                return Err(StoreError::unavailable(
+                    Unavailable::NoTable,
+                    format!("table {table} is not ACTIVE after {}s", ACTIVE_TIMEOUT.as_secs()),
+                ));
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
@@ -224,11 +239,7 @@ fn metrics_differences(table: &TableDescription) -> Vec<String> {
 }
 
 fn index_differences(table: &TableDescription, spec: &IndexSpec) -> Vec<String> {
-    let Some(index) = table
-        .global_secondary_indexes()
-        .iter()
-        .find(|i| i.index_name() == Some(spec.name))
-    else {
+    let Some(index) = table.global_secondary_indexes().iter().find(|i| i.index_name() == Some(spec.name)) else {
         return vec![format!("index {} is missing", spec.name)];
     };
     let mut differences = key_differences(
@@ -246,36 +257,26 @@ fn index_differences(table: &TableDescription, spec: &IndexSpec) -> Vec<String> 
             spec.projection.as_str()
         ));
     } else if spec.projection == ProjectionType::Include {
-        let mut have: Vec<&str> = projection
-            .map(|p| p.non_key_attributes().iter().map(String::as_str).collect())
-            .unwrap_or_default();
+        let mut have: Vec<&str> =
+            projection.map(|p| p.non_key_attributes().iter().map(String::as_str).collect()).unwrap_or_default();
         let mut want: Vec<&str> = spec.include.to_vec();
         have.sort_unstable();
         want.sort_unstable();
         if have != want {
-            differences.push(format!(
-                "index {} includes [{}], want [{}]",
-                spec.name,
-                have.join(", "),
-                want.join(", ")
-            ));
+            differences.push(format!("index {} includes [{}], want [{}]", spec.name, have.join(", "), want.join(", ")));
         }
     }
     differences
 }
 
 fn key_differences(what: &str, have: &[KeySchemaElement], want: &[(&str, KeyType)]) -> Vec<String> {
-    let have: Vec<(&str, &KeyType)> =
-        have.iter().map(|k| (k.attribute_name(), k.key_type())).collect();
+    let have: Vec<(&str, &KeyType)> = have.iter().map(|k| (k.attribute_name(), k.key_type())).collect();
     let want: Vec<(&str, &KeyType)> = want.iter().map(|(name, kind)| (*name, kind)).collect();
     if have == want {
         return vec![];
     }
     let show = |keys: &[(&str, &KeyType)]| {
-        keys.iter()
-            .map(|(name, kind)| format!("{name} {}", kind.as_str()))
-            .collect::<Vec<_>>()
-            .join(", ")
+        keys.iter().map(|(name, kind)| format!("{name} {}", kind.as_str())).collect::<Vec<_>>().join(", ")
     };
     vec![format!("{what} is [{}], want [{}]", show(&have), show(&want))]
 }
@@ -284,11 +285,8 @@ fn type_differences(table: &TableDescription, names: &[&str]) -> Vec<String> {
     names
         .iter()
         .filter_map(|name| {
-            let kind = table
-                .attribute_definitions()
-                .iter()
-                .find(|a| a.attribute_name() == *name)
-                .map(|a| a.attribute_type());
+            let kind =
+                table.attribute_definitions().iter().find(|a| a.attribute_name() == *name).map(|a| a.attribute_type());
             match kind {
                 Some(ScalarAttributeType::S) | None => None,
                 Some(other) => Some(format!("attribute {name} is of type {}, want S", other.as_str())),
@@ -298,11 +296,7 @@ fn type_differences(table: &TableDescription, names: &[&str]) -> Vec<String> {
 }
 
 fn key(name: &str, kind: KeyType) -> KeySchemaElement {
-    KeySchemaElement::builder()
-        .attribute_name(name)
-        .key_type(kind)
-        .build()
-        .expect("name and key type are both set")
+    KeySchemaElement::builder().attribute_name(name).key_type(kind).build().expect("name and key type are both set")
 }
 
 fn string_attribute(name: &str) -> Result<AttributeDefinition, StoreError> {
@@ -313,15 +307,14 @@ fn string_attribute(name: &str) -> Result<AttributeDefinition, StoreError> {
         .map_err(StoreError::from)
 }
 
-fn throughput(args: &ProvisionArgs) -> Result<Option<ProvisionedThroughput>, StoreError> {
-    match args.billing {
-        BillingMode::OnDemand => Ok(None),
-        BillingMode::Provisioned => ProvisionedThroughput::builder()
-            .read_capacity_units(args.read_capacity)
-            .write_capacity_units(args.write_capacity)
+fn throughput(capacity: TableCapacity) -> Result<Option<ProvisionedThroughput>, StoreError> {
+    match capacity {
+        TableCapacity::OnDemand => Ok(None),
+        TableCapacity::Provisioned { read, write } => ProvisionedThroughput::builder()
+            .read_capacity_units(read)
+            .write_capacity_units(write)
             .build()
             .map(Some)
             .map_err(StoreError::from),
     }
 }
-

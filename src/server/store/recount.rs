@@ -36,7 +36,11 @@ impl Store {
     }
 
     /// A Query of one (day, shard) partition of GSI2.
-    fn partition_query(&self, day: NaiveDate, shard: u32) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+    fn partition_query(
+        &self,
+        day: NaiveDate,
+        shard: u32,
+    ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
         self.client
             .query()
             .table_name(&self.orders_table)
@@ -46,11 +50,7 @@ impl Store {
     }
 
     async fn count_shard(&self, day: NaiveDate, shard: u32) -> Result<(u64, u64), StoreError> {
-        let mut pages = self
-            .partition_query(day, shard)
-            .select(Select::Count)
-            .into_paginator()
-            .send();
+        let mut pages = self.partition_query(day, shard).select(Select::Count).into_paginator().send();
         let (mut count, mut read) = (0u64, 0u64);
         while let Some(page) = pages.next().await {
             let page = page?;

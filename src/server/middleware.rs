@@ -1,0 +1,197 @@
+//! What every request passes through: a request id and its log span, JSON
+//! errors on the API whatever produced them, canonical page paths, and a rate
+//! limit per client address.
+
+use super::error::ApiError;
+use axum::body::{Body, to_bytes};
+use axum::extract::{ConnectInfo, Request};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota};
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tower::ServiceBuilder;
+use tower::layer::util::{Identity, Stack};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::{HttpMakeClassifier, TraceLayer};
+
+pub const REQUEST_ID: &str = "x-request-id";
+/// Largest error body read back to add the request id to it.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// Paths whose answers are JSON, errors included.
+pub fn is_api(path: &str) -> bool {
+    path.starts_with("/api/") || matches!(path, "/healthz" | "/readyz")
+}
+
+type RequestIdLayers = Stack<
+    PropagateRequestIdLayer,
+    Stack<
+        TraceLayer<HttpMakeClassifier, fn(&Request) -> tracing::Span>,
+        Stack<SetRequestIdLayer<MakeRequestUuid>, Identity>,
+    >,
+>;
+
+/// Gives every request an id (the client's, or a new UUID), logs the request
+/// in a span that carries it, and returns it in the answer's
+/// `x-request-id`: what an error tells the client and what the log says of
+/// it meet on this id.
+pub fn request_ids() -> ServiceBuilder<RequestIdLayers> {
+    ServiceBuilder::new()
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(TraceLayer::new_for_http().make_span_with(span as fn(&Request) -> tracing::Span))
+        .layer(PropagateRequestIdLayer::x_request_id())
+}
+
+fn span(request: &Request) -> tracing::Span {
+    let id = request.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
+    tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
+}
+
+/// Every error answer of the API is `{"error": "...", "requestId": "..."}`,
+/// whether a handler, an extractor, the router (404, 405), a limit (413,
+/// 503 on timeout) or a server function produced it.
+pub async fn json_errors(request: Request, next: Next) -> Response {
+    let api = is_api(request.uri().path());
+    let id = request.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let mut response = next.run(request).await;
+    let status = response.status();
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        // The body was refused unread: this connection cannot carry another
+        // request, and the client must not try.
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    if !api || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let is_json = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    let text = to_bytes(body, MAX_ERROR_BODY).await.unwrap_or_default();
+    let mut object = match serde_json::from_slice::<serde_json::Value>(&text) {
+        Ok(serde_json::Value::Object(object)) if is_json && object.contains_key("error") => object,
+        _ => serde_json::Map::from_iter([("error".to_string(), plain_message(status, &text).into())]),
+    };
+    if let Some(id) = id {
+        object.insert("requestId".into(), id.into());
+    }
+    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(serde_json::Value::Object(object).to_string()))
+}
+
+/// Our words for an error that arrived without any: the router's and the
+/// limits' plain-text answers.
+fn plain_message(status: StatusCode, text: &[u8]) -> String {
+    match status {
+        StatusCode::NOT_FOUND => "no such API route".into(),
+        StatusCode::METHOD_NOT_ALLOWED => "method not allowed here: see the Allow header".into(),
+        StatusCode::PAYLOAD_TOO_LARGE => "the request body is too large".into(),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "send the body as application/json".into(),
+        StatusCode::REQUEST_TIMEOUT | StatusCode::SERVICE_UNAVAILABLE => {
+            "the request took too long; try again shortly".into()
+        }
+        s if s.is_client_error() => {
+            // An extractor's rejection (a path that is not UTF-8, say): its
+            // own words are about the request, never about the store.
+            let text = String::from_utf8_lossy(text);
+            let text = text.trim();
+            if text.is_empty() || text.len() > 300 { "bad request".into() } else { format!("bad request: {text}") }
+        }
+        _ => "internal error: the request id identifies it in the server's log".into(),
+    }
+}
+
+/// A page asked for with a trailing slash (`/orders/o-1/`) is sent to its
+/// canonical address, so that every page is rendered by its own route with
+/// its own context, however it is reached.
+pub async fn canonical_paths(request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    let is_page = !(is_api(path) || path.starts_with("/pkg/") || path.starts_with("/auth/"));
+    if is_page && path.len() > 1 && path.ends_with('/') {
+        let trimmed = path.trim_end_matches('/');
+        let target = match request.uri().query() {
+            Some(query) => format!("{}?{query}", if trimmed.is_empty() { "/" } else { trimmed }),
+            None => if trimmed.is_empty() { "/" } else { trimmed }.to_string(),
+        };
+        return Redirect::permanent(&target).into_response();
+    }
+    next.run(request).await
+}
+
+/// Requests per second and burst allowed to one client address on the API.
+#[derive(Clone)]
+pub struct RateLimit {
+    limiter: Option<Arc<DefaultKeyedRateLimiter<IpAddr>>>,
+    checks: Arc<AtomicU64>,
+}
+
+/// Every so many checks, addresses not seen lately are forgotten, so the
+/// limiter's memory stays bounded by the clients of the last moments.
+const FORGET_EVERY: u64 = 4096;
+
+impl RateLimit {
+    /// `per_second` 0 turns the limit off.
+    pub fn new(per_second: u32, burst: u32) -> Self {
+        let limiter = NonZeroU32::new(per_second).map(|rate| {
+            let burst = NonZeroU32::new(burst).unwrap_or(rate);
+            Arc::new(DefaultKeyedRateLimiter::keyed(Quota::per_second(rate).allow_burst(burst)))
+        });
+        Self { limiter, checks: Arc::default() }
+    }
+
+    /// Seconds to wait when `client` is over its rate, else `None`.
+    fn check(&self, client: IpAddr) -> Option<u64> {
+        let limiter = self.limiter.as_ref()?;
+        if self.checks.fetch_add(1, Ordering::Relaxed) % FORGET_EVERY == FORGET_EVERY - 1 {
+            limiter.retain_recent();
+        }
+        let refused = limiter.check_key(&client).err()?;
+        Some(refused.wait_time_from(DefaultClock::default().now()).as_secs().max(1))
+    }
+}
+
+/// Limits `/api/` only: probes, pages and static files are not API calls.
+pub async fn rate_limit(limit: RateLimit, request: Request, next: Next) -> Response {
+    if request.uri().path().starts_with("/api/") {
+        let client = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+        if let Some(retry_after_secs) = client.and_then(|ip| limit.check(ip)) {
+            let why = "this address is over its API rate; slow down".to_string();
+            return ApiError::TooManyRequests { retry_after_secs, why }.into_response();
+        }
+    }
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_limit_refuses_a_burst_and_names_a_wait() {
+        let limit = RateLimit::new(1, 3);
+        let client: IpAddr = "10.1.2.3".parse().unwrap();
+        for _ in 0..3 {
+            assert_eq!(limit.check(client), None);
+        }
+        assert_eq!(limit.check(client), Some(1));
+        assert_eq!(limit.check("10.1.2.4".parse().unwrap()), None, "another client has its own budget");
+        assert_eq!(RateLimit::new(0, 1).check(client), None, "0 turns it off");
+    }
+
+    #[test]
+    fn plain_errors_get_our_words() {
+        assert_eq!(plain_message(StatusCode::NOT_FOUND, b""), "no such API route");
+        assert_eq!(plain_message(StatusCode::BAD_REQUEST, b"Invalid URL"), "bad request: Invalid URL");
+        assert!(
+            plain_message(StatusCode::INTERNAL_SERVER_ERROR, b"panic at store.rs:12").starts_with("internal error")
+        );
+    }
+}

@@ -1,0 +1,167 @@
+//! The stream consumer's leases and checkpoints, and the transaction that
+//! applies a batch of counter increments together with its checkpoint.
+
+use super::{Item, Store};
+use crate::server::counters::Deltas;
+use crate::server::error::{StoreError, unless_condition_failed};
+use crate::server::keys::{self, attr};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, TransactWriteItem, Update};
+use std::collections::HashMap;
+
+/// How far a stream shard has been applied.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// The sequence number of the last record applied.
+    pub seq: Option<String>,
+    /// The shard was closed and read to its end.
+    pub finished: bool,
+}
+
+/// Who holds a stream shard, and until when (milliseconds since the epoch).
+#[derive(Clone, Copy, Debug)]
+pub struct Lease<'a> {
+    pub stream_arn: &'a str,
+    pub shard_id: &'a str,
+    pub owner: &'a str,
+    pub until_ms: i64,
+}
+
+impl Store {
+    /// Every checkpoint of a stream, by shard id.
+    pub async fn checkpoints(&self, stream_arn: &str) -> Result<HashMap<String, Checkpoint>, StoreError> {
+        let mut pages = self
+            .client
+            .query()
+            .table_name(&self.metrics_table)
+            .key_condition_expression("PK = :pk")
+            .expression_attribute_values(":pk", AttributeValue::S(keys::checkpoint_pk(stream_arn)))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        let mut checkpoints = HashMap::new();
+        while let Some(item) = pages.next().await {
+            let item = item?;
+            let shard = item.get(keys::SK).and_then(|v| v.as_s().ok()).and_then(|sk| keys::parse_checkpoint_sk(sk));
+            if let Some(shard) = shard {
+                checkpoints.insert(shard.to_string(), checkpoint_of(&item));
+            }
+        }
+        Ok(checkpoints)
+    }
+
+    /// Takes or renews the lease of a shard, returning its checkpoint;
+    /// `None` while another consumer holds an unexpired lease.
+    pub async fn take_lease(&self, lease: &Lease<'_>, now_ms: i64) -> Result<Option<Checkpoint>, StoreError> {
+        let (pk, sk) = keys::checkpoint_key(lease.stream_arn, lease.shard_id);
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .update_expression("SET #owner = :me, #until = :until")
+            .condition_expression("attribute_not_exists(#owner) OR #owner = :me OR #until < :now")
+            .expression_attribute_names("#owner", attr::OWNER)
+            .expression_attribute_names("#until", attr::LEASE_UNTIL)
+            .expression_attribute_values(":me", AttributeValue::S(lease.owner.to_string()))
+            .expression_attribute_values(":until", AttributeValue::N(lease.until_ms.to_string()))
+            .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        Ok(unless_condition_failed(result)?.map(|out| checkpoint_of(&out.attributes.unwrap_or_default())))
+    }
+
+    /// One transaction: the counter increments of a batch, and the shard's
+    /// checkpoint moved from `prev` to `seq` by the lease holder (renewing
+    /// the lease). A checkpoint that is not at `prev`, or a lease someone
+    /// else holds, is a `Conflict` and changes nothing: so a batch is
+    /// applied exactly once, whoever replays it.
+    pub async fn commit_batch(
+        &self,
+        lease: &Lease<'_>,
+        prev: Option<&str>,
+        seq: Option<&str>,
+        finished: bool,
+        deltas: &Deltas,
+    ) -> Result<(), StoreError> {
+        let mut transaction = self.client.transact_write_items().transact_items(
+            TransactWriteItem::builder().update(self.checkpoint_update(lease, prev, seq, finished)?).build(),
+        );
+        for (key, increments) in deltas.items() {
+            transaction = transaction
+                .transact_items(TransactWriteItem::builder().update(self.increments(key, &increments)?).build());
+        }
+        match transaction.send().await {
+            Ok(_) => Ok(()),
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_transaction_canceled_exception()) => {
+                Err(StoreError::Conflict(format!(
+                    "the checkpoint of {} is not where this consumer left it",
+                    lease.shard_id
+                )))
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    fn checkpoint_update(
+        &self,
+        lease: &Lease<'_>,
+        prev: Option<&str>,
+        seq: Option<&str>,
+        finished: bool,
+    ) -> Result<Update, StoreError> {
+        let (pk, sk) = keys::checkpoint_key(lease.stream_arn, lease.shard_id);
+        let mut sets = vec!["#until = :until"];
+        let mut update = Update::builder()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .expression_attribute_names("#owner", attr::OWNER)
+            .expression_attribute_names("#until", attr::LEASE_UNTIL)
+            .expression_attribute_names("#seq", attr::SEQ)
+            .expression_attribute_values(":me", AttributeValue::S(lease.owner.to_string()))
+            .expression_attribute_values(":until", AttributeValue::N(lease.until_ms.to_string()));
+        if let Some(seq) = seq {
+            sets.push("#seq = :seq");
+            update = update.expression_attribute_values(":seq", AttributeValue::S(seq.to_string()));
+        }
+        if finished {
+            sets.push("#finished = :finished");
+            update = update
+                .expression_attribute_names("#finished", attr::FINISHED)
+                .expression_attribute_values(":finished", AttributeValue::Bool(true));
+        }
+        update = match prev {
+            Some(prev) => update
+                .condition_expression("#owner = :me AND #seq = :prev")
+                .expression_attribute_values(":prev", AttributeValue::S(prev.to_string())),
+            None => update.condition_expression("#owner = :me AND attribute_not_exists(#seq)"),
+        };
+        Ok(update.update_expression(format!("SET {}", sets.join(", "))).build()?)
+    }
+
+    /// One counter item's increments as an `ADD` update.
+    fn increments(&self, (pk, sk): &(String, String), increments: &[(&String, i64)]) -> Result<Update, StoreError> {
+        let mut update = Update::builder()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk.clone()))
+            .key(keys::SK, AttributeValue::S(sk.clone()));
+        let mut adds = Vec::with_capacity(increments.len());
+        for (i, (attribute, by)) in increments.iter().enumerate() {
+            adds.push(format!("#a{i} :v{i}"));
+            update = update
+                .expression_attribute_names(format!("#a{i}"), attribute.as_str())
+                .expression_attribute_values(format!(":v{i}"), AttributeValue::N(by.to_string()));
+        }
+        Ok(update.update_expression(format!("ADD {}", adds.join(", "))).build()?)
+    }
+}
+
+fn checkpoint_of(item: &Item) -> Checkpoint {
+    Checkpoint {
+        seq: item.get(attr::SEQ).and_then(|v| v.as_s().ok()).cloned(),
+        finished: item.get(attr::FINISHED).and_then(|v| v.as_bool().ok()).copied().unwrap_or(false),
+    }
+}

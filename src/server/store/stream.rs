@@ -1,0 +1,92 @@
+//! Reading the orders table's stream: its shards, iterators and records.
+
+use super::Store;
+use crate::server::error::StoreError;
+use aws_sdk_dynamodbstreams::error::ProvideErrorMetadata;
+use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
+
+/// One shard of the stream, and the shard it was split from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamShard {
+    pub id: String,
+    pub parent: Option<String>,
+}
+
+/// What one GetRecords answered.
+#[derive(Debug)]
+pub enum StreamBatch {
+    /// Records (possibly none), and the iterator to continue with; `None`
+    /// once a closed shard has been read to its end.
+    Records { records: Vec<Record>, next: Option<String> },
+    /// The iterator is older than 15 minutes: ask for a new one.
+    Expired,
+    /// The records after the position were trimmed (older than 24 hours).
+    Trimmed,
+}
+
+impl Store {
+    /// The ARN of the orders table's stream, if it has one.
+    pub async fn stream_arn(&self) -> Result<Option<String>, StoreError> {
+        let table = self.client.describe_table().table_name(&self.orders_table).send().await?.table;
+        Ok(table.and_then(|t| t.latest_stream_arn))
+    }
+
+    /// Every shard of the stream, open and closed, in the order listed.
+    pub async fn stream_shards(&self, stream_arn: &str) -> Result<Vec<StreamShard>, StoreError> {
+        let mut shards = Vec::new();
+        let mut start: Option<String> = None;
+        loop {
+            let out = self
+                .streams
+                .describe_stream()
+                .stream_arn(stream_arn)
+                .set_exclusive_start_shard_id(start.take())
+                .send()
+                .await?;
+            let Some(description) = out.stream_description else { break };
+            shards.extend(
+                description
+                    .shards
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|s| Some(StreamShard { id: s.shard_id?, parent: s.parent_shard_id })),
+            );
+            start = description.last_evaluated_shard_id;
+            if start.is_none() {
+                break;
+            }
+        }
+        Ok(shards)
+    }
+
+    /// An iterator just after `after` (a sequence number), or at the oldest
+    /// record kept when there is no position yet.
+    pub async fn shard_iterator(
+        &self,
+        stream_arn: &str,
+        shard_id: &str,
+        after: Option<&str>,
+    ) -> Result<String, StoreError> {
+        let request = self.streams.get_shard_iterator().stream_arn(stream_arn).shard_id(shard_id);
+        let request = match after {
+            Some(seq) => request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).sequence_number(seq),
+            None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
+        };
+        let out = request.send().await?;
+        out.shard_iterator
+            .ok_or_else(|| StoreError::Rejected(format!("GetShardIterator gave no iterator for {shard_id}")))
+    }
+
+    pub async fn get_records(&self, iterator: &str, limit: i32) -> Result<StreamBatch, StoreError> {
+        match self.streams.get_records().shard_iterator(iterator).limit(limit).send().await {
+            Ok(out) => {
+                Ok(StreamBatch::Records { records: out.records.unwrap_or_default(), next: out.next_shard_iterator })
+            }
+            Err(err) => match err.as_service_error().and_then(|e| e.code()) {
+                Some("ExpiredIteratorException") => Ok(StreamBatch::Expired),
+                Some("TrimmedDataAccessException") => Ok(StreamBatch::Trimmed),
+                _ => Err(err.into()),
+            },
+        }
+    }
+}

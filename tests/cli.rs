@@ -1,0 +1,158 @@
+//! The binary as users run it: settings from the environment, least
+//! privilege (tables only when asked), private files, clear errors. Every
+//! process started here is stopped by its own pid.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_northwind-ops");
+
+/// A running `northwind-ops`, killed (by its pid) when dropped.
+struct Running {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the binary with `env` and `args` and waits for its "listening on"
+/// line.
+fn start(env: &[(&str, &str)], args: &[&str]) -> Running {
+    let mut command = Command::new(BIN);
+    command.args(args).stdout(Stdio::piped()).stderr(Stdio::null()).env("NORTHWIND_LOG", "error");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().expect("the binary starts");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        match lines.next() {
+            Some(Ok(line)) if line.starts_with("listening on ") => {
+                let base = line.trim_start_matches("listening on ").to_string();
+                return Running { child, base };
+            }
+            Some(_) => continue,
+            None => break,
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("no 'listening on' line from {args:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bare_command_serves_with_the_environments_settings_and_private_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data_text = data.display().to_string();
+    let running = start(
+        &[
+            ("NORTHWIND_ADDR", "127.0.0.1:0"),
+            ("NORTHWIND_DATA_DIR", &data_text),
+            ("NORTHWIND_PROVISION", "true"),
+            ("NORTHWIND_RECONCILE_MINUTES", "0"),
+        ],
+        &[],
+    );
+    // Port 0 from the environment, not the default 3000.
+    assert!(!running.base.ends_with(":3000"), "{}", running.base);
+    assert_eq!(reqwest::get(format!("{}/healthz", running.base)).await.unwrap().status().as_u16(), 200);
+    assert_eq!(reqwest::get(format!("{}/readyz", running.base)).await.unwrap().status().as_u16(), 200);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&data), 0o700, "data directory");
+        assert_eq!(mode(&data.join("northwind.db")), 0o600, "the embedded store's file");
+        assert_eq!(mode(&data.join("cursor.key")), 0o600, "the cursor key");
+    }
+    drop(running);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_creates_no_tables_unless_asked() {
+    let local = std::env::var("NORTHWIND_TEST_DYNAMODB_LOCAL").expect("run under scripts/with-dynamodb-local.sh");
+    let dir = tempfile::tempdir().unwrap();
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    let (orders, metrics) = (format!("lp-orders-{suffix}"), format!("lp-metrics-{suffix}"));
+    let dir_text = dir.path().display().to_string();
+    let args = |provision: bool| {
+        let mut args = vec![
+            "--endpoint-url",
+            &local,
+            "--data-dir",
+            &dir_text,
+            "--orders-table",
+            &orders,
+            "--metrics-table",
+            &metrics,
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--no-consumer",
+            "--reconcile-minutes",
+            "0",
+        ];
+        if provision {
+            args.push("--provision");
+        }
+        args.into_iter().map(str::to_string).collect::<Vec<_>>()
+    };
+    let plain = args(false);
+    let running = start(&[], &plain.iter().map(String::as_str).collect::<Vec<_>>());
+    let response = reqwest::get(format!("{}/readyz", running.base)).await.unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("provision"), "{body}");
+    drop(running);
+    let config =
+        common::store_config(&common::Engine::DynamoDbLocal(local.clone()), dir.path(), &["--orders-table", &orders]);
+    let (store, _) = northwind_ops::server::store::connect(&config).await.unwrap();
+    let missing = store.client().describe_table().table_name(&orders).send().await;
+    assert!(missing.is_err(), "serve without --provision created {orders}");
+
+    let provisioning = args(true);
+    let running = start(&[], &provisioning.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(reqwest::get(format!("{}/readyz", running.base)).await.unwrap().status().as_u16(), 200);
+    assert!(store.client().describe_table().table_name(&orders).send().await.is_ok());
+    drop(running);
+}
+
+#[test]
+fn bad_settings_are_refused_with_a_message_that_names_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |env: &[(&str, &str)], args: &[&str]| {
+        let mut command = Command::new(BIN);
+        command.args(args).env("NORTHWIND_DATA_DIR", dir.path()).env("NORTHWIND_LOG", "error");
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let output = command.output().unwrap();
+        (output.status.code(), String::from_utf8_lossy(&output.stderr).to_string())
+    };
+    let (code, stderr) = run(&[("NORTHWIND_CURSOR_SECRET", "short")], &["provision"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("cursor secret must be at least 32 characters"), "{stderr}");
+
+    let (code, stderr) = run(&[], &["--cursor-secret-file", "/nonexistent/secret", "provision"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("--cursor-secret-file /nonexistent/secret"), "{stderr}");
+
+    let (code, stderr) = run(&[], &["serve", "--max-body-bytes", "10"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--max-body-bytes"), "{stderr}");
+
+    let (code, stderr) = run(&[], &["--orders-table", "a b", "provision"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("--orders-table"), "{stderr}");
+}

@@ -1,0 +1,213 @@
+//! What every integration test binary shares: the two engines, the app on
+//! port 0 against one of them, and order fixtures.
+#![allow(dead_code)]
+
+use chrono::{DateTime, Utc};
+use clap::Parser;
+use futures::StreamExt;
+use northwind_ops::model::{LineItem, Order, PendingPage, Status};
+use northwind_ops::server::config::{Cli, ServeArgs, StoreConfig};
+use northwind_ops::server::cursor::CursorCodec;
+use northwind_ops::server::embedded::Embedded;
+use northwind_ops::server::error::StoreError;
+use northwind_ops::server::live::{LiveHub, LiveLimits};
+use northwind_ops::server::serve;
+use northwind_ops::server::service::Service;
+use northwind_ops::server::store::{self, Store, TableCapacity};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+pub const CURSOR_SECRET: &str = "integration-test-secret-of-32-chars";
+
+#[derive(Clone, Debug)]
+pub enum Engine {
+    Dynoxide,
+    DynamoDbLocal(String),
+}
+
+/// Both engines. DynamoDB Local must be running: a missing one fails the
+/// test rather than letting it pass having checked half.
+pub fn engines() -> Vec<Engine> {
+    let local = std::env::var("NORTHWIND_TEST_DYNAMODB_LOCAL").expect(
+        "NORTHWIND_TEST_DYNAMODB_LOCAL is not set: run the tests with `make test` \
+         (or under scripts/with-dynamodb-local.sh)",
+    );
+    vec![Engine::Dynoxide, Engine::DynamoDbLocal(local)]
+}
+
+/// The store settings of a test, made by the same parser the binary uses
+/// (so its defaults are the binary's), with tables of its own.
+pub fn store_config(engine: &Engine, dir: &Path, extra: &[&str]) -> StoreConfig {
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    let mut argv: Vec<String> = vec!["northwind-ops".into(), "--data-dir".into(), dir.display().to_string()];
+    for (flag, table) in [("--orders-table", "orders"), ("--metrics-table", "metrics")] {
+        if !extra.contains(&flag) {
+            argv.extend([flag.to_string(), format!("{table}-{suffix}")]);
+        }
+    }
+    match engine {
+        Engine::Dynoxide => argv.extend(["--store".into(), "embedded".into()]),
+        Engine::DynamoDbLocal(url) => {
+            argv.extend(["--store".into(), "endpoint".into(), "--endpoint-url".into(), url.clone()])
+        }
+    }
+    argv.extend(extra.iter().map(|s| s.to_string()));
+    let mut config = Cli::try_parse_from(argv).expect("test store flags parse").store;
+    config.cursor_secret = Some(CURSOR_SECRET.into());
+    config
+}
+
+/// `serve`'s settings with its defaults, listening on a free port, with the
+/// API rate limit off (tests send bursts on purpose) unless `extra` sets it.
+pub fn serve_args(extra: &[&str]) -> ServeArgs {
+    let mut argv = vec!["northwind-ops", "serve", "--addr", "127.0.0.1:0"];
+    if !extra.contains(&"--api-rate") {
+        argv.extend(["--api-rate", "0"]);
+    }
+    argv.extend_from_slice(extra);
+    match Cli::try_parse_from(argv).expect("test serve flags parse").command {
+        Some(northwind_ops::server::config::Command::Serve(args)) => args,
+        _ => unreachable!("the serve subcommand was named"),
+    }
+}
+
+pub struct TestApp {
+    pub engine: Engine,
+    pub base: String,
+    pub http: reqwest::Client,
+    pub store: Arc<Store>,
+    pub service: Service,
+    pub config: StoreConfig,
+    stop: Option<oneshot::Sender<()>>,
+    pub embedded: Option<Embedded>,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestApp {
+    pub async fn spawn(engine: Engine) -> Self {
+        Self::spawn_with(engine, &[], &[]).await
+    }
+
+    /// The app with extra store flags and extra serve flags.
+    pub async fn spawn_with(engine: Engine, store_flags: &[&str], serve_flags: &[&str]) -> Self {
+        Self::start(engine, store_flags, serve_flags, true).await
+    }
+
+    /// The app in front of a store it never reached (it may be down).
+    pub async fn spawn_unprovisioned(engine: Engine, store_flags: &[&str]) -> Self {
+        Self::start(engine, store_flags, &[], false).await
+    }
+
+    async fn start(engine: Engine, store_flags: &[&str], serve_flags: &[&str], provision: bool) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = store_config(&engine, dir.path(), store_flags);
+        let (store, embedded) = store::connect(&config).await.unwrap();
+        if provision {
+            store.provision(Some(TableCapacity::OnDemand)).await.unwrap();
+        }
+        let store = Arc::new(store);
+        let args = serve_args(serve_flags);
+        let live = LiveHub::new(LiveLimits {
+            total: args.limits.max_live as usize,
+            per_client: args.limits.max_live_per_client as usize,
+        });
+        let service = Service::new(store.clone(), Arc::new(CursorCodec::new(CURSOR_SECRET)), live);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (addr, _task) = serve::start(service.clone(), &args, async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+        Self {
+            engine,
+            base: format!("http://{addr}"),
+            http: reqwest::Client::new(),
+            store,
+            service,
+            config,
+            stop: Some(stop),
+            embedded,
+            dir,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let response = self.http.get(format!("{}{path}", self.base)).send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = self.http.post(format!("{}{path}", self.base)).json(&body).send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Every page of the PENDING list, following `next` to the end.
+    pub async fn all_pending(&self, query: &str) -> (Vec<String>, u64) {
+        let (mut ids, mut read, mut cursor) = (Vec::new(), 0, None::<String>);
+        loop {
+            let path = match &cursor {
+                Some(c) => format!("/api/pending?{query}&cursor={c}"),
+                None => format!("/api/pending?{query}"),
+            };
+            let (status, body) = self.get(&path).await;
+            assert_eq!(status, 200, "{:?} {path}: {body}", self.engine);
+            let page: PendingPage = serde_json::from_value(body).unwrap();
+            read += page.items_read;
+            ids.extend(page.orders.iter().map(|o| o.order_id.clone()));
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => return (ids, read),
+            }
+        }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(embedded) = self.embedded.take() {
+            embedded.shutdown().await;
+        }
+    }
+}
+
+pub fn order(id: &str, customer: &str, status: Status, created_at: DateTime<Utc>) -> Order {
+    Order {
+        order_id: id.into(),
+        customer_id: customer.into(),
+        status,
+        created_at,
+        updated_at: created_at,
+        total: 1999,
+        currency: "USD".into(),
+        items: vec![LineItem { sku: "TENT-2P".into(), name: "Tent".into(), quantity: 1, unit_price: 1999 }],
+        shipping_city: "Denver".into(),
+        shipping_country: "US".into(),
+    }
+}
+
+pub fn new_order_json(id: &str, customer: &str) -> Value {
+    json!({
+        "orderId": id,
+        "customerId": customer,
+        "currency": "USD",
+        "items": [{"sku": "LAMP-HD", "name": "Headlamp", "quantity": 2, "unitPrice": 3900}],
+        "shippingCity": "Seattle",
+        "shippingCountry": "US"
+    })
+}
+
+pub async fn write_all(store: &Store, orders: Vec<Order>) {
+    let results: Vec<Result<(), StoreError>> = futures::stream::iter(orders)
+        .map(|o| async move { store.create_order(&o).await })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    for result in results {
+        result.unwrap();
+    }
+}
