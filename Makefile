@@ -19,7 +19,7 @@ build: setup
 	cargo leptos build
 
 run: build
-	$(BIN) seed
+	$(BIN) seed --demo-accounts
 	$(BIN) serve
 
 test: build test-rust test-e2e

@@ -367,6 +367,8 @@ async fn walk(store: &Store, day: NaiveDate, limit: u32, plan: ReadPlan, pages: 
 struct Server {
     child: Child,
     base: String,
+    /// An ops API token: the viewers and the lag probe sign in with it.
+    token: String,
     // Kept open: a closed pipe would fail the server's later writes.
     _stdout: std::io::BufReader<std::process::ChildStdout>,
 }
@@ -377,6 +379,15 @@ impl Server {
         let seeded =
             Command::new(&bin).arg("--data-dir").arg(data).arg("seed").env("NORTHWIND_LOG", "error").output().unwrap();
         assert!(seeded.status.success(), "seed failed: {}", String::from_utf8_lossy(&seeded.stderr));
+        let token = Command::new(&bin)
+            .arg("--data-dir")
+            .arg(data)
+            .args(["token", "create", "--name", "bench", "--role", "ops"])
+            .env("NORTHWIND_LOG", "error")
+            .output()
+            .unwrap();
+        assert!(token.status.success(), "token create failed: {}", String::from_utf8_lossy(&token.stderr));
+        let token = String::from_utf8_lossy(&token.stdout).trim().to_string();
         let mut child = Command::new(&bin)
             .arg("--data-dir")
             .arg(data)
@@ -400,7 +411,7 @@ impl Server {
         let mut line = String::new();
         std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
         let base = line.trim().trim_start_matches("listening on ").to_string();
-        Server { child, base, _stdout: stdout }
+        Server { child, base, token, _stdout: stdout }
     }
 
     fn memory_kib(&self, field: &str) -> u64 {
@@ -425,7 +436,9 @@ impl Drop for Server {
 async fn server_side(settings: &Settings, out: &mut String) {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path());
-    let http = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {}", server.token).parse().unwrap());
+    let http = reqwest::Client::builder().pool_max_idle_per_host(64).default_headers(headers).build().unwrap();
     // Let the consumer count the seed before measuring.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_idle = server.memory_kib("VmRSS:");

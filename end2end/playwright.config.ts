@@ -13,6 +13,11 @@ export default defineConfig({
   retries: 0,
   reporter: [['list']],
   outputDir: './test-results',
+  projects: [
+    // Signs in once through the login form; the app's tests reuse that session.
+    { name: 'setup', testMatch: /.*\.setup\.ts/ },
+    { name: 'app', testMatch: /.*\.spec\.ts/, dependencies: ['setup'], use: { storageState: '.run/ops.json' } },
+  ],
   use: {
     baseURL,
     screenshot: 'only-on-failure',

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The server Playwright tests against: a fresh embedded store under
-# end2end/.run, seeded deterministically, then the app in this same process
-# (exec), so Playwright stops it by its own pid.
+# end2end/.run, seeded deterministically, one account per role
+# (e2e-<role>, password e2e-password-<role>), an admin API token in
+# end2end/.run/admin-token, then the app in this same process (exec), so
+# Playwright stops it by its own pid. With OIDC_ISSUER set (the test OpenID
+# provider's address), the app signs in through it too.
 set -euo pipefail
 port="${1:?usage: e2e-server.sh PORT}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -9,5 +12,14 @@ cd "$root"
 data="$root/end2end/.run"
 rm -rf "$data"
 export NORTHWIND_DATA_DIR="$data" NORTHWIND_CURSOR_SECRET="e2e-cursor-secret-of-at-least-32-chars" NORTHWIND_LOG="${NORTHWIND_LOG:-warn,dynoxide=error}"
-target/debug/northwind-ops seed --seed 7
-exec target/debug/northwind-ops serve --addr "127.0.0.1:$port"
+bin=target/debug/northwind-ops
+$bin seed --seed 7
+for role in viewer support ops admin; do
+  printf 'e2e-password-%s' "$role" | $bin user add "e2e-$role" --role "$role" >/dev/null
+done
+$bin token create --name e2e --role admin > "$data/admin-token"
+if [ -n "${OIDC_ISSUER:-}" ]; then
+  export NORTHWIND_OIDC_ISSUER="$OIDC_ISSUER" NORTHWIND_OIDC_CLIENT_ID="northwind-ops" \
+    NORTHWIND_OIDC_CLIENT_SECRET="northwind-test-secret"
+fi
+exec $bin serve --addr "127.0.0.1:$port"

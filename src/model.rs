@@ -284,6 +284,187 @@ pub struct NewOrder {
 pub struct StatusChange {
     pub from: Status,
     pub to: Status,
+    /// Why, in the words of whoever made the change (kept in the audit trail).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// What a signed-in person or script may do, from least to most.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The PENDING dashboard, its counters, the live stream, capacity figures.
+    Viewer,
+    /// And orders and customer histories (personal data); cancelling an order.
+    Support,
+    /// And every status change, creating orders.
+    Ops,
+    /// And users, tokens and everyone's audit trail.
+    Admin,
+}
+
+impl Role {
+    pub const ALL: [Role; 4] = [Role::Viewer, Role::Support, Role::Ops, Role::Admin];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Support => "support",
+            Role::Ops => "ops",
+            Role::Admin => "admin",
+        }
+    }
+
+    /// The one definition of who may do what: the server's route policy, the
+    /// service's checks and the pages' buttons all ask this.
+    pub fn can(self, permission: Permission) -> bool {
+        self >= permission.least_role()
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Role::ALL
+            .into_iter()
+            .find(|role| role.as_str() == s)
+            .ok_or_else(|| format!("unknown role {s:?}: expected viewer, support, ops or admin"))
+    }
+}
+
+/// Something a role may be allowed to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Permission {
+    /// The dashboard, counters, live stream and capacity figures.
+    ViewOperations,
+    /// Orders, customer histories and an order's timeline: personal data.
+    ViewOrders,
+    CancelOrder,
+    /// Any status change, and creating orders.
+    ChangeOrders,
+    /// Users, tokens, and the audit trail of everyone.
+    Administer,
+}
+
+impl Permission {
+    pub fn least_role(self) -> Role {
+        match self {
+            Permission::ViewOperations => Role::Viewer,
+            Permission::ViewOrders | Permission::CancelOrder => Role::Support,
+            Permission::ChangeOrders => Role::Ops,
+            Permission::Administer => Role::Admin,
+        }
+    }
+
+    /// What moving an order to `to` needs: support may cancel, ops do the rest.
+    pub fn to_change_status(to: Status) -> Permission {
+        if to == Status::Cancelled { Permission::CancelOrder } else { Permission::ChangeOrders }
+    }
+}
+
+/// How a person or script proved who they are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SignIn {
+    /// A local account's password.
+    Password,
+    /// The company's identity provider.
+    Oidc,
+    /// An API token.
+    Token,
+    /// The command line, on a machine that holds the store's credentials.
+    Cli,
+}
+
+impl SignIn {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SignIn::Password => "password",
+            SignIn::Oidc => "oidc",
+            SignIn::Token => "token",
+            SignIn::Cli => "cli",
+        }
+    }
+}
+
+/// Who made a change: what the audit trail records beside it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Actor {
+    /// A user or token name.
+    pub name: String,
+    pub method: SignIn,
+}
+
+impl Actor {
+    pub fn cli(name: &str) -> Actor {
+        Actor { name: name.to_string(), method: SignIn::Cli }
+    }
+}
+
+/// Who is signed in, as the pages show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Me {
+    pub name: String,
+    pub role: Role,
+    pub method: SignIn,
+}
+
+/// One change to an order, as the audit trail keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntry {
+    #[serde(with = "iso_millis")]
+    pub at: DateTime<Utc>,
+    pub order_id: String,
+    /// The user or token name.
+    pub actor: String,
+    pub method: SignIn,
+    /// `None` for the order's creation.
+    pub from: Option<Status>,
+    pub to: Status,
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The bulk operation this change was part of.
+    #[serde(default)]
+    pub bulk_id: Option<String>,
+}
+
+/// A page of the audit trail.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditListing {
+    pub entries: Vec<AuditEntry>,
+    pub next: Option<String>,
+}
+
+/// `GET /api/audit`'s query: one actor's changes, else one day's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuditParams {
+    pub date: Option<String>,
+    pub actor: Option<String>,
+    pub limit: Option<String>,
+    pub cursor: Option<String>,
+}
+
+/// What a failed request was, as the API's `kind` and the pages' views
+/// need it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorKind {
+    BadRequest,
+    BadCursor,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    Conflict,
+    TooManyRequests,
+    Unavailable,
+    Internal,
 }
 
 /// Checks an order or customer id: 1 to 64 letters, digits, `-` or `_`.
@@ -299,6 +480,17 @@ pub fn validate_id(kind: &str, id: &str) -> Result<(), String> {
         return Err(format!("{kind} {id:?} has the character {bad:?}: only letters, digits, '-' and '_' are allowed"));
     }
     Ok(())
+}
+
+/// Percent-encodes everything but unreserved characters and `/`, for a path
+/// carried in a query value (`/login?next=...`).
+pub fn url_escape(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// Formats an amount in minor units, e.g. 12345 USD as "USD 123.45".

@@ -113,7 +113,9 @@ async fn status_changes_are_conditional() {
         assert_eq!(body["status"], "CONFIRMED");
 
         // A second agent still believing the order PENDING loses, visibly.
-        let (status, body) = app.post("/api/orders/st-1/status", json!({"from": "PENDING", "to": "CANCELLED"})).await;
+        let (status, body) = app
+            .post("/api/orders/st-1/status", json!({"from": "PENDING", "to": "CANCELLED", "reason": "duplicate"}))
+            .await;
         assert_eq!(status, 409, "{engine:?}: {body}");
         assert!(body["error"].as_str().unwrap().contains("is CONFIRMED"), "{body}");
         assert_eq!(app.get("/api/orders/st-1").await.1["status"], "CONFIRMED");
@@ -124,6 +126,9 @@ async fn status_changes_are_conditional() {
         assert_eq!(status, 404);
         let (status, _) = app.post("/api/orders/st-1/status", json!({"from": "PENDING"})).await;
         assert_eq!(status, 400);
+        let (status, body) = app.post("/api/orders/st-1/status", json!({"from": "CONFIRMED", "to": "CANCELLED"})).await;
+        assert_eq!(status, 400, "a cancellation without a reason: {body}");
+        assert!(body["error"].as_str().unwrap().contains("reason"), "{body}");
         app.stop().await;
     }
 }
@@ -136,7 +141,8 @@ async fn an_order_that_leaves_pending_leaves_the_index() {
             app.post("/api/orders", new_order_json(&format!("sp-{i:02}"), "cust-1")).await;
         }
         app.post("/api/orders/sp-07/status", json!({"from": "PENDING", "to": "CONFIRMED"})).await;
-        app.post("/api/orders/sp-19/status", json!({"from": "PENDING", "to": "CANCELLED"})).await;
+        app.post("/api/orders/sp-19/status", json!({"from": "PENDING", "to": "CANCELLED", "reason": "duplicate"}))
+            .await;
 
         let (ids, _) = app.all_pending("limit=7").await;
         assert_eq!(ids.len(), 28, "{engine:?}: {ids:?}");

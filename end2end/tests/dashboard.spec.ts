@@ -1,4 +1,5 @@
-import { expect, test, type APIRequestContext, type Page } from '@playwright/test';
+import { type APIRequestContext, type Page } from '@playwright/test';
+import { expect, test } from './fixtures';
 
 type PendingOrder = { orderId: string; customerId: string; createdAt: string };
 type PendingPage = { orders: PendingOrder[]; next: string | null; date: string };

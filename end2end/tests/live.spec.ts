@@ -1,4 +1,5 @@
-import { expect, test, type APIRequestContext } from '@playwright/test';
+import { type APIRequestContext } from '@playwright/test';
+import { expect, test } from './fixtures';
 
 type Metrics = { pending: number; created: number; freshness: { recordsApplied: number } };
 

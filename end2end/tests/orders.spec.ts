@@ -1,4 +1,5 @@
-import { expect, test, type Page } from '@playwright/test';
+import { type Page } from '@playwright/test';
+import { expect, test } from './fixtures';
 
 type PendingPage = { orders: { orderId: string; customerId: string }[]; next: string | null };
 type Order = { orderId: string; customerId: string; status: string; createdAt: string; total: number; currency: string };
@@ -41,6 +42,7 @@ test('a change made meanwhile by someone else shows the conflict', async ({ page
   const other = await request.post(`/api/orders/${target.orderId}/status`, { data: { from: 'PENDING', to: 'CONFIRMED' } });
   expect(other.status()).toBe(200);
 
+  await page.getByTestId('reason').fill('customer called to cancel');
   await page.getByRole('button', { name: 'Cancel order' }).click();
   await expect(page.getByTestId('conflict')).toContainText('Changed by someone else: reload');
   expect((await (await request.get(`/api/orders/${target.orderId}`)).json()).status).toBe('CONFIRMED');

@@ -1,9 +1,54 @@
 //! Pieces every page uses: error views, the pager, status badges, links.
 
 use super::data::{ErrorKind, PageError};
-use crate::model::Status;
+use crate::model::{Me, Permission, Status};
 use leptos::prelude::*;
 use leptos_router::components::A;
+
+/// Who is signed in, read once per page load (see `App`).
+pub type MeResource = Resource<Result<Option<Me>, PageError>>;
+
+/// Whether the signed-in user may do `permission`: what the pages offer.
+pub fn can(me: &Option<Me>, permission: Permission) -> bool {
+    me.as_ref().is_some_and(|me| me.role.can(permission))
+}
+
+/// The signed-in user, once known (for views inside a `Suspend`).
+pub async fn me() -> Option<Me> {
+    match use_context::<MeResource>() {
+        Some(me) => me.await.ok().flatten(),
+        None => None,
+    }
+}
+
+/// The header's right side: search (for those who may open orders), who
+/// is signed in with which role, and sign-out; or a sign-in link.
+#[component]
+pub fn AccountBar(me: Option<Me>) -> impl IntoView {
+    let Some(me) = me else {
+        return view! { <a href="/login" class="sign-in" data-testid="sign-in-link">"Sign in"</a> }.into_any();
+    };
+    let search = me.role.can(Permission::ViewOrders).then(|| {
+        view! {
+            <form class="search" action="/search" method="get" role="search">
+                <input type="search" name="q" placeholder="Order or customer id" aria-label="Order or customer id" required/>
+                <button type="submit">"Find"</button>
+            </form>
+        }
+    });
+    let audit = me.role.can(Permission::Administer).then(|| view! { <a href="/audit" class="nav">"Audit"</a> });
+    view! {
+        {search}
+        <div class="account">
+            {audit}
+            <span class="who" data-testid="who">{me.name.clone()} " · " <span data-testid="role">{me.role.as_str()}</span></span>
+            <form method="post" action="/auth/logout" class="sign-out">
+                <button type="submit" data-testid="sign-out">"Sign out"</button>
+            </form>
+        </div>
+    }
+    .into_any()
+}
 
 /// Stands for "the first page" in a trail of visited pages' cursors.
 const FIRST: &str = "1";
@@ -109,6 +154,13 @@ pub fn ErrorView(error: PageError, #[prop(optional, into)] first_page: Option<St
         }
         .into_any(),
         ErrorKind::Unavailable => view! { <StoreDown message=error.message/> }.into_any(),
+        ErrorKind::Forbidden | ErrorKind::Unauthorized => view! {
+            <section class="forbidden" role="alert" data-testid="forbidden">
+                <h1>"Not for your role"</h1>
+                <p>{error.message}</p>
+            </section>
+        }
+        .into_any(),
         _ => view! {
             <div class="error" role="alert" data-testid="error">
                 <p>{error.message}</p>

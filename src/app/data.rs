@@ -3,24 +3,15 @@
 //! take JSON (a plain cross-site HTML form cannot post JSON), and answer
 //! errors as `{"kind", "error", "requestId"}` with the API's status codes.
 
-use crate::model::{Dashboard, Order, OrderPage, PageParams, PendingParams, SearchHit, Status};
+pub use crate::model::ErrorKind;
+use crate::model::{
+    AuditEntry, AuditListing, AuditParams, Dashboard, Me, Order, OrderPage, PageParams, PendingParams, SearchHit,
+    Status,
+};
 use leptos::prelude::*;
 use leptos::server_fn::codec::{Json, JsonEncoding};
 use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
 use serde::{Deserialize, Serialize};
-
-/// What went wrong, as the pages need to know it: the kind picks the view
-/// (404 page, cursor message, "store unreachable" banner, conflict notice).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ErrorKind {
-    BadRequest,
-    BadCursor,
-    NotFound,
-    Conflict,
-    TooManyRequests,
-    Unavailable,
-    Internal,
-}
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{message}")]
@@ -88,16 +79,7 @@ fn request_id() -> Option<String> {
 #[cfg(feature = "ssr")]
 impl From<crate::server::error::ApiError> for PageError {
     fn from(err: crate::server::error::ApiError) -> Self {
-        use crate::server::error::{ApiError, StoreError};
-        let kind = match &err {
-            ApiError::BadRequest(_) | ApiError::UnsupportedMediaType => ErrorKind::BadRequest,
-            ApiError::BadCursor(_) => ErrorKind::BadCursor,
-            ApiError::NotFound(_) | ApiError::Store(StoreError::NotFound(_)) => ErrorKind::NotFound,
-            ApiError::Store(StoreError::Conflict(_)) => ErrorKind::Conflict,
-            ApiError::TooManyRequests { .. } => ErrorKind::TooManyRequests,
-            ApiError::Busy(_) | ApiError::Store(StoreError::Unavailable { .. }) => ErrorKind::Unavailable,
-            ApiError::Store(_) => ErrorKind::Internal,
-        };
+        let kind = err.kind();
         err.log();
         set_status(err.status().as_u16());
         if let (Some(response), Some(secs)) = (use_context::<leptos_axum::ResponseOptions>(), err.retry_after()) {
@@ -110,6 +92,18 @@ impl From<crate::server::error::ApiError> for PageError {
 #[cfg(feature = "ssr")]
 fn service() -> crate::server::service::Service {
     expect_context::<crate::server::service::Service>()
+}
+
+/// Who is asking: the guard put the principal in the request's extensions
+/// (during server rendering, the page's request).
+#[cfg(feature = "ssr")]
+fn principal() -> Option<crate::server::auth::Principal> {
+    use_context::<http::request::Parts>()?.extensions.get::<crate::server::auth::Principal>().cloned()
+}
+
+#[cfg(feature = "ssr")]
+fn signed_in() -> Result<crate::server::auth::Principal, PageError> {
+    principal().ok_or_else(|| crate::server::error::ApiError::Unauthorized.into())
 }
 
 /// A service call, on the heap: the futures of the store's reads are large,
@@ -136,9 +130,45 @@ pub async fn get_order(order_id: String) -> Result<Order, PageError> {
 }
 
 #[server(prefix = "/api/fn", endpoint = "change-status", input = Json)]
-pub async fn change_status(order_id: String, from: Status, to: Status) -> Result<Order, PageError> {
-    let change = crate::model::StatusChange { from, to };
-    boxed(Box::pin(service().change_status(&order_id, change))).await
+pub async fn change_status(
+    order_id: String,
+    from: Status,
+    to: Status,
+    reason: Option<String>,
+) -> Result<Order, PageError> {
+    let by = signed_in()?;
+    let change = crate::model::StatusChange { from, to, reason };
+    boxed(Box::pin(service().change_status(&order_id, change, &by))).await
+}
+
+#[server(prefix = "/api/fn", endpoint = "order-history", input = Json)]
+pub async fn get_order_history(order_id: String) -> Result<Vec<AuditEntry>, PageError> {
+    boxed(Box::pin(service().order_history(&order_id))).await
+}
+
+#[server(prefix = "/api/fn", endpoint = "audit", input = Json)]
+pub async fn get_audit(params: AuditParams) -> Result<AuditListing, PageError> {
+    boxed(Box::pin(service().audit(&params))).await
+}
+
+/// Who is signed in, if anyone (the header shows it; the pages offer only
+/// what the role may do, and the server checks it again).
+#[server(prefix = "/api/fn", endpoint = "me", input = Json)]
+pub async fn get_me() -> Result<Option<Me>, PageError> {
+    Ok(principal().map(|p| p.me()))
+}
+
+/// How one may sign in here.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignInChoices {
+    /// The identity provider's sign-in, when one is configured.
+    pub single_sign_on: bool,
+}
+
+#[server(prefix = "/api/fn", endpoint = "sign-in-options", input = Json)]
+pub async fn sign_in_options() -> Result<SignInChoices, PageError> {
+    let settings = expect_context::<crate::server::serve::PageSettings>();
+    Ok(SignInChoices { single_sign_on: settings.single_sign_on })
 }
 
 #[server(prefix = "/api/fn", endpoint = "customer-orders", input = Json)]

@@ -1,11 +1,13 @@
 //! The pages: server-rendered with their data (complete with JavaScript
 //! off), then hydrated in the browser.
 
+mod audit;
 mod common;
 mod customer;
 mod dashboard;
 pub mod data;
 mod live;
+mod login;
 mod order;
 mod search;
 
@@ -15,6 +17,7 @@ use leptos_router::components::{A, Route, Router, Routes};
 use leptos_router::{SsrMode, path};
 
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    set_content_security_policy();
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -32,9 +35,24 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     }
 }
 
+/// The page's Content-Security-Policy, naming the nonce Leptos gives this
+/// response's inline scripts (the hydration script among them).
+fn set_content_security_policy() {
+    #[cfg(feature = "ssr")]
+    if let (Some(nonce), Some(response)) = (leptos::nonce::use_nonce(), use_context::<leptos_axum::ResponseOptions>())
+        && let Ok(value) = http::HeaderValue::from_str(&crate::server::middleware::page_csp(&nonce))
+    {
+        response.insert_header(http::header::CONTENT_SECURITY_POLICY, value);
+    }
+}
+
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    // Who is signed in: the header shows it, and pages offer only what the
+    // role may do (the server checks every request again).
+    let me: common::MeResource = Resource::new(|| (), |_| data::get_me());
+    provide_context(me);
     // Tests wait on this marker: it is set only once the page is live.
     Effect::new(move |_| {
         #[cfg(feature = "hydrate")]
@@ -48,16 +66,12 @@ pub fn App() -> impl IntoView {
         <Router>
             <header class="top">
                 <A href="/" attr:class="brand">"Northwind Ops"</A>
-                <form class="search" action="/search" method="get" role="search">
-                    <input
-                        type="search"
-                        name="q"
-                        placeholder="Order or customer id"
-                        aria-label="Order or customer id"
-                        required
-                    />
-                    <button type="submit">"Find"</button>
-                </form>
+                <Transition fallback=|| ()>
+                    {move || Suspend::new(async move {
+                        let me = me.await.ok().flatten();
+                        view! { <common::AccountBar me/> }
+                    })}
+                </Transition>
             </header>
             <main>
                 // Async: each page is sent whole, its data included.
@@ -66,6 +80,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/orders/:id") view=order::OrderPage ssr=SsrMode::Async/>
                     <Route path=path!("/customers/:id") view=customer::CustomerPage ssr=SsrMode::Async/>
                     <Route path=path!("/search") view=search::SearchPage ssr=SsrMode::Async/>
+                    <Route path=path!("/login") view=login::LoginPage ssr=SsrMode::Async/>
+                    <Route path=path!("/audit") view=audit::AuditPage ssr=SsrMode::Async/>
                 </Routes>
             </main>
         </Router>

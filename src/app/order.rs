@@ -1,9 +1,11 @@
-//! One order: every field, its line items, and the status changes allowed
-//! from where it stands.
+//! One order: every field, its line items, its timeline of changes, and the
+//! status changes allowed from where it stands (to those whose role may
+//! make them).
 
-use super::common::{ErrorView, StatusBadge, TableHead};
-use super::data::{ChangeStatus, ErrorKind, get_order};
-use crate::model::{Order, Status, format_money, iso_millis};
+use super::audit::change_text;
+use super::common::{ErrorView, StatusBadge, TableHead, can, me};
+use super::data::{ChangeStatus, ErrorKind, get_order, get_order_history};
+use crate::model::{AuditEntry, Me, Order, Permission, Status, format_money, iso_millis};
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
@@ -14,20 +16,48 @@ pub fn OrderPage() -> impl IntoView {
     let change = ServerAction::<ChangeStatus>::new();
     // Read again after every change, successful or not.
     let order = Resource::new(move || (order_id(), change.version().get()), |(id, _)| get_order(id));
+    let history = Resource::new(move || (order_id(), change.version().get()), |(id, _)| get_order_history(id));
     view! {
         <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
             {move || Suspend::new(async move {
+                let me = me().await;
                 match order.await {
-                    Ok(order) => view! { <OrderView order change/> }.into_any(),
+                    Ok(order) => view! { <OrderView order change me/> }.into_any(),
                     Err(error) => view! { <ErrorView error/> }.into_any(),
                 }
             })}
         </Transition>
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move { history.await.ok().map(|entries| view! { <Timeline entries/> }) })}
+        </Transition>
+    }
+}
+
+/// Every change of the order, oldest first, from the audit trail.
+#[component]
+fn Timeline(entries: Vec<AuditEntry>) -> impl IntoView {
+    view! {
+        <h2>"Timeline"</h2>
+        <ol class="timeline" data-testid="timeline">
+            {entries
+                .into_iter()
+                .map(|entry| {
+                    let reason = entry.reason.clone().map(|r| format!(": {r}")).unwrap_or_default();
+                    view! {
+                        <li>
+                            <time>{iso_millis::format(&entry.at)}</time>
+                            " " <strong>{change_text(&entry)}</strong>
+                            {format!(" by {} ({}){reason}", entry.actor, entry.method.as_str())}
+                        </li>
+                    }
+                })
+                .collect_view()}
+        </ol>
     }
 }
 
 #[component]
-fn OrderView(order: Order, change: ServerAction<ChangeStatus>) -> impl IntoView {
+fn OrderView(order: Order, change: ServerAction<ChangeStatus>, me: Option<Me>) -> impl IntoView {
     let outcome = move || match change.value().get() {
         Some(Err(err)) if err.kind == ErrorKind::Conflict => Some(
             view! {
@@ -59,7 +89,7 @@ fn OrderView(order: Order, change: ServerAction<ChangeStatus>) -> impl IntoView 
             <dt>"Ship to"</dt>
             <dd>{format!("{}, {}", order.shipping_city, order.shipping_country)}</dd>
         </dl>
-        <StatusButtons order_id=order.order_id.clone() status=order.status change/>
+        <StatusButtons order_id=order.order_id.clone() status=order.status change me/>
         <h2>"Line items"</h2>
         <table class="orders">
             <TableHead columns=&[
@@ -91,28 +121,51 @@ fn OrderView(order: Order, change: ServerAction<ChangeStatus>) -> impl IntoView 
     }
 }
 
-/// One button per allowed change. Each names the status it expects the
-/// order to be in, so a change made meanwhile by someone else is refused.
-/// They post JSON (as every write does), so they need the page hydrated.
+/// One button per change the order allows and the user's role may make.
+/// Each names the status it expects the order to be in, so a change made
+/// meanwhile by someone else is refused. They post JSON (as every write
+/// does), so they need the page hydrated. A cancellation needs a reason.
 #[component]
-fn StatusButtons(order_id: String, status: Status, change: ServerAction<ChangeStatus>) -> impl IntoView {
-    let next = status.next();
-    if next.is_empty() {
+fn StatusButtons(
+    order_id: String,
+    status: Status,
+    change: ServerAction<ChangeStatus>,
+    me: Option<Me>,
+) -> impl IntoView {
+    let next: Vec<Status> =
+        status.next().iter().copied().filter(|to| can(&me, Permission::to_change_status(*to))).collect();
+    if status.next().is_empty() {
         return view! { <p class="muted">"No further status changes: the order is closed."</p> }.into_any();
     }
+    if next.is_empty() {
+        return view! { <p class="muted" data-testid="no-actions">"Your role may not change this order."</p> }
+            .into_any();
+    }
+    let reason = RwSignal::new(String::new());
     view! {
         <section class="actions" aria-label="Change status">
+            <label class="reason">
+                "Reason "
+                <input
+                    name="reason"
+                    data-testid="reason"
+                    placeholder="why (needed to cancel)"
+                    maxlength="200"
+                    prop:value=move || reason.get()
+                    on:input=move |ev| reason.set(event_target_value(&ev))
+                />
+            </label>
             {next
-                .iter()
+                .into_iter()
                 .map(|to| {
                     let label = match to {
                         Status::Cancelled => "Cancel order".to_string(),
                         other => format!("Mark {other}"),
                     };
                     let order_id = order_id.clone();
-                    let to = *to;
                     let request = move |_| {
-                        change.dispatch(ChangeStatus { order_id: order_id.clone(), from: status, to });
+                        let reason = Some(reason.get_untracked().trim().to_string()).filter(|r| !r.is_empty());
+                        change.dispatch(ChangeStatus { order_id: order_id.clone(), from: status, to, reason });
                     };
                     view! {
                         <button

@@ -2,20 +2,25 @@
 //! `{"error": "...", "requestId": "..."}` with the status `ApiError` maps
 //! them to.
 
+use super::auth::Principal;
 use super::error::ApiError;
 use super::live::Refused;
 use super::serve::AppState;
-use super::service::PendingMetrics;
-use crate::model::{LiveEvent, NewOrder, Order, OrderPage, PageParams, PendingPage, PendingParams, StatusChange};
+use super::service::{NewToken, PendingMetrics};
+use crate::model::{
+    AuditListing, AuditParams, LiveEvent, Me, NewOrder, Order, OrderPage, PageParams, PendingPage, PendingParams,
+    StatusChange,
+};
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::routing::{any, get, post};
+use axum::routing::{any, delete, get, post};
 use axum::{Json, Router};
 use futures::{Stream, StreamExt};
 use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -27,8 +32,15 @@ pub fn routes() -> Router<AppState> {
         .route("/api/orders/{order_id}", get(order))
         .route("/api/orders/{order_id}/status", post(change_status))
         .route("/api/customers/{customer_id}/orders", get(customer_orders))
+        .route("/api/orders/{order_id}/history", get(order_history))
         .route("/api/pending", get(pending))
         .route("/api/metrics/pending", get(pending_metrics))
+        .route("/api/audit", get(audit))
+        .route("/api/me", get(me))
+        .route("/api/admin/users", get(accounts))
+        .route("/api/admin/users/{name}/disable", post(disable_account))
+        .route("/api/admin/tokens", get(tokens).post(create_token))
+        .route("/api/admin/tokens/{name}", delete(revoke_token))
         .route("/api/{*rest}", any(no_such_route))
         .route("/healthz", get(health))
         .route("/readyz", get(ready))
@@ -120,21 +132,77 @@ async fn live(
 
 async fn create_order(
     State(state): State<AppState>,
+    by: Principal,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Order>), ApiError> {
     let new: NewOrder = parse_json(&headers, &body)?;
-    Ok((StatusCode::CREATED, Json(state.service.create_order(new).await?)))
+    Ok((StatusCode::CREATED, Json(state.service.create_order(new, &by).await?)))
 }
 
 async fn change_status(
     State(state): State<AppState>,
+    by: Principal,
     Path(order_id): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Order>, ApiError> {
     let change: StatusChange = parse_json(&headers, &body)?;
-    Ok(Json(state.service.change_status(&order_id, change).await?))
+    Ok(Json(state.service.change_status(&order_id, change, &by).await?))
+}
+
+async fn order_history(State(state): State<AppState>, Path(order_id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let history = state.service.order_history(&order_id).await?;
+    Ok(Json(json!({ "history": history })))
+}
+
+async fn audit(
+    State(state): State<AppState>,
+    params: Result<Query<AuditParams>, QueryRejection>,
+) -> Result<Json<AuditListing>, ApiError> {
+    let Query(params) = params.map_err(bad_query)?;
+    Ok(Json(state.service.audit(&params).await?))
+}
+
+async fn me(by: Principal) -> Json<Me> {
+    Json(by.me())
+}
+
+async fn accounts(State(state): State<AppState>, by: Principal) -> Result<Json<Value>, ApiError> {
+    Ok(Json(json!({ "users": state.service.accounts(&by).await? })))
+}
+
+async fn disable_account(
+    State(state): State<AppState>,
+    by: Principal,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    state.service.disable_account(&name, &by).await?;
+    Ok(Json(json!({ "disabled": name })))
+}
+
+async fn tokens(State(state): State<AppState>, by: Principal) -> Result<Json<Value>, ApiError> {
+    Ok(Json(json!({ "tokens": state.service.tokens(&by).await? })))
+}
+
+async fn create_token(
+    State(state): State<AppState>,
+    by: Principal,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let new: NewToken = parse_json(&headers, &body)?;
+    let token = state.service.create_token(&new, &by).await?;
+    Ok((StatusCode::CREATED, Json(json!({ "name": new.name, "role": new.role, "token": token }))))
+}
+
+async fn revoke_token(
+    State(state): State<AppState>,
+    by: Principal,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    state.service.revoke_token(&name, &by).await?;
+    Ok(Json(json!({ "revoked": name })))
 }
 
 /// Liveness: the process answers. No store call, so a store outage does not

@@ -1,15 +1,20 @@
 //! The `northwind-ops` command line: parse, connect, run one subcommand.
 
-use super::config::{Cli, Command, ProvisionArgs, ReconcileArgs, SeedArgs, ServeArgs, StoreConfig};
+use super::auth::accounts;
+use super::config::{
+    Cli, Command, ProvisionArgs, ReconcileArgs, SeedArgs, ServeArgs, StoreConfig, TokenCommand, UserCommand,
+};
 use super::consumer::{Consumer, ConsumerOptions};
 use super::cursor::{CursorCodec, KeyFileError};
-use super::error::{StoreError, Unavailable};
+use super::error::{ApiError, StoreError, Unavailable};
 use super::live::{LiveHub, LiveLimits};
 use super::seed::{SeedPlan, seed};
 use super::serve;
 use super::service::Service;
-use super::store::{self, Store};
-use crate::model::iso_millis;
+use super::store::{self, AccountChange, AccountSource, Store};
+use crate::model::{Role, iso_millis};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use clap::Parser;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -64,10 +69,12 @@ async fn run(mut cli: Cli) -> Result<(), CliError> {
     let result = match command {
         Command::Serve(args) => run_serve(&cli.store, store, &args).await,
         Command::Provision(args) => run_provision(&store, &args).await,
-        Command::Seed(args) => run_seed(&store, &args).await,
+        Command::Seed(args) => run_seed(&store, &args, &cli.store.data_dir).await,
         Command::Consume => run_consume(store).await,
         Command::Reconcile(args) => run_reconcile(store, &args).await,
         Command::Loadgen(args) => run_loadgen(store, &args).await,
+        Command::User(command) => run_user(&store, command).await,
+        Command::Token(command) => run_token(&store, command).await,
     };
     if let Some(embedded) = embedded {
         embedded.shutdown().await;
@@ -81,7 +88,7 @@ async fn run_provision(store: &Store, args: &ProvisionArgs) -> Result<(), CliErr
     Ok(())
 }
 
-async fn run_seed(store: &Store, args: &SeedArgs) -> Result<(), CliError> {
+async fn run_seed(store: &Store, args: &SeedArgs, data_dir: &std::path::Path) -> Result<(), CliError> {
     let now = match args.now.as_deref() {
         Some(text) => iso_millis::parse(text).map_err(|e| CliError::Usage(format!("--now: {e}")))?,
         None => chrono::Utc::now(),
@@ -93,6 +100,125 @@ async fn run_seed(store: &Store, args: &SeedArgs) -> Result<(), CliError> {
         "seeded {} orders ({} written, {} already there); {} of today's are PENDING",
         args.orders, report.written, report.already_there, report.pending_today
     );
+    if args.demo_accounts {
+        demo_accounts(store, data_dir).await?;
+    }
+    Ok(())
+}
+
+/// One account per role, made only when there is none yet, with generated
+/// passwords: printed, and kept in a file only this user can read.
+async fn demo_accounts(store: &Store, data_dir: &std::path::Path) -> Result<(), CliError> {
+    let path = data_dir.join("demo-credentials.txt");
+    if !store.list_accounts().await?.is_empty() {
+        println!("accounts exist already; demo credentials, if these are the demo's, are in {}", path.display());
+        return Ok(());
+    }
+    let mut lines = Vec::new();
+    for role in Role::ALL {
+        let password = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 12]>());
+        accounts::add_user(store, role.as_str(), role, password.clone()).await.map_err(api_error)?;
+        lines.push(format!("{role:<8} {:<8} {password}", role.as_str()));
+    }
+    let text =
+        format!("# role    name     password (demo accounts made by `seed --demo-accounts`)\n{}\n", lines.join("\n"));
+    crate::server::files::create_private_dir(data_dir)
+        .and_then(|()| crate::server::files::write_private(&path, &text))
+        .map_err(|source| CliError::Io { what: format!("writing {}", path.display()), source })?;
+    println!("demo accounts (also in {}, readable by you only):\n{text}", path.display());
+    Ok(())
+}
+
+/// A password from standard input: the whole of it, less one line end.
+fn read_password() -> Result<String, CliError> {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        eprint!("password (at least {} characters): ", accounts::MIN_PASSWORD);
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+        .map_err(|source| CliError::Io { what: "reading the password from standard input".into(), source })?;
+    let text = text.strip_suffix('\n').unwrap_or(&text);
+    Ok(text.strip_suffix('\r').unwrap_or(text).to_string())
+}
+
+fn api_error(err: ApiError) -> CliError {
+    match err {
+        ApiError::Store(err) => CliError::Store(err),
+        other => CliError::Usage(other.to_string()),
+    }
+}
+
+async fn run_user(store: &Store, command: UserCommand) -> Result<(), CliError> {
+    match command {
+        UserCommand::Add { name, role } => {
+            let password = read_password()?;
+            accounts::add_user(store, &name, role, password).await.map_err(api_error)?;
+            println!("added {name} ({role})");
+        }
+        UserCommand::List => {
+            println!("{:<24} {:<8} {:<6} {:<9} created", "name", "role", "source", "state");
+            for a in store.list_accounts().await? {
+                let state = if a.disabled { "disabled" } else { "active" };
+                let source = match a.source {
+                    AccountSource::Local => "local",
+                    AccountSource::Oidc => "oidc",
+                };
+                println!(
+                    "{:<24} {:<8} {source:<6} {state:<9} {}",
+                    a.name,
+                    a.role.as_str(),
+                    iso_millis::format(&a.created_at)
+                );
+            }
+        }
+        UserCommand::Disable { name } => change(store, &name, AccountChange::Disable, "disabled").await?,
+        UserCommand::Enable { name } => change(store, &name, AccountChange::Enable, "enabled").await?,
+        UserCommand::SetRole { name, role } => {
+            change(store, &name, AccountChange::Role(role), &format!("now {role}")).await?
+        }
+        UserCommand::SetPassword { name } => {
+            let password = read_password()?;
+            accounts::set_password(store, &name, password).await.map_err(api_error)?;
+            println!("{name}: password changed");
+        }
+    }
+    Ok(())
+}
+
+async fn change(store: &Store, name: &str, change: AccountChange, done: &str) -> Result<(), CliError> {
+    accounts::validate_name("user name", name).map_err(CliError::Usage)?;
+    store.change_account(name, &change).await?;
+    println!("{name}: {done}");
+    Ok(())
+}
+
+async fn run_token(store: &Store, command: TokenCommand) -> Result<(), CliError> {
+    match command {
+        TokenCommand::Create { name, role } => {
+            // The token alone on standard output, so scripts can capture it.
+            let token = accounts::create_token(store, &name, role, "cli").await.map_err(api_error)?;
+            println!("{token}");
+        }
+        TokenCommand::List => {
+            println!("{:<24} {:<8} {:<8} {:<16} created", "name", "role", "state", "by");
+            for t in store.list_tokens().await? {
+                let state = if t.revoked { "revoked" } else { "active" };
+                println!(
+                    "{:<24} {:<8} {state:<8} {:<16} {}",
+                    t.name,
+                    t.role.as_str(),
+                    t.created_by,
+                    iso_millis::format(&t.created_at)
+                );
+            }
+        }
+        TokenCommand::Revoke { name } => {
+            accounts::validate_token_name(&name).map_err(CliError::Usage)?;
+            store.revoke_token(&name).await?;
+            println!("{name}: revoked");
+        }
+    }
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! All settings, from flags with environment-variable twins. The defaults
 //! run the app on the embedded store with nothing else installed.
 
+use crate::model::Role;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -37,6 +38,56 @@ pub enum Command {
     Reconcile(ReconcileArgs),
     /// Simulate traffic: a steady rate, a flash sale or a month-end batch.
     Loadgen(super::loadgen::LoadgenArgs),
+    /// Local accounts (passwords are read from standard input).
+    #[command(subcommand)]
+    User(UserCommand),
+    /// API tokens for scripts and load generators.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum UserCommand {
+    /// Add a local account; its password is read from standard input.
+    Add {
+        name: String,
+        #[arg(long)]
+        role: Role,
+    },
+    /// Every account: name, role, where it signs in, whether disabled.
+    List,
+    /// Stop an account signing in; its sessions end at their next request.
+    Disable {
+        name: String,
+    },
+    Enable {
+        name: String,
+    },
+    SetRole {
+        name: String,
+        role: Role,
+    },
+    /// A new password, read from standard input; sessions signed in with
+    /// the old one end.
+    SetPassword {
+        name: String,
+    },
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum TokenCommand {
+    /// Create a token and print it (only it, on one line): it is not shown again.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        role: Role,
+    },
+    List,
+    /// Revoke a token: it is refused from the next request on.
+    Revoke {
+        name: String,
+    },
 }
 
 #[derive(Args, Debug, Clone)]
@@ -221,6 +272,77 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub limits: Limits,
+
+    #[command(flatten)]
+    pub auth: AuthArgs,
+}
+
+/// Sign-in and what a browser may send.
+#[derive(Args, Debug, Clone)]
+pub struct AuthArgs {
+    /// The address users reach the app at (behind a proxy, its https URL);
+    /// the OpenID redirect and the cookies' Secure flag follow from it
+    /// [default: http://<--addr>]
+    #[arg(long, env = "NORTHWIND_PUBLIC_URL")]
+    pub public_url: Option<String>,
+
+    /// Host names the app answers to, comma-separated; any other `Host` is
+    /// refused (DNS rebinding) [default: localhost, 127.0.0.1, ::1, the
+    /// bound address and the public URL's host]
+    #[arg(long, env = "NORTHWIND_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+
+    /// Minutes a session lasts without a request
+    #[arg(long, env = "NORTHWIND_SESSION_IDLE_MINUTES", default_value_t = 480,
+          value_parser = clap::value_parser!(u64).range(1..=10_080))]
+    pub session_idle_minutes: u64,
+
+    /// Hours a session lasts at most, however busy
+    #[arg(long, env = "NORTHWIND_SESSION_MAX_HOURS", default_value_t = 24,
+          value_parser = clap::value_parser!(u64).range(1..=720))]
+    pub session_max_hours: u64,
+
+    /// Password sign-in attempts per minute from one client address
+    #[arg(long, env = "NORTHWIND_SIGN_IN_ATTEMPTS", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub sign_in_attempts: u32,
+}
+
+impl AuthArgs {
+    /// The public URL, given or derived from the bound address.
+    pub fn public_url(&self, bound: SocketAddr) -> String {
+        self.public_url.clone().unwrap_or_else(|| format!("http://{bound}")).trim_end_matches('/').to_string()
+    }
+
+    /// Cookies go over HTTPS only, unless the app is served over plain HTTP
+    /// on loopback (where a browser would not send a Secure cookie back).
+    pub fn secure_cookies(&self, bound: SocketAddr) -> bool {
+        let url = self.public_url(bound);
+        let plain_loopback = url.starts_with("http://")
+            && ["http://127.", "http://localhost", "http://[::1]"].iter().any(|p| url.starts_with(p));
+        !plain_loopback
+    }
+
+    pub fn allowed_hosts(&self, bound: SocketAddr) -> Vec<String> {
+        if !self.allowed_hosts.is_empty() {
+            return self
+                .allowed_hosts
+                .iter()
+                .map(|h| h.trim().to_ascii_lowercase())
+                .filter(|h| !h.is_empty())
+                .collect();
+        }
+        let mut hosts = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
+        if !bound.ip().is_unspecified() {
+            hosts.push(bound.ip().to_string());
+        }
+        let public = self.public_url(bound);
+        if let Some(host) = public.split_once("://").and_then(|(_, rest)| rest.split(['/', ':']).next()) {
+            hosts.push(host.to_ascii_lowercase());
+        }
+        hosts.dedup();
+        hosts
+    }
 }
 
 impl Default for ServeArgs {
@@ -344,6 +466,11 @@ pub struct SeedArgs {
     /// The moment the demo data ends at (ISO-8601) [default: now]
     #[arg(long, env = "NORTHWIND_SEED_NOW")]
     pub now: Option<String>,
+
+    /// When no account exists yet: one demo account per role, with
+    /// generated passwords, printed and written to <data-dir>/demo-credentials.txt
+    #[arg(long)]
+    pub demo_accounts: bool,
 
     #[command(flatten)]
     pub provision: ProvisionArgs,

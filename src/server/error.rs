@@ -4,6 +4,7 @@
 //! cause chains): those go to the log, inside the request's span, which
 //! carries the request id the client is given.
 
+use crate::model::ErrorKind;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -146,6 +147,40 @@ where
     }
 }
 
+/// How a TransactWriteItems failed: which of its actions' conditions did not
+/// hold, or a failure worth retrying (throttled, or in conflict with another
+/// transaction), or anything else.
+#[derive(Debug)]
+pub enum TransactionFailure {
+    /// The indexes of the actions whose condition failed.
+    Conditions(Vec<usize>),
+    Failed(StoreError),
+}
+
+pub fn transaction_failure<R>(
+    err: SdkError<aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError, R>,
+) -> TransactionFailure
+where
+    R: std::fmt::Debug,
+{
+    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError as E;
+    let Some(E::TransactionCanceledException(cancelled)) = err.as_service_error() else {
+        return TransactionFailure::Failed(err.into());
+    };
+    let codes: Vec<&str> = cancelled.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None")).collect();
+    let failed: Vec<usize> =
+        codes.iter().enumerate().filter(|(_, code)| **code == "ConditionalCheckFailed").map(|(i, _)| i).collect();
+    if !failed.is_empty() {
+        return TransactionFailure::Conditions(failed);
+    }
+    let kind = if codes.iter().any(|c| *c == "ThrottlingError" || *c == "ProvisionedThroughputExceeded") {
+        Unavailable::Throttled
+    } else {
+        Unavailable::Busy
+    };
+    TransactionFailure::Failed(StoreError::unavailable(kind, format!("transaction cancelled: {}", codes.join(", "))))
+}
+
 /// An error of the HTTP layer. Every variant is a client's mistake (4xx)
 /// except `Store`, which maps by its kind.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -156,6 +191,11 @@ pub enum ApiError {
     BadCursor(#[from] super::cursor::CursorError),
     #[error("{0}")]
     NotFound(String),
+    /// No session and no token, or a token that is not (or no longer) valid.
+    #[error("sign in first: a session cookie from /login, or an `Authorization: Bearer` API token")]
+    Unauthorized,
+    #[error("{0}")]
+    Forbidden(String),
     #[error("send the body as application/json")]
     UnsupportedMediaType,
     #[error("too many requests: {why}")]
@@ -175,12 +215,29 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) | ApiError::BadCursor(_) => StatusCode::BAD_REQUEST,
             ApiError::NotFound(_) | ApiError::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Store(StoreError::Conflict(_)) => StatusCode::CONFLICT,
             ApiError::Store(StoreError::Unavailable { .. }) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The machine-readable kind, sent beside the message.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ApiError::BadRequest(_) | ApiError::UnsupportedMediaType => ErrorKind::BadRequest,
+            ApiError::BadCursor(_) => ErrorKind::BadCursor,
+            ApiError::Unauthorized => ErrorKind::Unauthorized,
+            ApiError::Forbidden(_) => ErrorKind::Forbidden,
+            ApiError::NotFound(_) | ApiError::Store(StoreError::NotFound(_)) => ErrorKind::NotFound,
+            ApiError::Store(StoreError::Conflict(_)) => ErrorKind::Conflict,
+            ApiError::TooManyRequests { .. } => ErrorKind::TooManyRequests,
+            ApiError::Busy(_) | ApiError::Store(StoreError::Unavailable { .. }) => ErrorKind::Unavailable,
+            ApiError::Store(_) => ErrorKind::Internal,
         }
     }
 
@@ -226,7 +283,11 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         self.log();
-        let mut response = (self.status(), Json(serde_json::json!({ "error": self.public_message() }))).into_response();
+        let body = serde_json::json!({ "error": self.public_message(), "kind": self.kind() });
+        let mut response = (self.status(), Json(body)).into_response();
+        if matches!(self, ApiError::Unauthorized) {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
         if let Some(secs) = self.retry_after() {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }

@@ -49,6 +49,14 @@ pub mod attr {
     pub const LEASE_UNTIL: &str = "leaseUntil";
     pub const SEQ: &str = "seq";
     pub const FINISHED: &str = "finished";
+    /// Sessions: the record, and its expiry (the metrics table's TTL
+    /// attribute, in seconds since the epoch).
+    pub const RECORD: &str = "record";
+    pub const EXPIRES_AT: &str = "expiresAt";
+    /// Accounts and tokens.
+    pub const ROLE: &str = "role";
+    pub const DISABLED: &str = "disabled";
+    pub const REVOKED: &str = "revoked";
 }
 
 const ORDER: &str = "ORDER#";
@@ -62,6 +70,19 @@ const METRIC_MINUTES: &str = "METRIC#MINUTES#";
 const METRIC_SK: &str = "COUNT";
 const CHECKPOINT: &str = "CHECKPOINT#";
 const SHARD: &str = "SHARD#";
+const USERS: &str = "USERS";
+const USER: &str = "USER#";
+const TOKENS: &str = "TOKENS";
+const TOKEN: &str = "TOKEN#";
+const SESSION: &str = "SESSION#";
+const SESSION_SK: &str = "SESSION";
+const AUDIT_ORDER: &str = "AUDIT#ORDER#";
+const AUDIT_DAY: &str = "AUDIT#DAY#";
+const AUDIT_ACTOR: &str = "AUDIT#ACTOR#";
+
+/// Write shards of the audit trail's day and actor partitions: a flash sale
+/// writes a record per change, more than one partition should take.
+pub const AUDIT_SHARDS: u32 = 10;
 
 pub fn order_pk(order_id: &str) -> String {
     format!("{ORDER}{order_id}")
@@ -182,6 +203,49 @@ pub fn parse_checkpoint_sk(sk: &str) -> Option<&str> {
     sk.strip_prefix(SHARD).filter(|id| !id.is_empty())
 }
 
+/// Every local account lives in one partition (a few hundred items at most),
+/// so listing them is a Query, not a Scan.
+pub fn user_key(name: &str) -> (String, String) {
+    (USERS.to_string(), format!("{USER}{name}"))
+}
+
+pub fn users_pk() -> &'static str {
+    USERS
+}
+
+pub fn token_key(name: &str) -> (String, String) {
+    (TOKENS.to_string(), format!("{TOKEN}{name}"))
+}
+
+pub fn tokens_pk() -> &'static str {
+    TOKENS
+}
+
+pub fn session_key(id: &str) -> (String, String) {
+    (format!("{SESSION}{id}"), SESSION_SK.to_string())
+}
+
+/// The sort key of an audit record: time first, then a unique id, so a
+/// partition reads newest first and two changes in one millisecond both stay.
+pub fn audit_sk(at: &DateTime<Utc>, event_id: &str) -> String {
+    format!("{}#{event_id}", iso_millis::format(at))
+}
+
+/// An order's own timeline.
+pub fn audit_order_pk(order_id: &str) -> String {
+    format!("{AUDIT_ORDER}{order_id}")
+}
+
+/// One write shard of a day's changes (by the change's event id).
+pub fn audit_day_pk(day: NaiveDate, shard: u32) -> String {
+    format!("{AUDIT_DAY}{}#{shard}", day.format("%Y-%m-%d"))
+}
+
+/// One write shard of an actor's changes.
+pub fn audit_actor_pk(actor: &str, shard: u32) -> String {
+    format!("{AUDIT_ACTOR}{actor}#{shard}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,6 +322,18 @@ mod tests {
         );
         assert_eq!(parse_checkpoint_sk("SHARD#shardId-1"), Some("shardId-1"));
         assert_eq!(parse_checkpoint_sk("SHARD#"), None);
+    }
+
+    #[test]
+    fn account_and_audit_keys() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+        assert_eq!(user_key("alice"), ("USERS".into(), "USER#alice".into()));
+        assert_eq!(token_key("loadgen"), ("TOKENS".into(), "TOKEN#loadgen".into()));
+        assert_eq!(session_key("abc"), ("SESSION#abc".into(), "SESSION".into()));
+        assert_eq!(audit_order_pk("o-1"), "AUDIT#ORDER#o-1");
+        assert_eq!(audit_day_pk(day, 3), "AUDIT#DAY#2026-11-29#3");
+        assert_eq!(audit_actor_pk("alice", 0), "AUDIT#ACTOR#alice#0");
+        assert_eq!(audit_sk(&at("2026-11-29T08:00:00Z"), "e1"), "2026-11-29T08:00:00.000Z#e1");
     }
 
     #[test]

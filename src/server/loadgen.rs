@@ -6,8 +6,8 @@
 use super::error::{StoreError, Unavailable};
 use super::keys;
 use super::seed::random_order;
-use super::store::{Store, backoff};
-use crate::model::Status;
+use super::store::{Store, Transition, backoff};
+use crate::model::{Actor, Status};
 use aws_sdk_dynamodb::types::ConsumedCapacity;
 use chrono::Utc;
 use rand::{Rng, SeedableRng};
@@ -170,6 +170,11 @@ impl std::fmt::Display for LoadReport {
     }
 }
 
+/// Who loadgen's writes are recorded as, in the audit trail.
+fn actor() -> Actor {
+    Actor::cli("loadgen")
+}
+
 /// Runs the load and checks, at the end, that every order it created is stored.
 pub async fn run(store: Arc<Store>, args: &LoadgenArgs) -> Result<LoadReport, StoreError> {
     let tally = Arc::new(Tally::default());
@@ -276,9 +281,11 @@ async fn write_one_by_one(
     loop {
         let Some(order) = rx.lock().await.recv().await else { return };
         for attempt in 0..MAX_ATTEMPTS {
-            match store.create_order_measured(&order).await {
+            match store.create_order(&order, &actor()).await {
                 Ok(capacity) => {
-                    tally.consumed(capacity.as_ref());
+                    for capacity in &capacity {
+                        tally.consumed(Some(capacity));
+                    }
                     tally.created.fetch_add(1, Ordering::Relaxed);
                     after_write(&order.order_id);
                     break;
@@ -357,7 +364,17 @@ async fn close_orders(store: Arc<Store>, mut rx: mpsc::UnboundedReceiver<(Instan
             let permit = gate.clone().acquire_owned().await.expect("semaphore open");
             tokio::spawn(async move {
                 let to = if rand::random::<f64>() < 0.9 { Status::Confirmed } else { Status::Cancelled };
-                if store.change_status(&id, Status::Pending, to, Utc::now()).await.is_ok() {
+                let actor = actor();
+                let change = Transition {
+                    order_id: &id,
+                    from: Status::Pending,
+                    to,
+                    at: Utc::now(),
+                    actor: &actor,
+                    reason: Some("loadgen: the operations side"),
+                    bulk_id: None,
+                };
+                if store.change_status(&change).await.is_ok() {
                     tally.closed.fetch_add(1, Ordering::Relaxed);
                 }
                 drop(permit);

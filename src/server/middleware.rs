@@ -3,6 +3,7 @@
 //! limit per client address.
 
 use super::error::ApiError;
+use crate::model::ErrorKind;
 use axum::body::{Body, to_bytes};
 use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -77,7 +78,10 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
     let text = to_bytes(body, MAX_ERROR_BODY).await.unwrap_or_default();
     let mut object = match serde_json::from_slice::<serde_json::Value>(&text) {
         Ok(serde_json::Value::Object(object)) if is_json && object.contains_key("error") => object,
-        _ => serde_json::Map::from_iter([("error".to_string(), plain_message(status, &text).into())]),
+        _ => serde_json::Map::from_iter([
+            ("error".to_string(), plain_message(status, &text).into()),
+            ("kind".to_string(), serde_json::to_value(kind_of(status)).unwrap_or_default()),
+        ]),
     };
     if let Some(id) = id {
         object.insert("requestId".into(), id.into());
@@ -85,6 +89,48 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
     parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, Body::from(serde_json::Value::Object(object).to_string()))
+}
+
+fn kind_of(status: StatusCode) -> ErrorKind {
+    match status {
+        StatusCode::UNAUTHORIZED => ErrorKind::Unauthorized,
+        StatusCode::FORBIDDEN | StatusCode::MISDIRECTED_REQUEST => ErrorKind::Forbidden,
+        StatusCode::NOT_FOUND => ErrorKind::NotFound,
+        StatusCode::CONFLICT => ErrorKind::Conflict,
+        StatusCode::TOO_MANY_REQUESTS => ErrorKind::TooManyRequests,
+        StatusCode::REQUEST_TIMEOUT | StatusCode::SERVICE_UNAVAILABLE => ErrorKind::Unavailable,
+        s if s.is_client_error() => ErrorKind::BadRequest,
+        _ => ErrorKind::Internal,
+    }
+}
+
+/// Headers every answer carries, and a strict Content-Security-Policy for
+/// those that set none of their own (the pages set theirs, with the nonce
+/// of their hydration script).
+pub async fn security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(STATIC_CSP));
+    }
+    response
+}
+
+/// For everything but the app's pages: styles from this site, no script.
+const STATIC_CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; \
+                          frame-ancestors 'none'; base-uri 'none'";
+
+/// The app's pages: scripts only with this response's nonce (and the wasm
+/// they start), everything else from this site; never framed.
+pub fn page_csp(nonce: &str) -> String {
+    format!(
+        "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; \
+         img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; \
+         frame-ancestors 'none'"
+    )
 }
 
 /// Our words for an error that arrived without any: the router's and the
@@ -140,15 +186,24 @@ const FORGET_EVERY: u64 = 4096;
 impl RateLimit {
     /// `per_second` 0 turns the limit off.
     pub fn new(per_second: u32, burst: u32) -> Self {
-        let limiter = NonZeroU32::new(per_second).map(|rate| {
-            let burst = NonZeroU32::new(burst).unwrap_or(rate);
-            Arc::new(DefaultKeyedRateLimiter::keyed(Quota::per_second(rate).allow_burst(burst)))
-        });
-        Self { limiter, checks: Arc::default() }
+        let quota =
+            NonZeroU32::new(per_second).map(|rate| Quota::per_second(rate).allow_burst(nonzero_or(burst, rate)));
+        Self::with_quota(quota)
+    }
+
+    /// `per_minute` 0 turns the limit off.
+    pub fn per_minute(per_minute: u32, burst: u32) -> Self {
+        let quota =
+            NonZeroU32::new(per_minute).map(|rate| Quota::per_minute(rate).allow_burst(nonzero_or(burst, rate)));
+        Self::with_quota(quota)
+    }
+
+    fn with_quota(quota: Option<Quota>) -> Self {
+        Self { limiter: quota.map(|q| Arc::new(DefaultKeyedRateLimiter::keyed(q))), checks: Arc::default() }
     }
 
     /// Seconds to wait when `client` is over its rate, else `None`.
-    fn check(&self, client: IpAddr) -> Option<u64> {
+    pub fn check(&self, client: IpAddr) -> Option<u64> {
         let limiter = self.limiter.as_ref()?;
         if self.checks.fetch_add(1, Ordering::Relaxed) % FORGET_EVERY == FORGET_EVERY - 1 {
             limiter.retain_recent();
@@ -159,6 +214,10 @@ impl RateLimit {
 }
 
 /// Limits `/api/` only: probes, pages and static files are not API calls.
+fn nonzero_or(n: u32, fallback: NonZeroU32) -> NonZeroU32 {
+    NonZeroU32::new(n).unwrap_or(fallback)
+}
+
 pub async fn rate_limit(limit: RateLimit, request: Request, next: Next) -> Response {
     if request.uri().path().starts_with("/api/") {
         let client = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());

@@ -4,7 +4,7 @@
 
 use super::error::StoreError;
 use super::store::Store;
-use crate::model::{LineItem, Order, Status};
+use crate::model::{Actor, LineItem, Order, Status};
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use futures::StreamExt;
 use rand::{Rng, SeedableRng};
@@ -153,7 +153,7 @@ pub async fn seed(store: &Store, plan: &SeedPlan) -> Result<SeedReport, StoreErr
     let results: Vec<(Result<(), StoreError>, bool)> = futures::stream::iter(orders)
         .map(|order| async move {
             let pending_today = order.status == Status::Pending && order.created_at.date_naive() == today;
-            (store.create_order(&order).await, pending_today)
+            (store.create_order(&order, &Actor::cli("seed")).await.map(drop), pending_today)
         })
         .buffer_unordered(CONCURRENCY)
         .collect()

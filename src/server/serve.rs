@@ -2,8 +2,11 @@
 //! limits every connection and request is held to.
 
 use super::api;
+use super::auth::routes::{self, SignInState};
+use super::auth::sessions::DynamoSessions;
+use super::auth::{self, Auth, AuthSettings};
 use super::config::{Limits, ServeArgs};
-use super::middleware;
+use super::middleware::{self, RateLimit};
 use super::service::Service;
 use crate::app::{App, shell};
 use axum::Router;
@@ -23,12 +26,17 @@ use tokio::net::TcpListener;
 use tower::ServiceExt;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
+use tower_sessions::SessionManagerLayer;
+
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "nwo_session";
 
 #[derive(Clone)]
 pub struct AppState {
     pub service: Service,
     pub leptos_options: LeptosOptions,
     pub limits: Limits,
+    pub sign_in: SignInState,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -37,10 +45,18 @@ impl FromRef<AppState> for LeptosOptions {
     }
 }
 
+impl FromRef<AppState> for SignInState {
+    fn from_ref(state: &AppState) -> Self {
+        state.sign_in.clone()
+    }
+}
+
 /// Settings the pages need, handed to them through the Leptos context.
 #[derive(Clone, Copy, Debug)]
 pub struct PageSettings {
     pub stuck_after_minutes: u32,
+    /// Whether an identity provider is configured.
+    pub single_sign_on: bool,
 }
 
 /// The Leptos options as cargo-leptos passes them (LEPTOS_SITE_ROOT,
@@ -56,9 +72,19 @@ pub fn leptos_options() -> LeptosOptions {
 pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> Router {
     let mut leptos_options = leptos_options();
     leptos_options.site_addr = addr;
-    let settings = PageSettings { stuck_after_minutes: args.stuck_after_minutes };
+    let settings = PageSettings { stuck_after_minutes: args.stuck_after_minutes, single_sign_on: false };
     let limits = args.limits;
-    let state = AppState { service: service.clone(), leptos_options: leptos_options.clone(), limits };
+    let auth = Auth::new(
+        service.store.clone(),
+        AuthSettings {
+            idle: Duration::from_secs(args.auth.session_idle_minutes * 60),
+            absolute: Duration::from_secs(args.auth.session_max_hours * 3600),
+            allowed_hosts: args.auth.allowed_hosts(addr),
+            secure_cookies: args.auth.secure_cookies(addr),
+        },
+    );
+    let sign_in = SignInState { auth: auth.clone(), attempts: RateLimit::per_minute(args.auth.sign_in_attempts, 5) };
+    let state = AppState { service: service.clone(), leptos_options: leptos_options.clone(), limits, sign_in };
     let context = move || {
         provide_context(service.clone());
         provide_context(settings);
@@ -70,6 +96,7 @@ pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> Router {
     // Everything but the live stream is held to the request timeout.
     let timed = Router::new()
         .merge(api::routes())
+        .merge(routes::routes())
         .leptos_routes_with_context(&state, generate_route_list(App), context.clone(), pages)
         .fallback(leptos_axum::file_and_error_handler_with_context::<AppState, _>(context, shell))
         .layer(TimeoutLayer::with_status_code(
@@ -80,11 +107,27 @@ pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> Router {
     timed
         .merge(api::live_routes())
         .layer(RequestBodyLimitLayer::new(limits.max_body_bytes as usize))
+        .layer(axum::middleware::from_fn_with_state(auth.clone(), auth::guard))
+        .layer(sessions(&auth))
         .layer(axum::middleware::from_fn(move |req, next| middleware::rate_limit(rate.clone(), req, next)))
         .layer(axum::middleware::from_fn(middleware::canonical_paths))
+        .layer(axum::middleware::from_fn(middleware::security_headers))
         .layer(axum::middleware::from_fn(middleware::json_errors))
         .layer(middleware::request_ids())
         .with_state(state)
+}
+
+/// Sessions in the store, behind an HttpOnly, SameSite=Lax cookie that is
+/// Secure unless the app is plain-HTTP loopback; they end after the idle
+/// time without a request (and `guard` ends them at the absolute limit).
+fn sessions(auth: &Auth) -> SessionManagerLayer<DynamoSessions> {
+    let idle = tower_sessions::cookie::time::Duration::seconds(auth.settings.idle.as_secs() as i64);
+    SessionManagerLayer::new(DynamoSessions::new(auth.store.clone()))
+        .with_name(SESSION_COOKIE)
+        .with_http_only(true)
+        .with_same_site(tower_sessions::cookie::SameSite::Lax)
+        .with_secure(auth.settings.secure_cookies)
+        .with_expiry(tower_sessions::Expiry::OnInactivity(idle))
 }
 
 /// Binds `--addr` (port 0 picks a free one) and serves until `shutdown`

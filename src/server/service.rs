@@ -5,16 +5,17 @@
 //! kept to a window, a `days` range reads only days that hold PENDING
 //! orders, page sizes are capped, and dashboard reads are shared.
 
+use super::auth::Principal;
 use super::consumer::ConsumerStatus;
 use super::cursor::{CursorCodec, CursorError};
 use super::error::ApiError;
 use super::keys;
 use super::live::LiveHub;
-use super::store::{Counters, Store};
+use super::store::{Account, AccountChange, AccountSource, AuditScope, Counters, Store, Token, Transition};
 use crate::model::{
-    Activity, DEFAULT_PAGE_SIZE, Dashboard, DayCounts, LiveCounters, MAX_DAYS, MAX_PAGE_SIZE, NewOrder, Order,
-    OrderPage, PageParams, PendingPage, PendingParams, SearchHit, Status, StatusChange, Summary, iso_millis,
-    validate_id,
+    Activity, AuditEntry, AuditListing, AuditParams, DEFAULT_PAGE_SIZE, Dashboard, DayCounts, LiveCounters, MAX_DAYS,
+    MAX_PAGE_SIZE, NewOrder, Order, OrderPage, PageParams, PendingPage, PendingParams, Permission, Role, SearchHit,
+    Status, StatusChange, Summary, iso_millis, validate_id,
 };
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use serde::Serialize;
@@ -78,6 +79,50 @@ impl PendingQuery {
 struct DashboardKey {
     query: PendingQuery,
     stuck_after_minutes: u32,
+}
+
+/// An account as the admin API shows it: no password hash.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountView {
+    pub name: String,
+    pub role: Role,
+    pub source: AccountSource,
+    pub disabled: bool,
+    #[serde(with = "iso_millis")]
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<Account> for AccountView {
+    fn from(a: Account) -> Self {
+        AccountView { name: a.name, role: a.role, source: a.source, disabled: a.disabled, created_at: a.created_at }
+    }
+}
+
+/// A token as the admin API shows it: no secret, no hash.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenView {
+    pub name: String,
+    pub role: Role,
+    pub created_by: String,
+    #[serde(with = "iso_millis")]
+    pub created_at: DateTime<Utc>,
+    pub revoked: bool,
+}
+
+impl From<Token> for TokenView {
+    fn from(t: Token) -> Self {
+        TokenView { name: t.name, role: t.role, created_by: t.created_by, created_at: t.created_at, revoked: t.revoked }
+    }
+}
+
+/// `POST /api/admin/tokens`.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewToken {
+    pub name: String,
+    pub role: Role,
 }
 
 /// The most recent reconciliation `serve` ran.
@@ -294,21 +339,97 @@ impl Service {
         Err(not_found())
     }
 
-    pub async fn create_order(&self, new: NewOrder) -> Result<Order, ApiError> {
+    pub async fn create_order(&self, new: NewOrder, by: &Principal) -> Result<Order, ApiError> {
+        by.require(Permission::ChangeOrders)?;
         let order = build_order(new, Utc::now()).map_err(ApiError::BadRequest)?;
-        self.store.create_order(&order).await?;
+        self.store.create_order(&order, &by.actor).await?;
         self.forget_dashboards();
         Ok(order)
     }
 
-    pub async fn change_status(&self, order_id: &str, change: StatusChange) -> Result<Order, ApiError> {
+    /// Moves an order on, if `by`'s role may make this change (support may
+    /// cancel; ops make every change), with its reason in the audit trail.
+    pub async fn change_status(&self, order_id: &str, change: StatusChange, by: &Principal) -> Result<Order, ApiError> {
         validate_id("order id", order_id).map_err(ApiError::BadRequest)?;
+        by.require(Permission::to_change_status(change.to))?;
         if !change.from.can_become(change.to) {
             return Err(ApiError::BadRequest(format!("an order cannot go from {} to {}", change.from, change.to)));
         }
-        let order = self.store.change_status(order_id, change.from, change.to, Utc::now()).await?;
+        let reason = check_reason(change.reason.as_deref()).map_err(ApiError::BadRequest)?;
+        if change.to == Status::Cancelled && reason.is_none() {
+            return Err(ApiError::BadRequest("a cancellation needs a reason".into()));
+        }
+        let transition = Transition {
+            order_id,
+            from: change.from,
+            to: change.to,
+            at: Utc::now(),
+            actor: &by.actor,
+            reason,
+            bulk_id: None,
+        };
+        let order = self.store.change_status(&transition).await?;
         self.forget_dashboards();
         Ok(order)
+    }
+
+    /// Every account (admin).
+    pub async fn accounts(&self, by: &Principal) -> Result<Vec<AccountView>, ApiError> {
+        by.require(Permission::Administer)?;
+        Ok(self.store.list_accounts().await?.into_iter().map(AccountView::from).collect())
+    }
+
+    /// Disables an account (admin): its sessions end at their next request.
+    pub async fn disable_account(&self, name: &str, by: &Principal) -> Result<(), ApiError> {
+        by.require(Permission::Administer)?;
+        super::auth::accounts::validate_name("user name", name).map_err(ApiError::BadRequest)?;
+        Ok(self.store.change_account(name, &AccountChange::Disable).await?)
+    }
+
+    /// Every API token, without its secret (admin).
+    pub async fn tokens(&self, by: &Principal) -> Result<Vec<TokenView>, ApiError> {
+        by.require(Permission::Administer)?;
+        Ok(self.store.list_tokens().await?.into_iter().map(TokenView::from).collect())
+    }
+
+    /// A new token (admin); its text is returned once and never again.
+    pub async fn create_token(&self, new: &NewToken, by: &Principal) -> Result<String, ApiError> {
+        by.require(Permission::Administer)?;
+        super::auth::accounts::create_token(&self.store, &new.name, new.role, &by.actor.name).await
+    }
+
+    pub async fn revoke_token(&self, name: &str, by: &Principal) -> Result<(), ApiError> {
+        by.require(Permission::Administer)?;
+        super::auth::accounts::validate_token_name(name).map_err(ApiError::BadRequest)?;
+        Ok(self.store.revoke_token(name).await?)
+    }
+
+    /// An order's changes, oldest first.
+    pub async fn order_history(&self, order_id: &str) -> Result<Vec<AuditEntry>, ApiError> {
+        validate_id("order id", order_id).map_err(ApiError::BadRequest)?;
+        Ok(self.store.order_timeline(order_id).await?)
+    }
+
+    /// A page of the audit trail: one actor's changes, else one day's,
+    /// newest first.
+    pub async fn audit(&self, params: &AuditParams) -> Result<AuditListing, ApiError> {
+        let limit = parse_limit(params.limit.as_deref())?;
+        let (scope, label) = match params.actor.as_deref().filter(|a| !a.is_empty()) {
+            Some(actor) => {
+                validate_actor(actor).map_err(ApiError::BadRequest)?;
+                (AuditScope::Actor(actor.to_string()), format!("audit:actor:{actor}"))
+            }
+            None => {
+                let day = parse_date(params.date.as_deref(), Utc::now())?;
+                (AuditScope::Day(day), format!("audit:day:{day}"))
+            }
+        };
+        let after = self.decode_cursor(params.cursor.as_deref(), &label)?;
+        let page = self.store.audit_page(&scope, limit, after.as_deref()).await?;
+        Ok(AuditListing {
+            entries: page.entries,
+            next: page.next_after.map(|after| self.cursors.encode(&label, &after)),
+        })
     }
 
     fn decode_cursor(&self, cursor: Option<&str>, scope: &str) -> Result<Option<String>, ApiError> {
@@ -422,6 +543,19 @@ pub fn build_order(new: NewOrder, now: DateTime<Utc>) -> Result<Order, String> {
         shipping_city: new.shipping_city,
         shipping_country: new.shipping_country,
     })
+}
+
+/// A reason is optional; given, it is short text like any other.
+fn check_reason(reason: Option<&str>) -> Result<Option<&str>, String> {
+    match reason.map(str::trim).filter(|r| !r.is_empty()) {
+        None => Ok(None),
+        Some(reason) => check_text("reason", reason).map(|()| Some(reason)),
+    }
+}
+
+/// An actor name as the audit trail files it: a user or token name.
+fn validate_actor(actor: &str) -> Result<(), String> {
+    super::auth::accounts::validate_name("actor", actor)
 }
 
 /// Within a day before now (late imports) and a minute after (clock skew).

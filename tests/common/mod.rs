@@ -5,7 +5,8 @@
 use chrono::{DateTime, Utc};
 use clap::Parser;
 use futures::StreamExt;
-use northwind_ops::model::{LineItem, Order, PendingPage, Status};
+use northwind_ops::model::{Actor, LineItem, Order, PendingPage, Role, Status};
+use northwind_ops::server::auth::accounts;
 use northwind_ops::server::config::{Cli, ServeArgs, StoreConfig};
 use northwind_ops::server::cursor::CursorCodec;
 use northwind_ops::server::embedded::Embedded;
@@ -15,6 +16,7 @@ use northwind_ops::server::serve;
 use northwind_ops::server::service::Service;
 use northwind_ops::server::store::{self, Store, TableCapacity};
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -76,7 +78,10 @@ pub fn serve_args(extra: &[&str]) -> ServeArgs {
 pub struct TestApp {
     pub engine: Engine,
     pub base: String,
+    /// Sends an admin's API token with every request.
     pub http: reqwest::Client,
+    /// An API token per role (made at start when the store is reachable).
+    pub tokens: HashMap<Role, String>,
     pub store: Arc<Store>,
     pub service: Service,
     pub config: StoreConfig,
@@ -104,9 +109,39 @@ impl TestApp {
         let dir = tempfile::tempdir().unwrap();
         let config = store_config(&engine, dir.path(), store_flags);
         let (store, embedded) = store::connect(&config).await.unwrap();
+        let mut tokens = HashMap::new();
         if provision {
             store.provision(Some(TableCapacity::OnDemand)).await.unwrap();
+            for role in Role::ALL {
+                let token = accounts::create_token(&store, &format!("test-{role}"), role, "tests").await.unwrap();
+                tokens.insert(role, token);
+            }
         }
+        Self::serve(engine, config, store, embedded, dir, tokens, serve_flags).await
+    }
+
+    /// A second server on the same tables, as behind a load balancer.
+    pub async fn another_instance(&self) -> TestApp {
+        let endpoint = match &self.engine {
+            Engine::Dynoxide => self.embedded.as_ref().unwrap().endpoint(),
+            Engine::DynamoDbLocal(url) => url.clone(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let tables = ["--orders-table", &self.config.orders_table, "--metrics-table", &self.config.metrics_table];
+        let config = store_config(&Engine::DynamoDbLocal(endpoint), dir.path(), &tables);
+        let (store, _) = store::connect(&config).await.unwrap();
+        Self::serve(self.engine.clone(), config, store, None, dir, self.tokens.clone(), &[]).await
+    }
+
+    async fn serve(
+        engine: Engine,
+        config: StoreConfig,
+        store: Store,
+        embedded: Option<Embedded>,
+        dir: tempfile::TempDir,
+        tokens: HashMap<Role, String>,
+        serve_flags: &[&str],
+    ) -> Self {
         let store = Arc::new(store);
         let args = serve_args(serve_flags);
         let live = LiveHub::new(LiveLimits {
@@ -120,10 +155,14 @@ impl TestApp {
         })
         .await
         .unwrap();
+        // A store never reached has no tokens: a well-formed one still makes
+        // requests reach the store (and find it down).
+        let admin = tokens.get(&Role::Admin).cloned().unwrap_or_else(|| format!("nwo.test-admin.{}", "x".repeat(43)));
         Self {
             engine,
             base: format!("http://{addr}"),
-            http: reqwest::Client::new(),
+            http: client_with_token(Some(&admin)),
+            tokens,
             store,
             service,
             config,
@@ -175,6 +214,22 @@ impl TestApp {
     }
 }
 
+/// A client that sends `token` as a bearer token with every request.
+pub fn client_with_token(token: Option<&str>) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(token) = token {
+        headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+    }
+    reqwest::Client::builder().default_headers(headers).build().unwrap()
+}
+
+impl TestApp {
+    /// A client signed in with `role`'s token, or none.
+    pub fn client_as(&self, role: Option<Role>) -> reqwest::Client {
+        client_with_token(role.map(|r| self.tokens[&r].as_str()))
+    }
+}
+
 pub fn order(id: &str, customer: &str, status: Status, created_at: DateTime<Utc>) -> Order {
     Order {
         order_id: id.into(),
@@ -203,7 +258,7 @@ pub fn new_order_json(id: &str, customer: &str) -> Value {
 
 pub async fn write_all(store: &Store, orders: Vec<Order>) {
     let results: Vec<Result<(), StoreError>> = futures::stream::iter(orders)
-        .map(|o| async move { store.create_order(&o).await })
+        .map(|o| async move { store.create_order(&o, &Actor::cli("tests")).await.map(drop) })
         .buffer_unordered(16)
         .collect()
         .await;

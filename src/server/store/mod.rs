@@ -1,6 +1,8 @@
 //! The store: the only code that talks to DynamoDB (tables and stream), one
 //! aws-sdk-dynamodb client whatever engine answers it.
 
+mod accounts;
+mod audit;
 mod checkpoints;
 mod metrics;
 mod orders;
@@ -9,9 +11,11 @@ mod provision;
 mod recount;
 mod stream;
 
+pub use accounts::{Account, AccountChange, AccountSource, Token};
+pub use audit::{AuditPage, AuditScope};
 pub use checkpoints::{Checkpoint, Lease};
 pub use metrics::{Counters, Reconciliation};
-pub use orders::{BatchPut, HistoryPage, order_item};
+pub use orders::{BatchPut, HistoryPage, Transition, order_item};
 pub use pending::PendingRead;
 #[cfg(feature = "testing")]
 pub use pending::ReadPlan;

@@ -1,10 +1,12 @@
 //! The order write path and the per-order and per-customer reads.
 
 use super::{Item, Store};
-use crate::model::{Order, Status, iso_millis};
-use crate::server::error::{StoreError, unless_condition_failed};
+use crate::model::{Actor, AuditEntry, Order, Status, iso_millis};
+use crate::server::error::{StoreError, TransactionFailure, transaction_failure};
 use crate::server::keys::{self, GSI1, GSI1PK, GSI1SK, GSI2PK, GSI2SK, PK, attr};
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConsumedCapacity, Put, ReturnConsumedCapacity, TransactWriteItem, Update,
+};
 use chrono::{DateTime, Utc};
 
 /// One page of a customer's history, and the sort key to continue after.
@@ -32,35 +34,47 @@ pub fn order_item(order: &Order, shards: u32) -> Result<Item, StoreError> {
     Ok(item)
 }
 
-impl Store {
-    /// Writes a new order; an existing order id is a conflict and is left as it was.
-    pub async fn create_order(&self, order: &Order) -> Result<(), StoreError> {
-        self.create_order_measured(order).await.map(|_| ())
-    }
+/// A status change as the store applies it.
+#[derive(Clone, Debug)]
+pub struct Transition<'a> {
+    pub order_id: &'a str,
+    pub from: Status,
+    pub to: Status,
+    pub at: DateTime<Utc>,
+    pub actor: &'a Actor,
+    pub reason: Option<&'a str>,
+    pub bulk_id: Option<&'a str>,
+}
 
-    /// `create_order`, also returning the capacity the write consumed, per
-    /// table and index.
-    pub async fn create_order_measured(
-        &self,
-        order: &Order,
-    ) -> Result<Option<aws_sdk_dynamodb::types::ConsumedCapacity>, StoreError> {
-        let shards = if order.status == Status::Pending {
-            self.ensure_shards_recorded(order.created_at.date_naive()).await?
-        } else {
-            self.shards
-        };
-        let put = self
-            .client
-            .put_item()
+impl Store {
+    /// Writes a new order and its audit record in one transaction; an
+    /// existing order id is a conflict and leaves everything as it was.
+    /// Returns the capacity consumed, per table and index.
+    pub async fn create_order(&self, order: &Order, actor: &Actor) -> Result<Vec<ConsumedCapacity>, StoreError> {
+        let shards = self.shards_to_write(order).await?;
+        let put = Put::builder()
             .table_name(&self.orders_table)
             .set_item(Some(order_item(order, shards)?))
             .condition_expression("attribute_not_exists(PK)")
-            .return_consumed_capacity(aws_sdk_dynamodb::types::ReturnConsumedCapacity::Indexes)
-            .send()
-            .await;
-        match unless_condition_failed(put)? {
-            Some(out) => Ok(out.consumed_capacity),
-            None => Err(StoreError::Conflict(format!("order {} already exists", order.order_id))),
+            .build()?;
+        let entry = AuditEntry {
+            at: order.created_at,
+            order_id: order.order_id.clone(),
+            actor: actor.name.clone(),
+            method: actor.method,
+            from: None,
+            to: order.status,
+            reason: None,
+            bulk_id: None,
+        };
+        let mut items = vec![TransactWriteItem::builder().put(put).build()];
+        items.extend(self.audit_puts(&entry)?);
+        match self.transact(items).await {
+            Ok(capacity) => Ok(capacity),
+            Err(TransactionFailure::Conditions(_)) => {
+                Err(StoreError::Conflict(format!("order {} already exists", order.order_id)))
+            }
+            Err(TransactionFailure::Failed(err)) => Err(err),
         }
     }
 
@@ -77,49 +91,76 @@ impl Store {
         item.map(|item| serde_dynamo::from_item(item).map_err(StoreError::from)).transpose()
     }
 
-    /// Moves an order from `from` to `to` in one conditional update, so a
-    /// change made meanwhile by someone else is a conflict, never overwritten.
-    /// Leaving PENDING removes the GSI2 keys: the order leaves the index.
-    pub async fn change_status(
-        &self,
-        order_id: &str,
-        from: Status,
-        to: Status,
-        at: DateTime<Utc>,
-    ) -> Result<Order, StoreError> {
+    /// Moves an order from `from` to `to` with its audit record, in one
+    /// transaction conditioned on the current status: a change made meanwhile
+    /// by someone else is a conflict (and leaves no record), never
+    /// overwritten. Leaving PENDING removes the GSI2 keys: the order leaves
+    /// the index.
+    pub async fn change_status(&self, change: &Transition<'_>) -> Result<Order, StoreError> {
         let mut update = "SET #status = :to, #updated = :at".to_string();
-        if from == Status::Pending {
+        if change.from == Status::Pending {
             update.push_str(&format!(" REMOVE {GSI2PK}, {GSI2SK}"));
         }
-        let result = self
-            .client
-            .update_item()
+        let update = Update::builder()
             .table_name(&self.orders_table)
-            .key(PK, AttributeValue::S(keys::order_pk(order_id)))
+            .key(PK, AttributeValue::S(keys::order_pk(change.order_id)))
             .update_expression(update)
             .condition_expression("attribute_exists(PK) AND #status = :from")
             .expression_attribute_names("#status", attr::STATUS)
             .expression_attribute_names("#updated", attr::UPDATED_AT)
-            .expression_attribute_values(":to", AttributeValue::S(to.as_str().into()))
-            .expression_attribute_values(":from", AttributeValue::S(from.as_str().into()))
-            .expression_attribute_values(":at", AttributeValue::S(iso_millis::format(&at)))
-            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+            .expression_attribute_values(":to", AttributeValue::S(change.to.as_str().into()))
+            .expression_attribute_values(":from", AttributeValue::S(change.from.as_str().into()))
+            .expression_attribute_values(":at", AttributeValue::S(iso_millis::format(&change.at)))
+            .build()?;
+        let entry = AuditEntry {
+            at: change.at,
+            order_id: change.order_id.to_string(),
+            actor: change.actor.name.clone(),
+            method: change.actor.method,
+            from: Some(change.from),
+            to: change.to,
+            reason: change.reason.map(str::to_string),
+            bulk_id: change.bulk_id.map(str::to_string),
+        };
+        let mut items = vec![TransactWriteItem::builder().update(update).build()];
+        items.extend(self.audit_puts(&entry)?);
+        match self.transact(items).await {
+            // A transaction returns no item: read the order as it now is.
+            Ok(_) => self
+                .get_order(change.order_id)
+                .await?
+                .ok_or_else(|| StoreError::Data(format!("order {} vanished after its change", change.order_id))),
+            Err(TransactionFailure::Conditions(_)) => Err(self.why_not(change).await?),
+            Err(TransactionFailure::Failed(err)) => Err(err),
+        }
+    }
+
+    /// Why a status change's condition failed: the order is gone, or moved.
+    async fn why_not(&self, change: &Transition<'_>) -> Result<StoreError, StoreError> {
+        Ok(match self.get_order(change.order_id).await? {
+            None => StoreError::NotFound(format!("order {} not found", change.order_id)),
+            Some(current) => StoreError::Conflict(format!(
+                "order {} is {}, not {}: it was changed by someone else",
+                change.order_id, current.status, change.from
+            )),
+        })
+    }
+
+    /// One TransactWriteItems with a client token, so the SDK's retry of a
+    /// transaction that did go through answers success, not a failed
+    /// condition (a change would otherwise look refused and be made twice).
+    async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<Vec<ConsumedCapacity>, TransactionFailure> {
+        let out = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .client_request_token(uuid::Uuid::new_v4().simple().to_string())
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
             .send()
             .await;
-        match unless_condition_failed(result)? {
-            Some(out) => {
-                let item = out
-                    .attributes
-                    .ok_or_else(|| StoreError::Data(format!("update of order {order_id} returned no item")))?;
-                Ok(serde_dynamo::from_item(item)?)
-            }
-            None => match self.get_order(order_id).await? {
-                None => Err(StoreError::NotFound(format!("order {order_id} not found"))),
-                Some(current) => Err(StoreError::Conflict(format!(
-                    "order {order_id} is {}, not {from}: it was changed by someone else",
-                    current.status
-                ))),
-            },
+        match out {
+            Ok(out) => Ok(out.consumed_capacity.unwrap_or_default()),
+            Err(err) => Err(transaction_failure(err)),
         }
     }
 
@@ -162,7 +203,7 @@ pub struct BatchPut {
     /// followed by a retry of those items.
     pub retries: u64,
     /// Capacity consumed, per table and index, as the store reported it.
-    pub capacity: Vec<aws_sdk_dynamodb::types::ConsumedCapacity>,
+    pub capacity: Vec<ConsumedCapacity>,
 }
 
 /// Attempts per batch before its unprocessed items count as failed.

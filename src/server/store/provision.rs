@@ -80,7 +80,27 @@ impl Store {
         for table in [&self.orders_table, &self.metrics_table] {
             self.wait_active(table).await?;
         }
+        if metrics == Outcome::Created {
+            self.expire_sessions().await?;
+        }
         Ok(ProvisionReport { orders, metrics })
+    }
+
+    /// The metrics table's time-to-live attribute: DynamoDB deletes expired
+    /// sessions by itself (reads check the expiry too, since it does so
+    /// lazily, within days).
+    async fn expire_sessions(&self) -> Result<(), StoreError> {
+        let spec = aws_sdk_dynamodb::types::TimeToLiveSpecification::builder()
+            .enabled(true)
+            .attribute_name(keys::attr::EXPIRES_AT)
+            .build()?;
+        self.client
+            .update_time_to_live()
+            .table_name(&self.metrics_table)
+            .time_to_live_specification(spec)
+            .send()
+            .await?;
+        Ok(())
     }
 
     /// Checks that the tables exist and match the key design.

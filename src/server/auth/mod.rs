@@ -1,0 +1,341 @@
+//! Who is asking, and may they: sign-in (local accounts, OpenID Connect, API
+//! tokens), sessions shared through the store, one route policy, and
+//! cross-site requests refused.
+//!
+//! Every request passes `guard`: it learns the principal (a bearer token,
+//! else the session), refuses a state-changing request that a session
+//! cookie authenticates unless it comes from our own origin, and checks the
+//! route's access (`policy`). Handlers and server functions find the
+//! `Principal` in the request's extensions.
+
+pub mod accounts;
+pub mod pages;
+pub mod policy;
+pub mod routes;
+pub mod sessions;
+
+use super::error::{ApiError, StoreError, Unavailable};
+use super::middleware::is_api;
+use super::store::{Account, Store};
+use crate::model::{Actor, Me, Permission, Role, SignIn, url_escape};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use policy::Access;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+use tower_sessions::Session;
+
+/// The session key holding who signed in.
+const SIGNED_IN: &str = "signedIn";
+/// A session's last-seen time is written back at most this often, so an
+/// open dashboard keeps its session alive without a write per request.
+const TOUCH_EVERY_SECS: i64 = 60;
+
+/// Who is asking, and with what role (read from the account on every
+/// request: a role change or a disabled account takes effect at once).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    pub actor: Actor,
+    pub role: Role,
+}
+
+impl Principal {
+    pub fn me(&self) -> Me {
+        Me { name: self.actor.name.clone(), role: self.role, method: self.actor.method }
+    }
+
+    /// Refuses what this role may not do, naming the role it needs.
+    pub fn require(&self, permission: Permission) -> Result<(), ApiError> {
+        if self.role.can(permission) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden(format!(
+                "this needs the {} role; {} is {}",
+                permission.least_role(),
+                self.actor.name,
+                self.role
+            )))
+        }
+    }
+}
+
+/// Handlers take the principal the guard found; a route without one (which
+/// the policy does not allow past the guard) answers 401.
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts.extensions.get::<Principal>().cloned().ok_or(ApiError::Unauthorized)
+    }
+}
+
+/// What a session remembers.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SignedIn {
+    user: String,
+    method: SignIn,
+    /// `accounts::session_hash` when signing in: a new password ends it.
+    hash: String,
+    signed_in_at: i64,
+    seen_at: i64,
+}
+
+#[derive(Clone, Debug)]
+pub struct AuthSettings {
+    pub idle: Duration,
+    pub absolute: Duration,
+    /// Host names this server answers to (DNS rebinding): lowercase, no port.
+    pub allowed_hosts: Vec<String>,
+    /// Cookies only over HTTPS: whenever the app is not plain-HTTP loopback.
+    pub secure_cookies: bool,
+}
+
+#[derive(Clone)]
+pub struct Auth {
+    pub store: Arc<Store>,
+    pub settings: Arc<AuthSettings>,
+}
+
+impl Auth {
+    pub fn new(store: Arc<Store>, settings: AuthSettings) -> Self {
+        Self { store, settings: Arc::new(settings) }
+    }
+
+    /// Starts a session for `account`: a new session id (no fixation), and
+    /// what it needs to check the account on every request.
+    pub async fn sign_in(&self, session: &Session, account: &Account, method: SignIn) -> Result<(), ApiError> {
+        let now = chrono::Utc::now().timestamp();
+        let signed_in = SignedIn {
+            user: account.name.clone(),
+            method,
+            hash: accounts::session_hash(account),
+            signed_in_at: now,
+            seen_at: now,
+        };
+        session.cycle_id().await.map_err(session_error)?;
+        session.insert(SIGNED_IN, signed_in).await.map_err(session_error)
+    }
+
+    /// Ends the session, in the store too: the old cookie is worth nothing.
+    pub async fn sign_out(&self, session: &Session) -> Result<(), ApiError> {
+        session.flush().await.map_err(session_error)
+    }
+
+    /// The principal a session cookie names, if it is still good: not past
+    /// its absolute lifetime, the account there, enabled, and its password
+    /// unchanged. (Reading the session costs a store call only when a
+    /// cookie was sent.)
+    pub async fn from_session(&self, session: &Session) -> Result<Option<Principal>, ApiError> {
+        let Some(mut signed_in) = session.get::<SignedIn>(SIGNED_IN).await.map_err(session_error)? else {
+            return Ok(None);
+        };
+        let now = chrono::Utc::now().timestamp();
+        if now - signed_in.signed_in_at > self.settings.absolute.as_secs() as i64 {
+            self.sign_out(session).await?;
+            return Ok(None);
+        }
+        let account = self.store.get_account(&signed_in.user).await?;
+        let Some(account) = account.filter(|a| !a.disabled && accounts::session_hash(a) == signed_in.hash) else {
+            self.sign_out(session).await?;
+            return Ok(None);
+        };
+        if now - signed_in.seen_at >= TOUCH_EVERY_SECS {
+            signed_in.seen_at = now;
+            session.insert(SIGNED_IN, signed_in.clone()).await.map_err(session_error)?;
+        }
+        Ok(Some(Principal { actor: Actor { name: account.name, method: signed_in.method }, role: account.role }))
+    }
+
+    /// The principal an API token names, if it is valid and not revoked.
+    pub async fn from_token(&self, text: &str) -> Result<Option<Principal>, ApiError> {
+        let Some((name, secret)) = accounts::parse_token(text) else { return Ok(None) };
+        let Some(token) = self.store.get_token(name).await? else { return Ok(None) };
+        let presented = accounts::secret_hash(secret);
+        if token.revoked || !constant_time_eq(presented.as_bytes(), token.secret_hash.as_bytes()) {
+            return Ok(None);
+        }
+        Ok(Some(Principal { actor: Actor { name: token.name, method: SignIn::Token }, role: token.role }))
+    }
+
+    /// The account a name and password sign in, else `None` (whatever was
+    /// wrong: no such user, a disabled one, another password).
+    pub async fn check_password(&self, name: &str, password: String) -> Result<Option<Account>, ApiError> {
+        let account = match accounts::validate_name("user name", name) {
+            Ok(()) => self.store.get_account(name).await?,
+            Err(_) => None,
+        };
+        let hash = account.as_ref().and_then(|a| a.password_hash.clone());
+        let matches = accounts::verify_password(password, hash).await;
+        Ok(account.filter(|a| matches && !a.disabled))
+    }
+
+    fn host_allowed(&self, headers: &HeaderMap) -> bool {
+        let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+            // HTTP/1.0 without a Host, or HTTP/2 (whose :authority axum maps
+            // to the URI): nothing a rebinding attack can name.
+            return true;
+        };
+        let name = host_name(host);
+        self.settings.allowed_hosts.iter().any(|allowed| allowed == &name)
+    }
+}
+
+/// The host part of a `Host` header, lowercase, without the port.
+fn host_name(host: &str) -> String {
+    let host = host.trim().to_ascii_lowercase();
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default().to_string();
+    }
+    host.rsplit_once(':').map_or(host.clone(), |(name, port)| {
+        if port.chars().all(|c| c.is_ascii_digit()) { name.to_string() } else { host.clone() }
+    })
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn session_error(err: tower_sessions::session::Error) -> ApiError {
+    ApiError::Store(StoreError::unavailable(Unavailable::Unreachable, format!("session store: {err}")))
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// A request that can change something: what a cross-site page must not
+/// be able to send with our cookie.
+fn changes_state(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// Whether a browser request comes from our own pages: its `Origin` names
+/// the host it was sent to, or (no `Origin`) `Sec-Fetch-Site` says so.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    if let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) {
+        let authority = origin.split_once("://").map(|(_, rest)| rest);
+        return matches!((authority, host), (Some(a), Some(h)) if a.eq_ignore_ascii_case(h));
+    }
+    matches!(headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()), Some("same-origin") | Some("none"))
+}
+
+/// Every request: host, principal, cross-site check, access.
+pub async fn guard(State(auth): State<Auth>, session: Session, mut request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_string();
+    let api = is_api(&path);
+    if !auth.host_allowed(request.headers()) {
+        return refuse(api, StatusCode::MISDIRECTED_REQUEST, "this server does not answer to that host name");
+    }
+    let access = policy::access(request.method(), &path);
+    // Probes and static files need no principal: they cost no store call,
+    // and answer while the store is down.
+    if access == Access::Public && (api || path.starts_with("/pkg/")) && !path.starts_with("/api/fn/") {
+        return next.run(request).await;
+    }
+    let token = bearer(request.headers()).map(str::to_string);
+    let principal = match &token {
+        Some(text) => match auth.from_token(text).await {
+            Ok(Some(principal)) => Some(principal),
+            Ok(None) => return ApiError::Unauthorized.into_response(),
+            Err(err) => return unavailable(api, err),
+        },
+        None => match auth.from_session(&session).await {
+            Ok(principal) => principal,
+            Err(err) => return unavailable(api, err),
+        },
+    };
+    // A token is sent on purpose by its holder; a cookie rides along with
+    // any request the browser makes, another site's included. The sign-in
+    // forms are checked too (no signing a victim into an attacker's account).
+    let by_cookie = token.is_none() && (principal.is_some() || path.starts_with("/auth/"));
+    if by_cookie && changes_state(request.method()) && !same_origin(request.headers()) {
+        return refuse(api, StatusCode::FORBIDDEN, "cross-site request refused: send it from this site's own pages");
+    }
+    let needed = match access {
+        Access::Public => None,
+        Access::SignedIn => Some(None),
+        Access::Needs(permission) => Some(Some(permission)),
+    };
+    match (needed, &principal) {
+        (Some(_), None) if api => return ApiError::Unauthorized.into_response(),
+        (Some(_), None) => return sign_in_first(&request),
+        (Some(Some(permission)), Some(who)) if !who.role.can(permission) => {
+            return match who.require(permission) {
+                Err(err) if api => err.into_response(),
+                _ => pages::forbidden(who, permission),
+            };
+        }
+        _ => {}
+    }
+    if let Some(principal) = principal {
+        request.extensions_mut().insert(principal);
+    }
+    next.run(request).await
+}
+
+/// A page asked for without a session: to the sign-in page, and back after.
+fn sign_in_first(request: &Request) -> Response {
+    let target = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    let next: String = url_escape(target);
+    Redirect::to(&format!("/login?next={next}")).into_response()
+}
+
+fn refuse(api: bool, status: StatusCode, message: &str) -> Response {
+    if api {
+        let body = serde_json::json!({ "error": message, "kind": crate::model::ErrorKind::Forbidden });
+        (status, axum::Json(body)).into_response()
+    } else {
+        (status, pages::message_page("Refused", message)).into_response()
+    }
+}
+
+fn unavailable(api: bool, err: ApiError) -> Response {
+    if api { err.into_response() } else { pages::store_down(&err) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (k, v) in pairs {
+            map.insert(*k, HeaderValue::from_static(v));
+        }
+        map
+    }
+
+    #[test]
+    fn same_origin_is_judged_by_origin_then_fetch_metadata() {
+        assert!(same_origin(&headers(&[("host", "127.0.0.1:3000"), ("origin", "http://127.0.0.1:3000")])));
+        assert!(!same_origin(&headers(&[("host", "127.0.0.1:3000"), ("origin", "http://evil.example")])));
+        assert!(!same_origin(&headers(&[("host", "127.0.0.1:3000"), ("origin", "null")])));
+        assert!(same_origin(&headers(&[("host", "x"), ("sec-fetch-site", "same-origin")])));
+        assert!(!same_origin(&headers(&[("host", "x"), ("sec-fetch-site", "cross-site")])));
+        assert!(!same_origin(&headers(&[("host", "x")])), "a cookie without either header is not trusted");
+    }
+
+    #[test]
+    fn host_names_lose_their_port() {
+        assert_eq!(host_name("127.0.0.1:3000"), "127.0.0.1");
+        assert_eq!(host_name("LocalHost"), "localhost");
+        assert_eq!(host_name("[::1]:3000"), "::1");
+        assert_eq!(host_name("ops.example.com"), "ops.example.com");
+    }
+
+    #[test]
+    fn bearer_tokens_are_read_from_the_header() {
+        assert_eq!(bearer(&headers(&[("authorization", "Bearer nwo.a.b")])), Some("nwo.a.b"));
+        assert_eq!(bearer(&headers(&[("authorization", "bearer  nwo.a.b ")])), Some("nwo.a.b"));
+        assert_eq!(bearer(&headers(&[("authorization", "Basic abc")])), None);
+        assert_eq!(url_escape("/orders/o-1?x=1&y=2"), "/orders/o-1%3Fx%3D1%26y%3D2");
+    }
+}

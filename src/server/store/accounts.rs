@@ -1,0 +1,284 @@
+//! Local accounts, API tokens and sessions, kept in the metrics table
+//! (never in a file): each family under keys of its own (see `keys.rs`).
+
+use super::{Item, Store};
+use crate::model::{Role, iso_millis};
+use crate::server::error::{StoreError, unless_condition_failed};
+use crate::server::keys::{self, attr};
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Where an account comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccountSource {
+    /// Made with `northwind-ops user add`; signs in with a password.
+    Local,
+    /// Recorded at its first sign-in through the identity provider.
+    Oidc,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Account {
+    pub name: String,
+    pub role: Role,
+    pub source: AccountSource,
+    /// Argon2 PHC string; local accounts only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_hash: Option<String>,
+    #[serde(default)]
+    pub disabled: bool,
+    /// What the identity provider calls the person, for OIDC accounts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    #[serde(with = "iso_millis")]
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Token {
+    pub name: String,
+    pub role: Role,
+    /// SHA-256 of the secret, hex: the secret itself is never stored.
+    pub secret_hash: String,
+    pub created_by: String,
+    #[serde(with = "iso_millis")]
+    pub created_at: DateTime<Utc>,
+    #[serde(default)]
+    pub revoked: bool,
+}
+
+/// A change to an existing account.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AccountChange {
+    Disable,
+    Enable,
+    Role(Role),
+    PasswordHash(String),
+}
+
+impl Store {
+    /// A new local account; an existing name is a conflict.
+    pub async fn create_account(&self, account: &Account) -> Result<(), StoreError> {
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.metrics_table)
+            .set_item(Some(keyed(keys::user_key(&account.name), serde_dynamo::to_item(account)?)))
+            .condition_expression("attribute_not_exists(PK)")
+            .send()
+            .await;
+        match unless_condition_failed(put)? {
+            Some(_) => Ok(()),
+            None => Err(StoreError::Conflict(format!("user {} already exists", account.name))),
+        }
+    }
+
+    /// Records an identity-provider account at sign-in: its role and name as
+    /// the provider says today. Leaves `disabled` as an admin set it.
+    pub async fn record_oidc_account(&self, account: &Account) -> Result<Account, StoreError> {
+        let (pk, sk) = keys::user_key(&account.name);
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .update_expression(
+                "SET #name = :name, #role = :role, #source = :source, #display = :display, \
+                 #created = if_not_exists(#created, :created)",
+            )
+            .condition_expression("attribute_not_exists(PK) OR #source = :source")
+            .expression_attribute_names("#name", "name")
+            .expression_attribute_names("#role", attr::ROLE)
+            .expression_attribute_names("#source", "source")
+            .expression_attribute_names("#display", "displayName")
+            .expression_attribute_names("#created", "createdAt")
+            .expression_attribute_values(":name", AttributeValue::S(account.name.clone()))
+            .expression_attribute_values(":role", AttributeValue::S(account.role.as_str().into()))
+            .expression_attribute_values(":source", AttributeValue::S("oidc".into()))
+            .expression_attribute_values(
+                ":display",
+                AttributeValue::S(account.display_name.clone().unwrap_or_else(|| account.name.clone())),
+            )
+            .expression_attribute_values(":created", AttributeValue::S(iso_millis::format(&account.created_at)))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+            .send()
+            .await;
+        match unless_condition_failed(out)? {
+            Some(out) => Ok(serde_dynamo::from_item(out.attributes.unwrap_or_default())?),
+            None => Err(StoreError::Conflict(format!("{} is a local account's name", account.name))),
+        }
+    }
+
+    pub async fn get_account(&self, name: &str) -> Result<Option<Account>, StoreError> {
+        self.get_metric_record(keys::user_key(name)).await
+    }
+
+    /// Every account, in name order: one partition, one Query.
+    pub async fn list_accounts(&self) -> Result<Vec<Account>, StoreError> {
+        self.list_partition(keys::users_pk()).await
+    }
+
+    /// Changes an existing account; a missing one is `NotFound`.
+    pub async fn change_account(&self, name: &str, change: &AccountChange) -> Result<(), StoreError> {
+        let (pk, sk) = keys::user_key(name);
+        let (expression, value) = match change {
+            AccountChange::Disable => (format!("SET {} = :v", attr::DISABLED), AttributeValue::Bool(true)),
+            AccountChange::Enable => (format!("SET {} = :v", attr::DISABLED), AttributeValue::Bool(false)),
+            AccountChange::Role(role) => (format!("SET {} = :v", attr::ROLE), AttributeValue::S(role.as_str().into())),
+            AccountChange::PasswordHash(hash) => ("SET passwordHash = :v".to_string(), AttributeValue::S(hash.clone())),
+        };
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .update_expression(expression)
+            .condition_expression("attribute_exists(PK)")
+            .expression_attribute_values(":v", value)
+            .send()
+            .await;
+        match unless_condition_failed(out)? {
+            Some(_) => Ok(()),
+            None => Err(StoreError::NotFound(format!("no user {name}"))),
+        }
+    }
+
+    pub async fn create_token(&self, token: &Token) -> Result<(), StoreError> {
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.metrics_table)
+            .set_item(Some(keyed(keys::token_key(&token.name), serde_dynamo::to_item(token)?)))
+            .condition_expression("attribute_not_exists(PK)")
+            .send()
+            .await;
+        match unless_condition_failed(put)? {
+            Some(_) => Ok(()),
+            None => Err(StoreError::Conflict(format!("a token named {} already exists", token.name))),
+        }
+    }
+
+    pub async fn get_token(&self, name: &str) -> Result<Option<Token>, StoreError> {
+        self.get_metric_record(keys::token_key(name)).await
+    }
+
+    pub async fn list_tokens(&self) -> Result<Vec<Token>, StoreError> {
+        self.list_partition(keys::tokens_pk()).await
+    }
+
+    pub async fn revoke_token(&self, name: &str) -> Result<(), StoreError> {
+        let (pk, sk) = keys::token_key(name);
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .update_expression(format!("SET {} = :t", attr::REVOKED))
+            .condition_expression("attribute_exists(PK)")
+            .expression_attribute_values(":t", AttributeValue::Bool(true))
+            .send()
+            .await;
+        match unless_condition_failed(out)? {
+            Some(_) => Ok(()),
+            None => Err(StoreError::NotFound(format!("no token {name}"))),
+        }
+    }
+
+    /// Writes a session record; with `new`, only if the id is free.
+    pub async fn put_session(&self, id: &str, record: &str, expires_at: i64, new: bool) -> Result<bool, StoreError> {
+        let mut put = self.client.put_item().table_name(&self.metrics_table).set_item(Some(keyed(
+            keys::session_key(id),
+            Item::from([
+                (attr::RECORD.to_string(), AttributeValue::S(record.to_string())),
+                (attr::EXPIRES_AT.to_string(), AttributeValue::N(expires_at.to_string())),
+            ]),
+        )));
+        if new {
+            put = put.condition_expression("attribute_not_exists(PK)");
+        }
+        Ok(unless_condition_failed(put.send().await)?.is_some())
+    }
+
+    /// A session record not yet expired (TTL deletion is lazy: expiry is
+    /// checked here too).
+    pub async fn get_session(&self, id: &str, now: i64) -> Result<Option<String>, StoreError> {
+        let (pk, sk) = keys::session_key(id);
+        let item = self
+            .client
+            .get_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .consistent_read(true)
+            .send()
+            .await?
+            .item;
+        let Some(item) = item else { return Ok(None) };
+        let expires_at = item.get(attr::EXPIRES_AT).and_then(|v| v.as_n().ok()).and_then(|n| n.parse::<i64>().ok());
+        if expires_at.is_none_or(|at| at <= now) {
+            return Ok(None);
+        }
+        Ok(item.get(attr::RECORD).and_then(|v| v.as_s().ok()).cloned())
+    }
+
+    pub async fn delete_session(&self, id: &str) -> Result<(), StoreError> {
+        let (pk, sk) = keys::session_key(id);
+        self.client
+            .delete_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    async fn get_metric_record<T: serde::de::DeserializeOwned>(
+        &self,
+        (pk, sk): (String, String),
+    ) -> Result<Option<T>, StoreError> {
+        let item = self
+            .client
+            .get_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .consistent_read(true)
+            .send()
+            .await?
+            .item;
+        Ok(item.map(serde_dynamo::from_item).transpose()?)
+    }
+
+    async fn list_partition<T: serde::de::DeserializeOwned>(&self, pk: &str) -> Result<Vec<T>, StoreError> {
+        let mut pages = self
+            .client
+            .query()
+            .table_name(&self.metrics_table)
+            .key_condition_expression("PK = :pk")
+            .expression_attribute_values(":pk", AttributeValue::S(pk.to_string()))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        let mut records = Vec::new();
+        while let Some(item) = pages.next().await {
+            records.push(serde_dynamo::from_item(item?)?);
+        }
+        Ok(records)
+    }
+}
+
+/// A record's attributes with its keys.
+fn keyed((pk, sk): (String, String), mut item: Item) -> Item {
+    item.insert(keys::PK.to_string(), AttributeValue::S(pk));
+    item.insert(keys::SK.to_string(), AttributeValue::S(sk));
+    item
+}

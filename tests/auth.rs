@@ -1,0 +1,481 @@
+//! Who may see and change what, against the real engines: every route and
+//! server function × {no credentials, viewer, support, ops, admin, a revoked
+//! token}; password sign-in, sign-out and sessions shared by two instances;
+//! the audit trail written in the same transaction as each change; cross-site
+//! and wrong-host requests refused.
+
+mod common;
+
+use common::{TestApp, engines, new_order_json};
+use northwind_ops::model::{Actor, Role};
+use northwind_ops::server::auth::accounts;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// Who asks.
+#[derive(Clone, Copy, Debug)]
+enum Caller {
+    Nobody,
+    As(Role),
+    Revoked,
+}
+
+const CALLERS: [Caller; 6] = [
+    Caller::Nobody,
+    Caller::As(Role::Viewer),
+    Caller::As(Role::Support),
+    Caller::As(Role::Ops),
+    Caller::As(Role::Admin),
+    Caller::Revoked,
+];
+
+/// What a route needs.
+#[derive(Clone, Copy, Debug)]
+enum Need {
+    /// Nothing, and no credential is even looked at (probes).
+    Probe,
+    /// Nothing; a credential that is sent must be valid.
+    Public,
+    SignedIn,
+    Role(Role),
+}
+
+/// One request, made fresh for each caller (writes need their own order).
+struct Request {
+    method: reqwest::Method,
+    path: String,
+    body: Option<Value>,
+}
+
+fn get(path: impl Into<String>) -> Request {
+    Request { method: reqwest::Method::GET, path: path.into(), body: None }
+}
+
+fn post(path: impl Into<String>, body: Value) -> Request {
+    Request { method: reqwest::Method::POST, path: path.into(), body: Some(body) }
+}
+
+/// A PENDING order of its own, made as an ops script would.
+async fn fresh_order(app: &TestApp, n: &mut u32) -> String {
+    *n += 1;
+    let id = format!("m-{n:05}");
+    let (status, body) = app.post("/api/orders", new_order_json(&id, "cust-matrix")).await;
+    assert_eq!(status, 201, "{body}");
+    id
+}
+
+/// Every route and server function, what it needs, and a request for it.
+async fn request_for(app: &TestApp, route: &str, n: &mut u32) -> (Need, Request, StatusCode) {
+    let ok = StatusCode::OK;
+    let order = "m-base";
+    match route {
+        "healthz" => (Need::Probe, get("/healthz"), ok),
+        "login page" => (Need::Public, get("/login"), ok),
+        "dashboard page" => (Need::Role(Role::Viewer), get("/"), ok),
+        "order page" => (Need::Role(Role::Support), get(format!("/orders/{order}")), ok),
+        "customer page" => (Need::Role(Role::Support), get("/customers/cust-matrix"), ok),
+        "audit page" => (Need::Role(Role::Admin), get("/audit"), ok),
+        "pending" => (Need::Role(Role::Viewer), get("/api/pending"), ok),
+        "metrics" => (Need::Role(Role::Viewer), get("/api/metrics/pending"), ok),
+        "order" => (Need::Role(Role::Support), get(format!("/api/orders/{order}")), ok),
+        "history" => (Need::Role(Role::Support), get(format!("/api/orders/{order}/history")), ok),
+        "customer" => (Need::Role(Role::Support), get("/api/customers/cust-matrix/orders"), ok),
+        "me" => (Need::SignedIn, get("/api/me"), ok),
+        "create" => {
+            *n += 1;
+            (
+                Need::Role(Role::Ops),
+                post("/api/orders", new_order_json(&format!("c-{n:05}"), "cust-matrix")),
+                StatusCode::CREATED,
+            )
+        }
+        "cancel" => {
+            let id = fresh_order(app, n).await;
+            let body = json!({"from": "PENDING", "to": "CANCELLED", "reason": "matrix"});
+            (Need::Role(Role::Support), post(format!("/api/orders/{id}/status"), body), ok)
+        }
+        "confirm" => {
+            let id = fresh_order(app, n).await;
+            (
+                Need::Role(Role::Ops),
+                post(format!("/api/orders/{id}/status"), json!({"from": "PENDING", "to": "CONFIRMED"})),
+                ok,
+            )
+        }
+        "audit" => (Need::Role(Role::Admin), get("/api/audit"), ok),
+        "users" => (Need::Role(Role::Admin), get("/api/admin/users"), ok),
+        "tokens" => (Need::Role(Role::Admin), get("/api/admin/tokens"), ok),
+        "create token" => {
+            *n += 1;
+            (
+                Need::Role(Role::Admin),
+                post("/api/admin/tokens", json!({"name": format!("t-{n}"), "role": "viewer"})),
+                StatusCode::CREATED,
+            )
+        }
+        "revoke token" => {
+            *n += 1;
+            let name = format!("r-{n}");
+            accounts::create_token(&app.store, &name, Role::Viewer, "tests").await.unwrap();
+            (
+                Need::Role(Role::Admin),
+                Request { method: reqwest::Method::DELETE, path: format!("/api/admin/tokens/{name}"), body: None },
+                ok,
+            )
+        }
+        "disable user" => {
+            *n += 1;
+            let name = format!("u-{n}");
+            accounts::add_user(&app.store, &name, Role::Viewer, "a long enough password".into()).await.unwrap();
+            (Need::Role(Role::Admin), post(format!("/api/admin/users/{name}/disable"), json!({})), ok)
+        }
+        "fn dashboard" => (Need::Role(Role::Viewer), post("/api/fn/dashboard", json!({"params": {}})), ok),
+        "fn order" => (Need::Role(Role::Support), post("/api/fn/order", json!({"order_id": order})), ok),
+        "fn history" => (Need::Role(Role::Support), post("/api/fn/order-history", json!({"order_id": order})), ok),
+        "fn customer" => (
+            Need::Role(Role::Support),
+            post("/api/fn/customer-orders", json!({"customer_id": "cust-matrix", "params": {}})),
+            ok,
+        ),
+        "fn search" => (Need::Role(Role::Support), post("/api/fn/search", json!({"query": order})), ok),
+        "fn cancel" => {
+            let id = fresh_order(app, n).await;
+            let body = json!({"order_id": id, "from": "PENDING", "to": "CANCELLED", "reason": "matrix"});
+            (Need::Role(Role::Support), post("/api/fn/change-status", body), ok)
+        }
+        "fn confirm" => {
+            let id = fresh_order(app, n).await;
+            let body = json!({"order_id": id, "from": "PENDING", "to": "CONFIRMED", "reason": null});
+            (Need::Role(Role::Ops), post("/api/fn/change-status", body), ok)
+        }
+        "fn audit" => (Need::Role(Role::Admin), post("/api/fn/audit", json!({"params": {}})), ok),
+        "fn me" => (Need::Public, post("/api/fn/me", json!({})), ok),
+        "fn sign-in options" => (Need::Public, post("/api/fn/sign-in-options", json!({})), ok),
+        other => panic!("no request for {other}"),
+    }
+}
+
+const ROUTES: &[&str] = &[
+    "healthz",
+    "login page",
+    "dashboard page",
+    "order page",
+    "customer page",
+    "audit page",
+    "pending",
+    "metrics",
+    "order",
+    "history",
+    "customer",
+    "me",
+    "create",
+    "cancel",
+    "confirm",
+    "audit",
+    "users",
+    "tokens",
+    "create token",
+    "revoke token",
+    "disable user",
+    "fn dashboard",
+    "fn order",
+    "fn history",
+    "fn customer",
+    "fn search",
+    "fn cancel",
+    "fn confirm",
+    "fn audit",
+    "fn me",
+    "fn sign-in options",
+];
+
+/// What `caller` must get for a route that needs `need` and answers `ok`.
+fn expected(need: Need, caller: Caller, page: bool, ok: StatusCode) -> StatusCode {
+    let refused_anonymous = if page { StatusCode::SEE_OTHER } else { StatusCode::UNAUTHORIZED };
+    match (need, caller) {
+        (Need::Probe, _) => ok,
+        (Need::Public, Caller::Revoked) => StatusCode::UNAUTHORIZED,
+        (Need::Public, _) => ok,
+        (_, Caller::Nobody) => refused_anonymous,
+        (_, Caller::Revoked) => StatusCode::UNAUTHORIZED,
+        (Need::SignedIn, Caller::As(_)) => ok,
+        (Need::Role(least), Caller::As(role)) if role >= least => ok,
+        (Need::Role(_), Caller::As(_)) => StatusCode::FORBIDDEN,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_answers_each_role_as_the_policy_says() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let (status, _) = app.post("/api/orders", new_order_json("m-base", "cust-matrix")).await;
+        assert_eq!(status, 201);
+        let revoked = accounts::create_token(&app.store, "revoked-admin", Role::Admin, "tests").await.unwrap();
+        app.store.revoke_token("revoked-admin").await.unwrap();
+        let no_redirects = |token: Option<&str>| {
+            let mut headers = reqwest::header::HeaderMap::new();
+            if let Some(token) = token {
+                headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+            }
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .default_headers(headers)
+                .build()
+                .unwrap()
+        };
+        let mut n = 0;
+        let mut cells = 0;
+        for route in ROUTES.iter().copied() {
+            for caller in CALLERS {
+                let token = match caller {
+                    Caller::Nobody => None,
+                    Caller::As(role) => Some(app.tokens[&role].clone()),
+                    Caller::Revoked => Some(revoked.clone()),
+                };
+                let (need, request, ok) = request_for(&app, route, &mut n).await;
+                let page = !request.path.starts_with("/api/") && request.path != "/healthz";
+                let mut call = no_redirects(token.as_deref())
+                    .request(request.method.clone(), format!("{}{}", app.base, request.path));
+                if let Some(body) = &request.body {
+                    call = call.json(body);
+                }
+                let response = call.send().await.unwrap();
+                let status = response.status();
+                let text = response.text().await.unwrap_or_default();
+                let want = expected(need, caller, page, ok);
+                assert_eq!(
+                    status,
+                    want,
+                    "{engine:?} {route} as {caller:?}: {}",
+                    text.chars().take(300).collect::<String>()
+                );
+                if !page && !status.is_success() {
+                    let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                    assert!(body["error"].as_str().is_some_and(|e| !e.is_empty()), "{route} as {caller:?}: {text}");
+                }
+                if page && status == StatusCode::FORBIDDEN {
+                    assert!(text.contains("This page needs the"), "{route} as {caller:?}: the page names the role");
+                }
+                cells += 1;
+            }
+        }
+        assert_eq!(cells, ROUTES.len() * CALLERS.len());
+        app.stop().await;
+    }
+}
+
+/// Signs in through the login form; returns the session cookie.
+async fn sign_in(app: &TestApp, name: &str, password: &str) -> (StatusCode, String, Option<String>) {
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let response = client
+        .post(format!("{}/auth/login", app.base))
+        .header("origin", app.base.clone())
+        .form(&[("name", name), ("password", password), ("next", "/orders/o-1")])
+        .send()
+        .await
+        .unwrap();
+    let location = response.headers().get("location").map(|l| l.to_str().unwrap().to_string()).unwrap_or_default();
+    let cookie = response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|c| c.to_str().unwrap().to_string())
+        .find(|c| c.starts_with("nwo_session="));
+    (response.status(), location, cookie)
+}
+
+/// The `name=value` part of a Set-Cookie header.
+fn cookie_pair(set_cookie: &str) -> String {
+    set_cookie.split(';').next().unwrap().to_string()
+}
+
+async fn me_with_cookie(base: &str, cookie: &str) -> StatusCode {
+    reqwest::Client::new().get(format!("{base}/api/me")).header("cookie", cookie).send().await.unwrap().status()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn password_sessions_are_shared_by_instances_and_end_at_sign_out() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        accounts::add_user(&app.store, "anna", Role::Support, "anna's long password".into()).await.unwrap();
+        accounts::add_user(&app.store, "ben", Role::Viewer, "ben's long password".into()).await.unwrap();
+
+        let (status, location, cookie) = sign_in(&app, "anna", "anna's long password").await;
+        assert_eq!((status, location.as_str()), (StatusCode::SEE_OTHER, "/orders/o-1"), "{engine:?}");
+        let set_cookie = cookie.expect("a session cookie");
+        assert!(set_cookie.contains("HttpOnly") && set_cookie.contains("SameSite=Lax"), "{set_cookie}");
+        assert!(!set_cookie.contains("Secure"), "plain-HTTP loopback: {set_cookie}");
+        let cookie = cookie_pair(&set_cookie);
+        assert_eq!(me_with_cookie(&app.base, &cookie).await, StatusCode::OK);
+
+        // Another instance on the same tables knows the session.
+        let other = app.another_instance().await;
+        let me: Value = reqwest::Client::new()
+            .get(format!("{}/api/me", other.base))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            (me["name"].as_str(), me["role"].as_str(), me["method"].as_str()),
+            (Some("anna"), Some("support"), Some("password"))
+        );
+
+        // Wrong password, unknown user, disabled user: one answer, no hint.
+        let wrong = sign_in(&app, "anna", "not anna's password").await;
+        let unknown = sign_in(&app, "nobody", "anna's long password").await;
+        app.store.change_account("ben", &northwind_ops::server::store::AccountChange::Disable).await.unwrap();
+        let disabled = sign_in(&app, "ben", "ben's long password").await;
+        for (status, location, cookie) in [&wrong, &unknown, &disabled] {
+            assert_eq!(*status, StatusCode::SEE_OTHER);
+            assert_eq!(location, "/login?error=wrong&next=/orders/o-1");
+            assert!(cookie.is_none(), "no session for a failed sign-in");
+        }
+
+        // Signing out on one instance ends the session everywhere.
+        let out = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+            .post(format!("{}/auth/logout", other.base))
+            .header("cookie", &cookie)
+            .header("origin", other.base.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(out.status(), StatusCode::SEE_OTHER);
+        assert_eq!(me_with_cookie(&app.base, &cookie).await, StatusCode::UNAUTHORIZED, "{engine:?}");
+        assert_eq!(me_with_cookie(&other.base, &cookie).await, StatusCode::UNAUTHORIZED);
+
+        // A disabled account's live session ends at its next request.
+        let (_, _, again) = sign_in(&app, "anna", "anna's long password").await;
+        let again = cookie_pair(&again.unwrap());
+        assert_eq!(me_with_cookie(&app.base, &again).await, StatusCode::OK);
+        app.store.change_account("anna", &northwind_ops::server::store::AccountChange::Disable).await.unwrap();
+        assert_eq!(me_with_cookie(&app.base, &again).await, StatusCode::UNAUTHORIZED);
+        other.stop().await;
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cookie_requests_from_another_origin_or_host_are_refused() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        accounts::add_user(&app.store, "olga", Role::Ops, "olga's long password".into()).await.unwrap();
+        let (_, _, cookie) = sign_in(&app, "olga", "olga's long password").await;
+        let cookie = cookie_pair(&cookie.unwrap());
+        app.post("/api/orders", new_order_json("x-1", "c-1")).await;
+        let change = json!({"from": "PENDING", "to": "CONFIRMED"});
+        let plain = reqwest::Client::new();
+        let url = format!("{}/api/orders/x-1/status", app.base);
+        let evil = plain
+            .post(&url)
+            .header("cookie", &cookie)
+            .header("origin", "http://evil.example")
+            .json(&change)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(evil.status(), StatusCode::FORBIDDEN, "{engine:?}");
+        assert_eq!(app.get("/api/orders/x-1").await.1["status"], "PENDING", "nothing changed");
+        let no_origin = plain.post(&url).header("cookie", &cookie).json(&change).send().await.unwrap();
+        assert_eq!(no_origin.status(), StatusCode::FORBIDDEN, "a cookie alone proves nothing");
+        let ours = plain
+            .post(&url)
+            .header("cookie", &cookie)
+            .header("origin", app.base.clone())
+            .json(&change)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ours.status(), StatusCode::OK);
+        // A bearer token needs no Origin: no ambient credential rides along.
+        let (status, _) = app.post("/api/orders", new_order_json("x-2", "c-1")).await;
+        assert_eq!(status, 201);
+        // DNS rebinding: another host name pointing here is not answered.
+        let rebound = plain
+            .get(format!("{}/api/pending", app.base))
+            .header("host", "evil.example")
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(rebound.status(), StatusCode::MISDIRECTED_REQUEST);
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_change_is_recorded_with_it_and_only_with_it() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        assert_eq!(app.post("/api/orders", new_order_json("a-1", "c-1")).await.0, 201);
+        // Two agents change the same order at once: one wins, one record.
+        let ops = app.client_as(Some(Role::Ops));
+        let support = app.client_as(Some(Role::Support));
+        let url = format!("{}/api/orders/a-1/status", app.base);
+        let (confirm, cancel) = tokio::join!(
+            ops.post(&url).json(&json!({"from": "PENDING", "to": "CONFIRMED", "reason": "paid"})).send(),
+            support.post(&url).json(&json!({"from": "PENDING", "to": "CANCELLED", "reason": "customer asked"})).send(),
+        );
+        let statuses = [confirm.unwrap().status(), cancel.unwrap().status()];
+        assert!(
+            statuses.contains(&StatusCode::OK) && statuses.contains(&StatusCode::CONFLICT),
+            "{engine:?}: {statuses:?}"
+        );
+        // A stale `from` is refused and leaves no record.
+        let stale = ops.post(&url).json(&json!({"from": "PENDING", "to": "CONFIRMED"})).send().await.unwrap();
+        assert_eq!(stale.status(), StatusCode::CONFLICT);
+        let (status, body) = app.get("/api/orders/a-1/history").await;
+        assert_eq!(status, 200, "{body}");
+        let history = body["history"].as_array().unwrap();
+        assert_eq!(history.len(), 2, "{engine:?}: the creation and the one change that won: {body}");
+        assert_eq!(history[0]["from"], Value::Null);
+        assert_eq!(history[0]["to"], "PENDING");
+        assert_eq!(history[0]["actor"], "test-admin");
+        assert_eq!(history[0]["method"], "token");
+        let winner = app.get("/api/orders/a-1").await.1["status"].as_str().unwrap().to_string();
+        assert_eq!(history[1]["to"], winner);
+        let (actor, reason) =
+            if winner == "CONFIRMED" { ("test-ops", "paid") } else { ("test-support", "customer asked") };
+        assert_eq!((history[1]["actor"].as_str(), history[1]["reason"].as_str()), (Some(actor), Some(reason)));
+
+        // The day's view and the actor's view, newest first, with cursors.
+        for i in 0..5 {
+            app.post("/api/orders", new_order_json(&format!("a-{}", i + 2), "c-1")).await;
+        }
+        let mut seen = Vec::new();
+        let mut path = "/api/audit?limit=2".to_string();
+        loop {
+            let (status, page) = app.get(&path).await;
+            assert_eq!(status, 200, "{page}");
+            seen.extend(page["entries"].as_array().unwrap().iter().map(|e| e["at"].as_str().unwrap().to_string()));
+            match page["next"].as_str() {
+                Some(next) => path = format!("/api/audit?limit=2&cursor={next}"),
+                None => break,
+            }
+        }
+        assert_eq!(seen.len(), 7, "{engine:?}: every change of the day once");
+        assert!(seen.windows(2).all(|w| w[0] >= w[1]), "newest first: {seen:?}");
+        let (_, mine) = app.get(&format!("/api/audit?actor={actor}")).await;
+        assert_eq!(mine["entries"].as_array().unwrap().len(), 1, "{mine}");
+        let (status, _) = app.get("/api/audit?actor=Not%20A%20Name").await;
+        assert_eq!(status, 400);
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_line_writes_are_recorded_as_the_command_line() {
+    let app = TestApp::spawn(common::Engine::Dynoxide).await;
+    let order = common::order("cli-1", "c-1", northwind_ops::model::Status::Pending, chrono::Utc::now());
+    app.store.create_order(&order, &Actor::cli("seed")).await.unwrap();
+    let history = app.store.order_timeline("cli-1").await.unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!((history[0].actor.as_str(), history[0].method), ("seed", northwind_ops::model::SignIn::Cli));
+    app.stop().await;
+}
