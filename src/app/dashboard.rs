@@ -1,10 +1,13 @@
 //! The PENDING dashboard: headline figures, the spread over shards, and the
 //! newest-first list, refreshed every few seconds while it is on screen.
 
-use super::common::{ErrorView, Pager, TableHead, href, paging};
+use super::common::{ErrorView, MeResource, Pager, TableHead, can, href, paging};
 use super::data::get_dashboard;
 use super::live::{Live, LiveStatus};
-use crate::model::{Activity, Dashboard, LiveEvent, PendingOrder, PendingParams, Summary, format_age, format_money};
+use super::queue::{Allowed, Selection};
+use crate::model::{
+    Activity, Dashboard, LiveEvent, PendingOrder, PendingParams, Permission, Summary, format_age, format_money,
+};
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
@@ -28,10 +31,17 @@ pub fn DashboardPage() -> impl IntoView {
             days: q.get("days"),
             limit: q.get("limit"),
             cursor: q.get("cursor"),
+            stuck: q.get("stuck"),
+            country: q.get("country"),
+            min_total: q.get("minTotal"),
+            customer: q.get("customer"),
         })
     };
-    let dashboard = Resource::new(params, get_dashboard);
+    let dashboard: DashboardResource = Resource::new(params, get_dashboard);
+    provide_context(dashboard);
     let live = Live::new();
+    // Kept across pages and reads of the list: a selection can span pages.
+    let selection = Selection::new();
 
     // Pushed events change the page in place (see DashboardView). Besides,
     // every few seconds while the tab is visible: a failed read (store down)
@@ -84,7 +94,7 @@ pub fn DashboardPage() -> impl IntoView {
         <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match dashboard.await {
-                    Ok(data) => view! { <DashboardView data live/> }.into_any(),
+                    Ok(data) => view! { <DashboardView data live selection params=params()/> }.into_any(),
                     Err(error) => view! { <ErrorView error first_page="/"/> }.into_any(),
                 }
             })}
@@ -93,26 +103,20 @@ pub fn DashboardPage() -> impl IntoView {
 }
 
 #[component]
-fn DashboardView(data: Dashboard, live: Live) -> impl IntoView {
+fn DashboardView(data: Dashboard, live: Live, selection: Selection, params: PendingParams) -> impl IntoView {
     let query = use_query_map();
     let raw = move |key: &str| query.with_untracked(|q| q.get(key));
     let Dashboard { page, summary, activity, behind_ms, stuck_after_minutes } = data;
     let links = paging(raw("cursor"), raw("trail"), page.next.clone());
-    let link = |(cursor, trail): (Option<String>, Option<String>)| {
-        href(
-            "/",
-            &[
-                ("date", raw("date")),
-                ("days", raw("days")),
-                ("limit", raw("limit")),
-                ("cursor", cursor),
-                ("trail", trail),
-            ],
-        )
+    let view_params = |(cursor, trail): (Option<String>, Option<String>)| {
+        let mut pairs: Vec<(&str, Option<String>)> = LIST_KEYS.iter().map(|key| (*key, raw(key))).collect();
+        pairs.extend([("cursor", cursor), ("trail", trail)]);
+        pairs
     };
+    let link = move |position| href("/", &view_params(position));
     let first_page = link((None, None));
+    let export = |format: &str| href(&format!("/api/pending.{format}"), &view_params((None, None)));
     let limit = raw("limit").and_then(|l| l.parse().ok()).unwrap_or(crate::model::DEFAULT_PAGE_SIZE) as usize;
-    let on_page_one = raw("cursor").is_none();
     let stuck_after = chrono::Duration::minutes(i64::from(stuck_after_minutes));
     let range = if page.days > 1 {
         format!("{} and the {} days before", page.date, page.days - 1)
@@ -120,36 +124,63 @@ fn DashboardView(data: Dashboard, live: Live) -> impl IntoView {
         page.date.to_string()
     };
     let items_read = page.items_read;
+    let more_beyond = page.next.is_some();
+    let page_ids: Vec<String> = page.orders.iter().map(|o| o.order_id.clone()).collect();
 
     // What pushes change in place: rows, headline figures, the clock ages are
     // measured against, and a count of newer orders for pages after the first.
-    let rows = RwSignal::new(page.orders);
-    let headline = RwSignal::new(summary);
-    let as_of = RwSignal::new(page.as_of);
-    let behind = RwSignal::new(behind_ms);
-    let newer = RwSignal::new(0u32);
+    let shown = Shown {
+        rows: RwSignal::new(page.orders),
+        headline: RwSignal::new(summary),
+        as_of: RwSignal::new(page.as_of),
+        behind: RwSignal::new(behind_ms),
+        newer: RwSignal::new(0u32),
+    };
+    let pushes =
+        Pushes { day: page.date, on_page_one: raw("cursor").is_none(), limit, keeps: ListFilter::from_params(&params) };
     let applied = StoredValue::new(live.next_seq());
-    let day = page.date;
     Effect::new(move |_| {
         live.events.with(|events| {
             for (seq, event) in events.iter().filter(|(seq, _)| *seq >= applied.get_value()) {
                 applied.set_value(seq + 1);
-                apply(event, day, on_page_one, limit, rows, headline, as_of, behind, newer);
+                pushes.apply(event, shown);
             }
         });
     });
+    let me = use_context::<MeResource>().and_then(|me| me.get_untracked()).and_then(Result::ok).flatten();
+    let allowed = Allowed { cancel: can(&me, Permission::CancelOrder), confirm: can(&me, Permission::ChangeOrders) };
+    let open = can(&me, Permission::ViewOrders);
+    let row_ids = Signal::derive(move || shown.rows.with(|rows| rows.iter().map(|o| o.order_id.clone()).collect()));
+    super::queue::keyboard(selection, allowed, row_ids, open);
+    let dashboard = use_context::<DashboardResource>();
+    let on_done = Callback::new(move |()| {
+        if let Some(dashboard) = dashboard {
+            dashboard.refetch();
+        }
+    });
+    let Shown { rows, headline, as_of, behind, newer } = shown;
 
     view! {
         <Headline headline as_of/>
         <LiveLine status=live.status as_of behind/>
-        <Filters date=page.date.to_string() days=page.days limit=limit as u32/>
+        <Filters date=page.date.to_string() days=page.days limit=limit as u32 raw/>
         <div class="panels">
             <ShardSpread headline/>
             {activity.map(|activity| view! { <ActivityChart activity/> })}
         </div>
         <p class="as-of" data-testid="as-of">
             {move || format!("{range} · read {} UTC · {items_read} index items read", as_of.get().format("%H:%M:%S"))}
+            " · "
+            <a href=export("csv") download data-testid="export-csv">"Export CSV"</a>
+            " · "
+            <a href=export("jsonl") download data-testid="export-jsonl">"JSON lines"</a>
+            " · "
+            <button type="button" class="link" on:click=move |_| selection.help.update(|h| *h = !*h)>"Keys (?)"</button>
         </p>
+        <super::queue::KeyHelp selection/>
+        {(allowed.cancel || allowed.confirm).then(|| view! {
+            <super::queue::BulkBar selection allowed filter=params.clone() page_ids more_beyond on_done/>
+        })}
         {move || (newer.get() > 0).then(|| view! {
             <p class="notice" data-testid="newer">
                 {format!("{} new orders since this page was read. ", newer.get())}
@@ -158,18 +189,10 @@ fn DashboardView(data: Dashboard, live: Live) -> impl IntoView {
         })}
         <table class="orders" data-testid="pending-table">
             <caption class="visually-hidden">"PENDING orders, newest first"</caption>
-            <TableHead columns=&[
-                ("Created (UTC)", false),
-                ("Age", false),
-                ("Order", false),
-                ("Customer", false),
-                ("Items", true),
-                ("Total", true),
-                ("Ship to", false),
-            ]/>
+            <TableHead columns=if allowed.cancel { &COLUMNS_SELECTABLE } else { &COLUMNS }/>
             <tbody>
                 <For each=move || rows.get() key=|order| order.order_id.clone() let:order>
-                    <Row order as_of stuck_after/>
+                    <Row order as_of stuck_after selection selectable=allowed.cancel open/>
                 </For>
             </tbody>
         </table>
@@ -180,64 +203,161 @@ fn DashboardView(data: Dashboard, live: Live) -> impl IntoView {
     }
 }
 
-/// Applies one pushed event to what the view shows.
-#[allow(clippy::too_many_arguments)]
-fn apply(
-    event: &LiveEvent,
-    day: chrono::NaiveDate,
-    on_page_one: bool,
-    limit: usize,
+/// The list's query keys a link keeps (the cursor and trail are the page's own).
+const LIST_KEYS: [&str; 7] = ["date", "days", "limit", "stuck", "country", "minTotal", "customer"];
+
+const COLUMNS: [(&str, bool); 7] = [
+    ("Created (UTC)", false),
+    ("Age", false),
+    ("Order", false),
+    ("Customer", false),
+    ("Items", true),
+    ("Total", true),
+    ("Ship to", false),
+];
+
+const COLUMNS_SELECTABLE: [(&str, bool); 8] = [
+    ("Select", false),
+    ("Created (UTC)", false),
+    ("Age", false),
+    ("Order", false),
+    ("Customer", false),
+    ("Items", true),
+    ("Total", true),
+    ("Ship to", false),
+];
+
+/// The dashboard resource, for views that read it again.
+pub type DashboardResource = Resource<Result<Dashboard, super::data::PageError>>;
+
+/// What the view shows that pushes change.
+#[derive(Clone, Copy)]
+struct Shown {
     rows: RwSignal<Vec<PendingOrder>>,
     headline: RwSignal<Summary>,
     as_of: RwSignal<DateTime<Utc>>,
     behind: RwSignal<Option<i64>>,
     newer: RwSignal<u32>,
-) {
-    match event {
-        LiveEvent::Counters(c) if c.counts.date == day => {
-            headline.update(|h| h.counts = c.counts.clone());
-            as_of.set(c.as_of);
-            behind.set(c.behind_ms);
-        }
-        LiveEvent::Entered { date, order } if *date == day => {
-            if on_page_one {
-                rows.update(|rows| {
-                    if rows.iter().all(|o| o.order_id != order.order_id) {
-                        let at =
-                            rows.partition_point(|o| (o.created_at, &o.order_id) > (order.created_at, &order.order_id));
-                        rows.insert(at, order.clone());
-                        rows.truncate(limit);
-                    }
-                });
-            } else {
-                newer.update(|n| *n += 1);
+}
+
+/// How pushed events reach a view of the list.
+#[derive(Clone)]
+struct Pushes {
+    day: chrono::NaiveDate,
+    on_page_one: bool,
+    limit: usize,
+    keeps: ListFilter,
+}
+
+impl Pushes {
+    fn apply(&self, event: &LiveEvent, shown: Shown) {
+        match event {
+            LiveEvent::Counters(c) if c.counts.date == self.day => {
+                shown.headline.update(|h| h.counts = c.counts.clone());
+                shown.as_of.set(c.as_of);
+                shown.behind.set(c.behind_ms);
             }
+            LiveEvent::Entered { date, order } if *date == self.day && self.keeps.keeps(order) => {
+                if self.on_page_one {
+                    shown.rows.update(|rows| insert_newest_first(rows, order, self.limit));
+                } else {
+                    shown.newer.update(|n| *n += 1);
+                }
+            }
+            LiveEvent::Left { order_id, .. } => shown.rows.update(|rows| rows.retain(|o| &o.order_id != order_id)),
+            _ => {}
         }
-        LiveEvent::Left { order_id, .. } => rows.update(|rows| rows.retain(|o| &o.order_id != order_id)),
-        _ => {}
+    }
+}
+
+fn insert_newest_first(rows: &mut Vec<PendingOrder>, order: &PendingOrder, limit: usize) {
+    if rows.iter().all(|o| o.order_id != order.order_id) {
+        let at = rows.partition_point(|o| (o.created_at, &o.order_id) > (order.created_at, &order.order_id));
+        rows.insert(at, order.clone());
+        rows.truncate(limit);
+    }
+}
+
+/// The view's filter, as pushed orders are checked against it (the server
+/// checks the list itself; a new order is never stuck).
+#[derive(Clone, Default)]
+struct ListFilter {
+    stuck: bool,
+    country: Option<String>,
+    min_total: Option<i64>,
+    customer: Option<String>,
+}
+
+impl ListFilter {
+    fn from_params(params: &PendingParams) -> Self {
+        let given = |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_string);
+        ListFilter {
+            stuck: given(&params.stuck).is_some_and(|s| s == "1" || s == "true" || s == "on"),
+            country: given(&params.country).map(|c| c.to_ascii_uppercase()),
+            min_total: given(&params.min_total).and_then(|t| t.parse::<f64>().ok()).map(|t| (t * 100.0).round() as i64),
+            customer: given(&params.customer),
+        }
+    }
+
+    fn keeps(&self, order: &PendingOrder) -> bool {
+        !self.stuck
+            && self.country.as_ref().is_none_or(|c| &order.shipping_country == c)
+            && self.min_total.is_none_or(|m| order.total >= m)
+            && self.customer.as_ref().is_none_or(|c| &order.customer_id == c)
     }
 }
 
 #[component]
-fn Row(order: PendingOrder, as_of: RwSignal<DateTime<Utc>>, stuck_after: chrono::Duration) -> impl IntoView {
+fn Row(
+    order: PendingOrder,
+    as_of: RwSignal<DateTime<Utc>>,
+    stuck_after: chrono::Duration,
+    selection: Selection,
+    selectable: bool,
+    /// Whether the user may open orders and customers (personal data).
+    open: bool,
+) -> impl IntoView {
     let created = order.created_at;
     let stuck = move || as_of.get() - created > stuck_after;
+    let id = order.order_id.clone();
+    let focused = {
+        let id = id.clone();
+        move || selection.focus.with(|f| f.as_deref() == Some(id.as_str()))
+    };
+    let checked = {
+        let id = id.clone();
+        move || selection.all_matching.get() || selection.ids.with(|s| s.contains(&id))
+    };
+    let toggle = {
+        let id = id.clone();
+        move |_| selection.toggle(&id)
+    };
+    let label = format!("select order {id}");
+    let order_cell = if open {
+        view! { <a href=format!("/orders/{}", order.order_id)>{order.order_id.clone()}</a> }.into_any()
+    } else {
+        view! { <span>{order.order_id.clone()}</span> }.into_any()
+    };
+    let customer_cell = if open {
+        view! { <a href=format!("/customers/{}", order.customer_id)>{order.customer_id.clone()}</a> }.into_any()
+    } else {
+        view! { <span>{order.customer_id.clone()}</span> }.into_any()
+    };
     view! {
-        <tr data-order-id=order.order_id.clone() class:stuck=stuck>
+        <tr data-order-id=id.clone() class:stuck=stuck class:focused=focused tabindex="-1">
+            {selectable.then(|| view! {
+                <td><input type="checkbox" aria-label=label prop:checked=checked on:change=toggle data-testid="select"/></td>
+            })}
             <td>{created.format("%Y-%m-%d %H:%M:%S").to_string()}</td>
             <td>
                 {move || format_age(created, as_of.get())}
                 {move || stuck().then(|| view! { <span class="badge stuck-badge">"stuck"</span> })}
             </td>
-            <td class="mono">
-                <a href=format!("/orders/{}", order.order_id)>{order.order_id.clone()}</a>
-            </td>
-            <td class="mono">
-                <a href=format!("/customers/{}", order.customer_id)>{order.customer_id.clone()}</a>
-            </td>
+            <td class="mono">{order_cell}</td>
+            <td class="mono">{customer_cell}</td>
             <td class="num">{order.item_count}</td>
             <td class="num">{format_money(order.total, &order.currency)}</td>
-            <td>{order.shipping_city.clone()}</td>
+            <td>{format!("{}, {}", order.shipping_city, order.shipping_country)}</td>
         </tr>
     }
 }
@@ -299,7 +419,9 @@ fn Headline(headline: RwSignal<Summary>, as_of: RwSignal<DateTime<Utc>>) -> impl
 /// Day, range and page size: a plain GET form, so every choice lands in the
 /// URL and a page can be bookmarked or shared.
 #[component]
-fn Filters(date: String, days: u32, limit: u32) -> impl IntoView {
+fn Filters(date: String, days: u32, limit: u32, raw: impl Fn(&str) -> Option<String>) -> impl IntoView {
+    let stuck = raw("stuck").is_some_and(|s| s == "1");
+    let (country, min_total, customer) = (raw("country"), raw("minTotal"), raw("customer"));
     view! {
         <form class="filters" method="get" action="/" data-testid="filters">
             <label>
@@ -318,6 +440,22 @@ fn Filters(date: String, days: u32, limit: u32) -> impl IntoView {
                         .map(|size| view! { <option value=size.to_string() selected=size == limit>{size}</option> })
                         .collect_view()}
                 </select>
+            </label>
+            <label>
+                <input type="checkbox" name="stuck" value="1" checked=stuck data-testid="stuck-only"/>
+                " stuck only"
+            </label>
+            <label>
+                "Country "
+                <input name="country" size="3" maxlength="2" placeholder="NO" value=country data-testid="country"/>
+            </label>
+            <label>
+                "Total at least "
+                <input name="minTotal" size="7" inputmode="decimal" placeholder="150" value=min_total data-testid="min-total"/>
+            </label>
+            <label>
+                "Customer "
+                <input name="customer" size="12" placeholder="cust-0001" value=customer data-testid="customer"/>
             </label>
             <button type="submit">"Show"</button>
         </form>

@@ -5,8 +5,8 @@
 
 pub use crate::model::ErrorKind;
 use crate::model::{
-    AuditEntry, AuditListing, AuditParams, Dashboard, Me, Order, OrderPage, PageParams, PendingParams, SearchHit,
-    Status,
+    AuditEntry, AuditListing, AuditParams, BulkReport, BulkRequest, Dashboard, Me, Order, OrderPage, PageParams,
+    PendingParams, SearchHit, Status,
 };
 use leptos::prelude::*;
 use leptos::server_fn::codec::{Json, JsonEncoding};
@@ -139,6 +139,25 @@ pub async fn change_status(
     let by = signed_in()?;
     let change = crate::model::StatusChange { from, to, reason };
     boxed(Box::pin(service().change_status(&order_id, change, &by))).await
+}
+
+/// Starts a bulk status change; the run's id.
+#[server(prefix = "/api/fn", endpoint = "start-bulk", input = Json)]
+pub async fn start_bulk(request: BulkRequest) -> Result<String, PageError> {
+    let by = signed_in()?;
+    boxed(Box::pin(service().start_bulk(request, &by))).await
+}
+
+#[server(prefix = "/api/fn", endpoint = "bulk-report", input = Json)]
+pub async fn get_bulk_report(id: String) -> Result<BulkReport, PageError> {
+    let by = signed_in()?;
+    boxed(Box::pin(service().bulk_report(&id, &by))).await
+}
+
+#[server(prefix = "/api/fn", endpoint = "cancel-bulk", input = Json)]
+pub async fn cancel_bulk(id: String) -> Result<BulkReport, PageError> {
+    let by = signed_in()?;
+    boxed(Box::pin(service().cancel_bulk(&id, &by))).await
 }
 
 #[server(prefix = "/api/fn", endpoint = "order-history", input = Json)]

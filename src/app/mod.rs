@@ -9,6 +9,7 @@ pub mod data;
 mod live;
 mod login;
 mod order;
+mod queue;
 mod search;
 
 use leptos::prelude::*;

@@ -4,20 +4,24 @@
 
 use super::auth::Principal;
 use super::error::ApiError;
+use super::export;
 use super::live::Refused;
 use super::serve::AppState;
 use super::service::{NewToken, PendingMetrics};
 use crate::model::{
-    AuditListing, AuditParams, LiveEvent, Me, NewOrder, Order, OrderPage, PageParams, PendingPage, PendingParams,
-    StatusChange,
+    AuditListing, AuditParams, BulkReport, BulkRequest, LiveEvent, Me, NewOrder, Order, OrderPage, PageParams,
+    PendingPage, PendingParams, StatusChange,
 };
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::HeaderValue;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{any, delete, get, post};
 use axum::{Json, Router};
+use futures::TryStreamExt;
 use futures::{Stream, StreamExt};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -34,6 +38,11 @@ pub fn routes() -> Router<AppState> {
         .route("/api/customers/{customer_id}/orders", get(customer_orders))
         .route("/api/orders/{order_id}/history", get(order_history))
         .route("/api/pending", get(pending))
+        .route("/api/pending.csv", get(pending_csv))
+        .route("/api/pending.jsonl", get(pending_jsonl))
+        .route("/api/customers/{customer_id}/orders.csv", get(customer_csv))
+        .route("/api/bulk/status", post(start_bulk))
+        .route("/api/bulk/{id}", get(bulk_report).delete(cancel_bulk))
         .route("/api/metrics/pending", get(pending_metrics))
         .route("/api/audit", get(audit))
         .route("/api/me", get(me))
@@ -149,6 +158,112 @@ async fn change_status(
 ) -> Result<Json<Order>, ApiError> {
     let change: StatusChange = parse_json(&headers, &body)?;
     Ok(Json(state.service.change_status(&order_id, change, &by).await?))
+}
+
+/// The PENDING list of a query (its days and filters), as CSV: the first row
+/// names the columns, then every order, newest first, streamed a page at a
+/// time from the same merge the list uses.
+async fn pending_csv(
+    State(state): State<AppState>,
+    params: Result<Query<PendingParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(params) = params.map_err(bad_query)?;
+    let query = export_query(&state, &params)?;
+    let header = csv_line(&export::PENDING_COLUMNS);
+    let rows = state
+        .service
+        .pending_pages(query)
+        .map_ok(|orders| orders.iter().map(export::pending_row).map(|r| csv_line(&r)).collect::<String>());
+    Ok(streamed("text/csv; charset=utf-8", "pending.csv", header, rows))
+}
+
+/// The same, one JSON object per line.
+async fn pending_jsonl(
+    State(state): State<AppState>,
+    params: Result<Query<PendingParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(params) = params.map_err(bad_query)?;
+    let query = export_query(&state, &params)?;
+    let rows = state.service.pending_pages(query).map_ok(|orders| {
+        orders.iter().map(|o| format!("{}\n", serde_json::to_string(o).unwrap_or_default())).collect::<String>()
+    });
+    Ok(streamed("application/x-ndjson", "pending.jsonl", String::new(), rows))
+}
+
+/// A customer's history as CSV, newest first.
+async fn customer_csv(State(state): State<AppState>, Path(customer_id): Path<String>) -> Result<Response, ApiError> {
+    crate::model::validate_id("customer id", &customer_id).map_err(ApiError::BadRequest)?;
+    let header = csv_line(&export::HISTORY_COLUMNS);
+    let rows = state
+        .service
+        .customer_pages(customer_id.clone())
+        .map_ok(|orders| orders.iter().map(export::history_row).map(|r| csv_line(&r)).collect::<String>());
+    Ok(streamed("text/csv; charset=utf-8", &format!("{customer_id}.csv"), header, rows))
+}
+
+/// An export's query: the list's, pages of the largest size, from the top.
+fn export_query(state: &AppState, params: &PendingParams) -> Result<super::service::PendingQuery, ApiError> {
+    let params = PendingParams { limit: Some(crate::model::MAX_PAGE_SIZE.to_string()), cursor: None, ..params.clone() };
+    state.service.parse_pending(&params)
+}
+
+fn csv_line(fields: &[impl AsRef<str>]) -> String {
+    let mut writer = csv::WriterBuilder::new().terminator(csv::Terminator::CRLF).from_writer(Vec::new());
+    // Writing to memory cannot fail.
+    let _ = writer.write_record(fields.iter().map(AsRef::as_ref));
+    String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()
+}
+
+/// A streamed download: `first` (the header line), then each chunk as the
+/// store gives it. A failure midway ends the body early (the header is
+/// sent by then); the log has why.
+fn streamed(
+    content_type: &'static str,
+    filename: &str,
+    first: String,
+    rows: impl Stream<Item = Result<String, ApiError>> + Send + 'static,
+) -> Response {
+    let body = futures::stream::once(async move { Ok::<_, ApiError>(first) }).chain(rows).map(|chunk| {
+        chunk.map(Bytes::from).map_err(|err| {
+            err.log();
+            std::io::Error::other(err.public_message())
+        })
+    });
+    let disposition = format!("attachment; filename=\"{filename}\"");
+    let mut response = axum::body::Body::from_stream(body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if let Ok(value) = HeaderValue::from_str(&disposition) {
+        headers.insert(header::CONTENT_DISPOSITION, value);
+    }
+    response
+}
+
+async fn start_bulk(
+    State(state): State<AppState>,
+    by: Principal,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let request: BulkRequest = parse_json(&headers, &body)?;
+    let id = state.service.start_bulk(request, &by).await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({ "id": id }))))
+}
+
+async fn bulk_report(
+    State(state): State<AppState>,
+    by: Principal,
+    Path(id): Path<String>,
+) -> Result<Json<BulkReport>, ApiError> {
+    Ok(Json(state.service.bulk_report(&id, &by).await?))
+}
+
+async fn cancel_bulk(
+    State(state): State<AppState>,
+    by: Principal,
+    Path(id): Path<String>,
+) -> Result<Json<BulkReport>, ApiError> {
+    Ok(Json(state.service.cancel_bulk(&id, &by).await?))
 }
 
 async fn order_history(State(state): State<AppState>, Path(order_id): Path<String>) -> Result<Json<Value>, ApiError> {

@@ -238,7 +238,8 @@ async fn run_serve(config: &StoreConfig, store: Store, args: &ServeArgs) -> Resu
         total: args.limits.max_live as usize,
         per_client: args.limits.max_live_per_client as usize,
     });
-    let service = Service::new(Arc::new(store), Arc::new(cursors), live.clone());
+    let service =
+        Service::new(Arc::new(store), Arc::new(cursors), live.clone()).with_stuck_after(args.stuck_after_minutes);
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let background = start_background(&service, args, stopped);
     let shutdown = async move {

@@ -26,8 +26,8 @@ pub const GSI2SK: &str = "GSI2SK";
 
 /// The order attributes GSI2 projects besides the keys: what the PENDING list
 /// shows (see `model::PendingOrder`), and nothing else.
-pub const GSI2_PROJECTED: [&str; 7] =
-    ["orderId", "customerId", "createdAt", "total", "currency", "itemCount", "shippingCity"];
+pub const GSI2_PROJECTED: [&str; 8] =
+    ["orderId", "customerId", "createdAt", "total", "currency", "itemCount", "shippingCity", "shippingCountry"];
 
 /// The most write shards a day may have: readers fan out over every one, so
 /// a corrupt shard-count item must not make them build millions of queries.
@@ -57,6 +57,8 @@ pub mod attr {
     pub const ROLE: &str = "role";
     pub const DISABLED: &str = "disabled";
     pub const REVOKED: &str = "revoked";
+    /// Bulk operations: someone asked the run to stop.
+    pub const CANCEL_REQUESTED: &str = "cancelRequested";
 }
 
 const ORDER: &str = "ORDER#";
@@ -76,6 +78,8 @@ const TOKENS: &str = "TOKENS";
 const TOKEN: &str = "TOKEN#";
 const SESSION: &str = "SESSION#";
 const SESSION_SK: &str = "SESSION";
+const BULK: &str = "BULK#";
+const BULK_SK: &str = "REPORT";
 const AUDIT_ORDER: &str = "AUDIT#ORDER#";
 const AUDIT_DAY: &str = "AUDIT#DAY#";
 const AUDIT_ACTOR: &str = "AUDIT#ACTOR#";
@@ -219,6 +223,11 @@ pub fn token_key(name: &str) -> (String, String) {
 
 pub fn tokens_pk() -> &'static str {
     TOKENS
+}
+
+/// A bulk operation's report.
+pub fn bulk_key(id: &str) -> (String, String) {
+    (format!("{BULK}{id}"), BULK_SK.to_string())
 }
 
 pub fn session_key(id: &str) -> (String, String) {

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod bulk;
 pub mod cli;
 pub mod config;
 pub mod consumer;
@@ -11,6 +12,7 @@ pub mod counters;
 pub mod cursor;
 pub mod embedded;
 pub mod error;
+pub mod export;
 pub mod files;
 pub mod keys;
 pub mod live;

@@ -11,11 +11,13 @@ use super::cursor::{CursorCodec, CursorError};
 use super::error::ApiError;
 use super::keys;
 use super::live::LiveHub;
-use super::store::{Account, AccountChange, AccountSource, AuditScope, Counters, Store, Token, Transition};
+use super::store::{
+    Account, AccountChange, AccountSource, AuditScope, Counters, PendingFilter, Store, Token, Transition,
+};
 use crate::model::{
     Activity, AuditEntry, AuditListing, AuditParams, DEFAULT_PAGE_SIZE, Dashboard, DayCounts, LiveCounters, MAX_DAYS,
-    MAX_PAGE_SIZE, NewOrder, Order, OrderPage, PageParams, PendingPage, PendingParams, Permission, Role, SearchHit,
-    Status, StatusChange, Summary, iso_millis, validate_id,
+    MAX_PAGE_SIZE, NewOrder, Order, OrderPage, PageParams, PendingOrder, PendingPage, PendingParams, Permission, Role,
+    SearchHit, Status, StatusChange, Summary, iso_millis, validate_id,
 };
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use serde::Serialize;
@@ -51,6 +53,8 @@ pub struct Service {
     pub last_reconcile: Arc<Mutex<Option<LastReconcile>>>,
     /// Recent dashboard reads, shared by every viewer of the same view.
     dashboards: moka::future::Cache<DashboardKey, Arc<Dashboard>>,
+    /// How long an order may stay PENDING before it counts as stuck.
+    stuck_after: chrono::Duration,
 }
 
 /// A PENDING list query, parsed and checked: the normal form every cache
@@ -62,11 +66,47 @@ pub struct PendingQuery {
     pub limit: u32,
     /// The sort key to continue after, from a verified cursor.
     pub after: Option<String>,
+    pub filters: Filters,
+}
+
+/// The PENDING list's filters, checked.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Filters {
+    pub stuck: bool,
+    pub country: Option<String>,
+    /// Minor units.
+    pub min_total: Option<i64>,
+    pub customer: Option<String>,
+}
+
+impl Filters {
+    /// What the store keeps, "stuck" becoming a moment: created before now
+    /// less the threshold.
+    fn for_store(&self, stuck_after: chrono::Duration, now: DateTime<Utc>) -> PendingFilter {
+        PendingFilter {
+            created_before: self.stuck.then(|| now - stuck_after),
+            country: self.country.clone(),
+            min_total: self.min_total,
+            customer: self.customer.clone(),
+        }
+    }
+
+    /// The filters' part of a cursor's scope: a cursor from one filtered
+    /// list does not continue another.
+    fn scope(&self) -> String {
+        format!(
+            "{}:{}:{}:{}",
+            u8::from(self.stuck),
+            self.country.as_deref().unwrap_or(""),
+            self.min_total.map(|m| m.to_string()).unwrap_or_default(),
+            self.customer.as_deref().unwrap_or("")
+        )
+    }
 }
 
 impl PendingQuery {
-    fn scope(date: NaiveDate, days: u32) -> String {
-        format!("pending:{date}:{days}")
+    fn scope(&self) -> String {
+        format!("pending:{}:{}:{}", self.date, self.days, self.filters.scope())
     }
 
     /// The days covered, newest first.
@@ -185,7 +225,14 @@ impl Service {
                 .max_capacity(DASHBOARD_VIEWS)
                 .time_to_live(DASHBOARD_TTL)
                 .build(),
+            stuck_after: chrono::Duration::minutes(30),
         }
+    }
+
+    /// Orders PENDING longer than `minutes` count as stuck.
+    pub fn with_stuck_after(mut self, minutes: u32) -> Self {
+        self.stuck_after = chrono::Duration::minutes(i64::from(minutes));
+        self
     }
 
     fn consumer_status(&self) -> ConsumerStatus {
@@ -269,18 +316,59 @@ impl Service {
         let date = parse_date(params.date.as_deref(), Utc::now())?;
         let days = parse_number("days", params.days.as_deref(), 1, 1, MAX_DAYS)?;
         let limit = parse_limit(params.limit.as_deref())?;
-        let after = self.decode_cursor(params.cursor.as_deref(), &PendingQuery::scope(date, days))?;
-        Ok(PendingQuery { date, days, limit, after })
+        let filters = parse_filters(params)?;
+        let mut query = PendingQuery { date, days, limit, after: None, filters };
+        query.after = self.decode_cursor(params.cursor.as_deref(), &query.scope())?;
+        Ok(query)
     }
 
     pub async fn pending(&self, params: &PendingParams) -> Result<PendingPage, ApiError> {
         self.read_pending(&self.parse_pending(params)?).await
     }
 
+    /// Every page of a PENDING list query, newest first, one page read at a
+    /// time as the stream is polled (an export never holds the whole set).
+    pub fn pending_pages(
+        &self,
+        query: PendingQuery,
+    ) -> impl futures::Stream<Item = Result<Vec<PendingOrder>, ApiError>> + use<> {
+        let service = self.clone();
+        futures::stream::try_unfold(Some(query), move |query| {
+            let service = service.clone();
+            async move {
+                let Some(mut query) = query else { return Ok(None) };
+                let filter = query.filters.for_store(service.stuck_after, Utc::now());
+                let read =
+                    service.store.pending_page(&query.dates(), query.limit, query.after.as_deref(), &filter).await?;
+                query.after = read.next_after;
+                let next = query.after.is_some().then_some(query);
+                Ok(Some((read.orders, next)))
+            }
+        })
+    }
+
+    /// Every page of a customer's history, newest first, likewise.
+    pub fn customer_pages(
+        &self,
+        customer_id: String,
+    ) -> impl futures::Stream<Item = Result<Vec<Order>, ApiError>> + use<> {
+        let store = self.store.clone();
+        futures::stream::try_unfold((Some(None::<String>), customer_id), move |(after, customer_id)| {
+            let store = store.clone();
+            async move {
+                let Some(after) = after else { return Ok(None) };
+                let page = store.customer_orders(&customer_id, MAX_PAGE_SIZE, after.as_deref()).await?;
+                let next = page.next_after.map(Some);
+                Ok(Some((page.orders, (next, customer_id))))
+            }
+        })
+    }
+
     async fn read_pending(&self, query: &PendingQuery) -> Result<PendingPage, ApiError> {
         let as_of = Utc::now();
-        let read = self.store.pending_page(&query.dates(), query.limit, query.after.as_deref()).await?;
-        let scope = PendingQuery::scope(query.date, query.days);
+        let filter = query.filters.for_store(self.stuck_after, as_of);
+        let read = self.store.pending_page(&query.dates(), query.limit, query.after.as_deref(), &filter).await?;
+        let scope = query.scope();
         Ok(PendingPage {
             orders: read.orders,
             next: read.next_after.map(|after| self.cursors.encode(&scope, &after)),
@@ -310,7 +398,7 @@ impl Service {
         Ok((*dashboard).clone())
     }
 
-    fn forget_dashboards(&self) {
+    pub(crate) fn forget_dashboards(&self) {
         self.dashboards.invalidate_all();
     }
 
@@ -475,6 +563,45 @@ pub fn parse_date(text: Option<&str>, now: DateTime<Utc>) -> Result<NaiveDate, A
     Ok(date)
 }
 
+/// The list's filters: a stuck flag, a two-letter country, a minimum total
+/// in the currency's units, a customer id.
+fn parse_filters(params: &PendingParams) -> Result<Filters, ApiError> {
+    let present = |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_string);
+    let stuck = match present(&params.stuck).as_deref() {
+        None | Some("0") | Some("false") => false,
+        Some("1") | Some("true") | Some("on") => true,
+        Some(other) => return Err(ApiError::BadRequest(format!("stuck must be 1 or 0, not {other:?}"))),
+    };
+    let country = present(&params.country).map(|c| c.to_ascii_uppercase());
+    if let Some(country) = &country
+        && !(country.len() == 2 && country.chars().all(|c| c.is_ascii_uppercase()))
+    {
+        return Err(ApiError::BadRequest(format!("country {country:?} is not a two-letter code such as NO")));
+    }
+    let min_total = present(&params.min_total).map(|t| parse_amount(&t)).transpose()?;
+    let customer = present(&params.customer);
+    if let Some(customer) = &customer {
+        validate_id("customer id", customer).map_err(ApiError::BadRequest)?;
+    }
+    Ok(Filters { stuck, country, min_total, customer })
+}
+
+/// An amount in a currency's units (`150`, `150.5`, `150.50`) as minor units.
+fn parse_amount(text: &str) -> Result<i64, ApiError> {
+    let bad = || ApiError::BadRequest(format!("minTotal {text:?} is not an amount such as 150 or 150.50"));
+    let (units, cents) = text.split_once('.').unwrap_or((text, "0"));
+    if units.is_empty()
+        || cents.is_empty()
+        || cents.len() > 2
+        || !(units.chars().chain(cents.chars()).all(|c| c.is_ascii_digit()))
+    {
+        return Err(bad());
+    }
+    let units: i64 = units.parse().map_err(|_| bad())?;
+    let cents: i64 = format!("{cents:0<2}").parse().map_err(|_| bad())?;
+    units.checked_mul(100).and_then(|u| u.checked_add(cents)).ok_or_else(bad)
+}
+
 fn parse_limit(text: Option<&str>) -> Result<u32, ApiError> {
     parse_number("limit", text, DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
 }
@@ -575,7 +702,7 @@ fn check_created_at(created_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<(),
 /// Text shown to staff: not blank, not too long, and no control or
 /// direction-override characters (which can make a page lie about what it
 /// shows, e.g. reverse an order id).
-fn check_text(name: &str, text: &str) -> Result<(), String> {
+pub(crate) fn check_text(name: &str, text: &str) -> Result<(), String> {
     if text.trim().is_empty() || text.len() > MAX_TEXT {
         return Err(format!("{name} must be 1 to {MAX_TEXT} characters"));
     }
@@ -665,6 +792,26 @@ mod tests {
         assert!(parse_limit(Some("101")).is_err());
         assert!(parse_limit(Some("0")).is_err());
         assert!(parse_limit(Some("ten")).is_err());
+    }
+
+    #[test]
+    fn filters_are_checked_and_amounts_read_in_units() {
+        assert_eq!(parse_amount("150").unwrap(), 15_000);
+        assert_eq!(parse_amount("150.5").unwrap(), 15_050);
+        assert_eq!(parse_amount("0.07").unwrap(), 7);
+        for bad in ["", "-1", "1.234", "1,5", "abc", ".5", "5.", "99999999999999999999"] {
+            assert!(parse_amount(bad).is_err(), "{bad}");
+        }
+        let params = |stuck: &str, country: &str| PendingParams {
+            stuck: Some(stuck.into()),
+            country: Some(country.into()),
+            ..PendingParams::default()
+        };
+        let filters = parse_filters(&params("1", "no")).unwrap();
+        assert!(filters.stuck);
+        assert_eq!(filters.country.as_deref(), Some("NO"));
+        assert!(parse_filters(&params("maybe", "")).is_err());
+        assert!(parse_filters(&params("0", "NOR")).is_err());
     }
 
     #[test]

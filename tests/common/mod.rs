@@ -148,7 +148,8 @@ impl TestApp {
             total: args.limits.max_live as usize,
             per_client: args.limits.max_live_per_client as usize,
         });
-        let service = Service::new(store.clone(), Arc::new(CursorCodec::new(CURSOR_SECRET)), live);
+        let service = Service::new(store.clone(), Arc::new(CursorCodec::new(CURSOR_SECRET)), live)
+            .with_stuck_after(args.stuck_after_minutes);
         let (stop, stopped) = oneshot::channel::<()>();
         let (addr, _task) = serve::start(service.clone(), &args, async {
             let _ = stopped.await;

@@ -38,7 +38,7 @@ fn server_function(name: &str) -> Access {
         "order" | "order-history" | "customer-orders" | "search" => Access::Needs(Permission::ViewOrders),
         // Cancelling is the least a status change needs; the service checks
         // the change asked for (see `Permission::to_change_status`).
-        "change-status" => Access::Needs(Permission::CancelOrder),
+        "change-status" | "start-bulk" | "bulk-report" | "cancel-bulk" => Access::Needs(Permission::CancelOrder),
         _ => Access::Needs(Permission::Administer),
     }
 }
@@ -46,11 +46,18 @@ fn server_function(name: &str) -> Access {
 fn api(method: &Method, rest: &[&str]) -> Access {
     let post = method == Method::POST;
     match rest {
-        ["pending"] | ["metrics", ..] | ["live"] | ["capacity", ..] => Access::Needs(Permission::ViewOperations),
+        ["pending" | "pending.csv" | "pending.jsonl"] | ["metrics", ..] | ["live"] | ["capacity", ..] => {
+            Access::Needs(Permission::ViewOperations)
+        }
+        // Cancelling is the least a bulk change needs; the service checks
+        // the change asked for.
+        ["bulk", ..] => Access::Needs(Permission::CancelOrder),
         ["me"] => Access::SignedIn,
         ["orders"] if post => Access::Needs(Permission::ChangeOrders),
         ["orders", _, "status"] if post => Access::Needs(Permission::CancelOrder),
-        ["orders", _] | ["orders", _, "history"] | ["customers", _, "orders"] => Access::Needs(Permission::ViewOrders),
+        ["orders", _] | ["orders", _, "history"] | ["customers", _, "orders" | "orders.csv"] => {
+            Access::Needs(Permission::ViewOrders)
+        }
         ["audit"] | ["admin", ..] => Access::Needs(Permission::Administer),
         _ => Access::SignedIn,
     }

@@ -3,6 +3,7 @@
 
 mod accounts;
 mod audit;
+mod bulk;
 mod checkpoints;
 mod metrics;
 mod orders;
@@ -16,9 +17,9 @@ pub use audit::{AuditPage, AuditScope};
 pub use checkpoints::{Checkpoint, Lease};
 pub use metrics::{Counters, Reconciliation};
 pub use orders::{BatchPut, HistoryPage, Transition, order_item};
-pub use pending::PendingRead;
 #[cfg(feature = "testing")]
 pub use pending::ReadPlan;
+pub use pending::{PendingFilter, PendingRead};
 pub use provision::{ProvisionReport, TableCapacity};
 pub use recount::Recount;
 pub use stream::{StreamBatch, StreamShard};

@@ -15,19 +15,55 @@
 //! two rounds at most in the common case, and reads little beyond what it
 //! shows. A partition whose unread keys all sort below the best order in hand
 //! (an older day, say) is not read at all.
+//!
+//! Filters: "stuck only" is a key range (orders created before a moment), so
+//! the index serves it; country, minimum total and customer are applied to
+//! the items read (the index projects those attributes), so what they pass
+//! over is read and counted in `items_read`. A page whose filter matches
+//! little stops after `MAX_ROUNDS` rounds once it has an order to show, and
+//! continues from there on the next page.
 
 use super::Store;
-use crate::model::PendingOrder;
+use crate::model::{PendingOrder, iso_millis};
 use crate::server::error::StoreError;
 use crate::server::keys::{self, GSI2, GSI2SK};
 use aws_sdk_dynamodb::types::AttributeValue;
-use chrono::{Days, NaiveDate};
+use chrono::{DateTime, Days, NaiveDate, Utc};
 use futures::future::try_join_all;
 use std::collections::VecDeque;
 
 /// Extra items read per partition beyond its even share of what is still
 /// needed: fewer second rounds for a small over-read.
 const READ_MARGIN: u32 = 2;
+/// Rounds a page takes at most once it holds an order (a filter that
+/// matches little would otherwise read on and on): the page is then
+/// shorter, and the next continues after it.
+const MAX_ROUNDS: u32 = 8;
+
+/// Which PENDING orders a page keeps.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PendingFilter {
+    /// Only orders created before this (the stuck ones): a key range.
+    pub created_before: Option<DateTime<Utc>>,
+    /// Applied to the items read.
+    pub country: Option<String>,
+    pub min_total: Option<i64>,
+    pub customer: Option<String>,
+}
+
+impl PendingFilter {
+    fn keeps(&self, order: &PendingOrder) -> bool {
+        self.country.as_ref().is_none_or(|c| order.shipping_country.eq_ignore_ascii_case(c))
+            && self.min_total.is_none_or(|min| order.total >= min)
+            && self.customer.as_ref().is_none_or(|c| &order.customer_id == c)
+    }
+
+    /// The key every kept order sorts below: `<createdAt>` alone sorts
+    /// above every `<earlier>#<id>` and below `<createdAt>#<id>`.
+    fn key_bound(&self) -> Option<String> {
+        self.created_before.as_ref().map(iso_millis::format)
+    }
+}
 
 /// How each partition is read: its even share of what the page still needs
 /// plus `margin` items, or (`naive`) a whole page from every partition.
@@ -56,6 +92,7 @@ pub struct PendingRead {
 struct Partition {
     day: NaiveDate,
     pk: String,
+    /// Kept orders read and not yet placed on the page.
     buffer: VecDeque<(String, PendingOrder)>,
     /// Every unread key of this partition is below this one.
     ceiling: String,
@@ -69,16 +106,28 @@ impl Partition {
     }
 }
 
+/// What one Query of a partition gave.
+struct Read {
+    /// The kept items, newest first.
+    kept: Vec<(String, PendingOrder)>,
+    /// The last key read, kept or not: where the partition continues.
+    last: Option<String>,
+    more: bool,
+    scanned: u64,
+}
+
 impl Store {
-    /// One page of the PENDING orders of `days` (newest first), after the
-    /// sort key `after`.
+    /// One page of the PENDING orders of `days` (newest first) that
+    /// `filter` keeps, after the sort key `after`.
     pub async fn pending_page(
         &self,
         days: &[NaiveDate],
         limit: u32,
         after: Option<&str>,
+        filter: &PendingFilter,
     ) -> Result<PendingRead, StoreError> {
-        self.merge_pending(days, limit, after, ReadPlan::default()).await
+        let partitions = self.partitions(days, after, filter).await?;
+        Merge::new(self, partitions, limit, filter, ReadPlan::default()).run().await
     }
 
     /// `pending_page` with another read plan, for the benchmark's trade-off table.
@@ -90,99 +139,30 @@ impl Store {
         after: Option<&str>,
         plan: ReadPlan,
     ) -> Result<PendingRead, StoreError> {
-        self.merge_pending(days, limit, after, plan).await
+        let filter = PendingFilter::default();
+        let partitions = self.partitions(days, after, &filter).await?;
+        Merge::new(self, partitions, limit, &filter, plan).run().await
     }
 
-    async fn merge_pending(
+    /// Every (day, shard) partition, each capped at the end of its day, at
+    /// the cursor and at the filter's key bound. A day nothing PENDING was
+    /// ever written to has no shard count recorded and is not read at all.
+    async fn partitions(
         &self,
         days: &[NaiveDate],
-        limit: u32,
         after: Option<&str>,
-        plan: ReadPlan,
-    ) -> Result<PendingRead, StoreError> {
-        let mut partitions = self.partitions(days, after).await?;
-        let mut orders = Vec::with_capacity(limit as usize);
-        let mut last_key = None;
-        let (mut items_read, mut rounds) = (0u64, 0u32);
-        while orders.len() < limit as usize {
-            let best = best_partition(&partitions);
-            let best_key = best.and_then(|i| partitions[i].head()).map(str::to_string);
-            let blocking = blocking_partitions(&partitions, best_key.as_deref());
-            if blocking.is_empty() {
-                let Some(best) = best else { break };
-                let (key, order) = partitions[best].buffer.pop_front().expect("best has a head");
-                orders.push(order);
-                last_key = Some(key);
-                continue;
-            }
-            let needed = limit - orders.len() as u32;
-            rounds += 1;
-            if let Some(floor) = floor_key(&partitions, needed as usize) {
-                // Enough orders are in hand that the page cannot reach below the
-                // `needed`-th best of them: read, from every partition that could
-                // hold keys above that floor, exactly the keys between the floor
-                // and what it has already given. This round settles the page.
-                let targets: Vec<usize> = partitions
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, p)| !p.exhausted && p.ceiling.as_str() > floor.as_str())
-                    .map(|(i, _)| i)
-                    .collect();
-                let reads = targets.iter().map(|&i| self.read_partition(&partitions[i], Some(&floor), needed + 1));
-                for (i, (items, more_in_range, scanned)) in targets.iter().zip(try_join_all(reads).await?) {
-                    let partition = &mut partitions[*i];
-                    items_read += scanned;
-                    let ceiling = partition.ceiling.clone();
-                    let fresh: Vec<_> = items.into_iter().filter(|(sk, _)| *sk < ceiling).collect();
-                    partition.ceiling = match (more_in_range, fresh.last()) {
-                        (true, Some((sk, _))) => sk.clone(),
-                        _ => floor.clone(),
-                    };
-                    partition.buffer.extend(fresh);
-                }
-                continue;
-            }
-            // Too few orders in hand: each partition of the day being read is
-            // expected to hold an even share of what is still needed; reading
-            // that much (plus a margin) keeps the over-read small.
-            let day = partitions[blocking[0]].day;
-            let live =
-                partitions.iter().filter(|p| p.day == day && !(p.exhausted && p.buffer.is_empty())).count().max(1)
-                    as u32;
-            let size = if plan.naive { limit } else { needed.div_ceil(live) + plan.margin };
-            let reads = blocking.iter().map(|&i| self.read_partition(&partitions[i], None, size));
-            for (i, (items, more, scanned)) in blocking.iter().zip(try_join_all(reads).await?) {
-                let partition = &mut partitions[*i];
-                items_read += scanned;
-                // An empty answer with a LastEvaluatedKey would not move the
-                // ceiling; treating it as the end keeps the loop finite.
-                partition.exhausted = !more || items.is_empty();
-                if let Some((sk, _)) = items.last() {
-                    partition.ceiling = sk.clone();
-                }
-                partition.buffer.extend(items);
-            }
-        }
-        let more = partitions.iter().any(|p| !p.buffer.is_empty() || !p.exhausted);
-        Ok(PendingRead { orders, next_after: if more { last_key } else { None }, items_read, rounds })
-    }
-
-    /// Every (day, shard) partition, each capped at the end of its day and at
-    /// the cursor.
-    /// A day nothing PENDING was ever written to has no shard count recorded
-    /// and is not read at all.
-    async fn partitions(&self, days: &[NaiveDate], after: Option<&str>) -> Result<Vec<Partition>, StoreError> {
+        filter: &PendingFilter,
+    ) -> Result<Vec<Partition>, StoreError> {
         let counts = self.recorded_shards(days).await?;
+        let bound = filter.key_bound();
         let mut partitions = Vec::new();
         for (day, shards) in days.iter().zip(counts).filter_map(|(d, n)| Some((d, n?))) {
             let day_end = day
                 .checked_add_days(Days::new(1))
                 .map(|next| format!("{}T00:00:00.000Z", next.format("%Y-%m-%d")))
                 .unwrap_or_else(|| "9".into());
-            let ceiling = match after {
-                Some(after) if after < day_end.as_str() => after.to_string(),
-                _ => day_end,
-            };
+            let ceiling = [Some(day_end), after.map(str::to_string), bound.clone()].into_iter().flatten().min();
+            let ceiling = ceiling.expect("the day's end is always there");
             for shard in 0..shards {
                 partitions.push(Partition {
                     day: *day,
@@ -197,13 +177,14 @@ impl Store {
     }
 
     /// Up to `size` items of a partition below its ceiling (and, given a
-    /// floor, not below it), newest first; and whether more may follow.
+    /// floor, not below it), newest first.
     async fn read_partition(
         &self,
         partition: &Partition,
         floor: Option<&str>,
         size: u32,
-    ) -> Result<(Vec<(String, PendingOrder)>, bool, u64), StoreError> {
+        filter: &PendingFilter,
+    ) -> Result<Read, StoreError> {
         let query = self
             .client
             .query()
@@ -226,19 +207,127 @@ impl Store {
         let out = query.send().await?;
         let scanned = out.scanned_count().max(0) as u64;
         let more = out.last_evaluated_key().is_some_and(|k| !k.is_empty());
-        let items = out
-            .items
-            .unwrap_or_default()
-            .into_iter()
-            .map(|mut item| {
-                let sk = match item.remove(GSI2SK) {
-                    Some(AttributeValue::S(sk)) => sk,
-                    _ => return Err(StoreError::Data(format!("a {} item has no {GSI2SK}", partition.pk))),
-                };
-                Ok((sk, serde_dynamo::from_item(item)?))
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        Ok((items, more, scanned))
+        let mut read = Read { kept: Vec::new(), last: None, more, scanned };
+        for mut item in out.items.unwrap_or_default() {
+            let sk = match item.remove(GSI2SK) {
+                Some(AttributeValue::S(sk)) => sk,
+                _ => return Err(StoreError::Data(format!("a {} item has no {GSI2SK}", partition.pk))),
+            };
+            let order: PendingOrder = serde_dynamo::from_item(item)?;
+            read.last = Some(sk.clone());
+            if filter.keeps(&order) {
+                read.kept.push((sk, order));
+            }
+        }
+        Ok(read)
+    }
+}
+
+/// One page being merged.
+struct Merge<'a> {
+    store: &'a Store,
+    partitions: Vec<Partition>,
+    filter: &'a PendingFilter,
+    limit: u32,
+    plan: ReadPlan,
+    orders: Vec<PendingOrder>,
+    last_key: Option<String>,
+    items_read: u64,
+    rounds: u32,
+}
+
+impl<'a> Merge<'a> {
+    fn new(
+        store: &'a Store,
+        partitions: Vec<Partition>,
+        limit: u32,
+        filter: &'a PendingFilter,
+        plan: ReadPlan,
+    ) -> Self {
+        let orders = Vec::with_capacity(limit as usize);
+        Self { store, partitions, filter, limit, plan, orders, last_key: None, items_read: 0, rounds: 0 }
+    }
+
+    async fn run(mut self) -> Result<PendingRead, StoreError> {
+        while self.orders.len() < self.limit as usize {
+            let best = best_partition(&self.partitions);
+            let best_key = best.and_then(|i| self.partitions[i].head()).map(str::to_string);
+            let blocking = blocking_partitions(&self.partitions, best_key.as_deref());
+            if blocking.is_empty() {
+                let Some(best) = best else { break };
+                let (key, order) = self.partitions[best].buffer.pop_front().expect("best has a head");
+                self.orders.push(order);
+                self.last_key = Some(key);
+                continue;
+            }
+            if self.rounds >= MAX_ROUNDS && !self.orders.is_empty() {
+                // A shorter page; the next one continues after its last order.
+                return Ok(self.finish(true));
+            }
+            self.rounds += 1;
+            let needed = self.limit - self.orders.len() as u32;
+            match floor_key(&self.partitions, needed as usize) {
+                Some(floor) => self.floor_round(&floor, needed).await?,
+                None => self.share_round(&blocking, needed).await?,
+            }
+        }
+        let more = self.partitions.iter().any(|p| !p.buffer.is_empty() || !p.exhausted);
+        Ok(self.finish(more))
+    }
+
+    fn finish(self, more: bool) -> PendingRead {
+        PendingRead {
+            orders: self.orders,
+            next_after: if more { self.last_key } else { None },
+            items_read: self.items_read,
+            rounds: self.rounds,
+        }
+    }
+
+    /// Enough orders are in hand that the page cannot reach below the
+    /// `needed`-th best of them: read, from every partition that could hold
+    /// keys above that floor, exactly the keys between the floor and what it
+    /// has already given. Without a filter, this round settles the page.
+    async fn floor_round(&mut self, floor: &str, needed: u32) -> Result<(), StoreError> {
+        let targets: Vec<usize> = (0..self.partitions.len())
+            .filter(|&i| !self.partitions[i].exhausted && self.partitions[i].ceiling.as_str() > floor)
+            .collect();
+        let (store, filter) = (self.store, self.filter);
+        let reads = targets.iter().map(|&i| store.read_partition(&self.partitions[i], Some(floor), needed + 1, filter));
+        for (i, read) in targets.iter().zip(try_join_all(reads).await?) {
+            let partition = &mut self.partitions[*i];
+            self.items_read += read.scanned;
+            let ceiling = partition.ceiling.clone();
+            partition.ceiling = match (read.more, read.last) {
+                (true, Some(last)) => last,
+                _ => floor.to_string(),
+            };
+            partition.buffer.extend(read.kept.into_iter().filter(|(sk, _)| *sk < ceiling));
+        }
+        Ok(())
+    }
+
+    /// Too few orders in hand: each partition of the day being read is
+    /// expected to hold an even share of what is still needed; reading that
+    /// much (plus a margin) keeps the over-read small.
+    async fn share_round(&mut self, blocking: &[usize], needed: u32) -> Result<(), StoreError> {
+        let day = self.partitions[blocking[0]].day;
+        let live = self.partitions.iter().filter(|p| p.day == day && !(p.exhausted && p.buffer.is_empty())).count();
+        let size = if self.plan.naive { self.limit } else { needed.div_ceil(live.max(1) as u32) + self.plan.margin };
+        let (store, filter) = (self.store, self.filter);
+        let reads = blocking.iter().map(|&i| store.read_partition(&self.partitions[i], None, size, filter));
+        for (i, read) in blocking.iter().zip(try_join_all(reads).await?) {
+            let partition = &mut self.partitions[*i];
+            self.items_read += read.scanned;
+            // An empty answer with a LastEvaluatedKey would not move the
+            // ceiling; treating it as the end keeps the loop finite.
+            partition.exhausted = !read.more || read.last.is_none();
+            if let Some(last) = read.last {
+                partition.ceiling = last;
+            }
+            partition.buffer.extend(read.kept);
+        }
+        Ok(())
     }
 }
 
