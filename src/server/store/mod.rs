@@ -6,16 +6,18 @@ mod metrics;
 mod orders;
 mod pending;
 mod provision;
+mod reconcile;
 mod recount;
 mod stream;
 
 pub use checkpoints::{Checkpoint, Lease};
-pub use metrics::{Counters, Reconciliation};
+pub use metrics::Counters;
 pub use orders::{BatchPut, HistoryPage, order_item};
 pub use pending::PendingRead;
 #[cfg(feature = "testing")]
 pub use pending::ReadPlan;
 pub use provision::{ProvisionReport, TableCapacity};
+pub use reconcile::{CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot, TRANSACT_GET_MAX, Verdict};
 pub use recount::Recount;
 pub use stream::{StreamBatch, StreamShard};
 
