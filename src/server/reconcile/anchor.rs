@@ -135,6 +135,12 @@ impl Reconciler {
         if let Err(err) = self.store.release_reader_lease(&anchor.stream_arn, &self.options.owner).await {
             tracing::warn!(error = %err, "could not give the stream-reader lease back; it runs out by itself");
         }
+        if let Ok(read) = &result
+            && read.unreadable > 0
+        {
+            // The consumer skips these too; the orders they name are judged by the index.
+            tracing::warn!(unreadable = read.unreadable, "stream records that name no readable order");
+        }
         result
     }
 
