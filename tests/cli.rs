@@ -129,6 +129,39 @@ async fn serve_creates_no_tables_unless_asked() {
 }
 
 #[test]
+fn reconcile_checks_a_store_and_says_what_it_needs() {
+    let local = std::env::var("NORTHWIND_TEST_DYNAMODB_LOCAL").expect("run under scripts/with-dynamodb-local.sh");
+    let dir = tempfile::tempdir().unwrap();
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    let (orders, metrics) = (format!("rc-orders-{suffix}"), format!("rc-metrics-{suffix}"));
+    let run = |args: &[&str]| {
+        let tables = ["--endpoint-url", &local, "--orders-table", &orders, "--metrics-table", &metrics];
+        let output = Command::new(BIN)
+            .args(tables)
+            .args(args)
+            .env("NORTHWIND_DATA_DIR", dir.path())
+            .env("NORTHWIND_LOG", "error")
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
+        (output.status.code(), text(&output.stdout), text(&output.stderr))
+    };
+    assert_eq!(run(&["provision"]).0, Some(0));
+    let (code, stdout, stderr) = run(&["reconcile", "--grace-ms", "100"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("PENDING counter 0, should be 0") && stdout.contains("drift +0"), "{stdout}");
+    let (code, _, stderr) = run(&["reconcile", "--full", "--dry-run"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("on-demand") && stderr.contains("--max-rcu-per-second"), "{stderr}");
+    let (code, stdout, stderr) = run(&["reconcile", "--full", "--max-rcu-per-second", "50", "--grace-ms", "100"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("created 0, should be 0") && stdout.contains("scanned 0 items"), "{stdout}");
+    let (code, _, stderr) = run(&["reconcile", "--full", "--read-share", "2"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--read-share"), "{stderr}");
+}
+
+#[test]
 fn bad_settings_are_refused_with_a_message_that_names_them() {
     let dir = tempfile::tempdir().unwrap();
     let run = |env: &[(&str, &str)], args: &[&str]| {

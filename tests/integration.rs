@@ -5,7 +5,7 @@
 mod common;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use chrono::{Duration, NaiveDate, Utc};
+use chrono::{Duration, NaiveDate};
 use common::{Engine, TestApp, engines, new_order_json, order, write_all};
 use northwind_ops::model::{Order, OrderPage, Status, iso_millis};
 use northwind_ops::server::error::StoreError;
@@ -304,120 +304,7 @@ async fn an_unreachable_store_is_a_503() {
 
 // ---- The stream consumer and its counters -------------------------------
 
-use northwind_ops::server::consumer::{Consumer, ConsumerOptions};
-use northwind_ops::server::store::{Store, StreamBatch, order_item};
-use std::sync::Arc;
-
-fn consumer(store: &Arc<Store>, owner: &str, lease_ms: u64) -> Consumer {
-    let mut options = ConsumerOptions::new(owner);
-    options.lease = std::time::Duration::from_millis(lease_ms);
-    options.batch = 40;
-    Consumer::new(store.clone(), options, None)
-}
-
-/// One GetRecords of a shard, from `iterator` or the start.
-async fn read_batch(
-    store: &Store,
-    arn: &str,
-    shard: &str,
-    iterator: Option<String>,
-    limit: i32,
-) -> (Vec<aws_sdk_dynamodbstreams::types::Record>, Option<String>) {
-    let iterator = match iterator {
-        Some(iterator) => iterator,
-        None => store.shard_iterator(arn, shard, None).await.unwrap(),
-    };
-    match store.get_records(&iterator, limit).await.unwrap() {
-        StreamBatch::Records { records, next } => (records, next),
-        other => panic!("no records: {other:?}"),
-    }
-}
-
-/// Polls until three passes in a row apply nothing.
-async fn drain(consumer: &Consumer) -> u64 {
-    let (mut total, mut idle) = (0, 0);
-    while idle < 3 {
-        let applied = consumer.poll().await.unwrap();
-        total += applied;
-        idle = if applied == 0 { idle + 1 } else { 0 };
-        if applied == 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-    }
-    total
-}
-
-/// The counters of `day` against a recount of the index and the expected
-/// per-status and created figures.
-async fn assert_exact(app: &TestApp, day: NaiveDate, created: i64, per_status: &[(Status, i64)]) {
-    let counters = app.store.read_counters(day).await.unwrap();
-    let recount = app.store.recount_pending(day).await.unwrap();
-    let engine = &app.engine;
-    assert_eq!(counters.pending, recount.total() as i64, "{engine:?}: pending counter vs recount");
-    let recounted: Vec<i64> = recount.per_shard.iter().map(|n| *n as i64).collect();
-    assert_eq!(counters.per_shard, recounted, "{engine:?}: per shard");
-    assert_eq!(counters.created, created, "{engine:?}: created");
-    for (status, n) in per_status {
-        assert_eq!(counters.per_status[status], *n, "{engine:?}: {status}");
-    }
-    let entered: i64 = counters.entered_per_minute.iter().sum();
-    let left: i64 = counters.left_per_minute.iter().sum();
-    assert_eq!(entered - left, counters.pending, "{engine:?}: the chart's backlog ends at the counter");
-}
-
-/// A mix of writes for one day: 60 orders through the API, 40 written with
-/// the SDK directly (bypassing the app), then status changes both ways.
-/// Returns the day and the expected counts.
-async fn write_mix(app: &TestApp) -> (NaiveDate, i64, Vec<(Status, i64)>) {
-    let day = Utc::now().date_naive();
-    for i in 0..60 {
-        let (status, _) = app.post("/api/orders", new_order_json(&format!("m-{i:03}"), &format!("c-{}", i % 7))).await;
-        assert_eq!(status, 201);
-    }
-    let client = app.store.client();
-    let now = Utc::now();
-    for i in 0..40 {
-        let o = order(&format!("d-{i:03}"), "c-direct", Status::Pending, now - Duration::milliseconds(i));
-        let item = order_item(&o, app.store.shards_for(day).await.unwrap()).unwrap();
-        client.put_item().table_name(&app.config.orders_table).set_item(Some(item)).send().await.unwrap();
-    }
-    for i in 0..15 {
-        app.post(&format!("/api/orders/m-{i:03}/status"), json!({"from": "PENDING", "to": "CONFIRMED"})).await;
-    }
-    for i in 0..5 {
-        app.post(&format!("/api/orders/m-{i:03}/status"), json!({"from": "CONFIRMED", "to": "SHIPPED"})).await;
-    }
-    // Another client cancels directly, removing the index keys as the design requires.
-    for i in 0..10 {
-        client
-            .update_item()
-            .table_name(&app.config.orders_table)
-            .key("PK", AttributeValue::S(keys::order_pk(&format!("d-{i:03}"))))
-            .update_expression("SET #s = :c REMOVE GSI2PK, GSI2SK")
-            .expression_attribute_names("#s", "status")
-            .expression_attribute_values(":c", AttributeValue::S("CANCELLED".into()))
-            .send()
-            .await
-            .unwrap();
-    }
-    // And deletes two PENDING orders outright.
-    for i in 38..40 {
-        client
-            .delete_item()
-            .table_name(&app.config.orders_table)
-            .key("PK", AttributeValue::S(keys::order_pk(&format!("d-{i:03}"))))
-            .send()
-            .await
-            .unwrap();
-    }
-    let expected = vec![
-        (Status::Pending, 60 - 15 + 40 - 10 - 2),
-        (Status::Confirmed, 10),
-        (Status::Shipped, 5),
-        (Status::Cancelled, 10),
-    ];
-    (day, 100, expected)
-}
+use common::counters::{assert_exact, consumer, drain, read_batch, write_mix};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counters_equal_a_recount_and_replays_change_nothing() {
@@ -508,40 +395,6 @@ async fn two_consumers_on_one_stream_count_once() {
         let (applied_a, applied_b) = tokio::join!(drain(&a), drain(&b));
         assert!(applied_a + applied_b >= 132, "{engine:?}: {applied_a} + {applied_b}");
         assert_exact(&app, day, created, &per_status).await;
-        app.stop().await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reconciliation_finds_and_repairs_a_damaged_counter() {
-    for engine in engines() {
-        let app = TestApp::spawn(engine.clone()).await;
-        let (day, created, per_status) = write_mix(&app).await;
-        drain(&consumer(&app.store, "reconciled", 15_000)).await;
-        let (pk, sk) = keys::metric_pending_key(day);
-        app.store
-            .client()
-            .update_item()
-            .table_name(&app.config.metrics_table)
-            .key("PK", AttributeValue::S(pk))
-            .key("SK", AttributeValue::S(sk))
-            .update_expression("ADD pending :n, shard0 :n")
-            .expression_attribute_values(":n", AttributeValue::N("7".into()))
-            .send()
-            .await
-            .unwrap();
-        let dry = app.store.reconcile(day, false).await.unwrap();
-        assert_eq!((dry.drift, dry.repaired), (7, false), "{engine:?}");
-        let fixed = app.store.reconcile(day, true).await.unwrap();
-        assert_eq!((fixed.drift, fixed.repaired), (7, true), "{engine:?}");
-        assert_exact(&app, day, created, &per_status).await;
-        let again = app.store.reconcile(day, true).await.unwrap();
-        assert_eq!((again.drift, again.repaired), (0, false));
-
-        let (status, body) = app.get("/api/metrics/pending").await;
-        assert_eq!(status, 200, "{body}");
-        assert_eq!(body["pending"], json!(per_status[0].1));
-        assert_eq!(body["perMinute"]["created"].as_array().unwrap().len(), 1440);
         app.stop().await;
     }
 }

@@ -8,6 +8,7 @@ use super::consumer::{Consumer, ConsumerOptions};
 use super::cursor::{CursorCodec, KeyFileError};
 use super::error::{ApiError, StoreError, Unavailable};
 use super::live::{LiveHub, LiveLimits};
+use super::reconcile::{FullOptions, FullOutcome, PendingOutcome, ReconcileError, ReconcileOptions, Reconciler};
 use super::seed::{SeedPlan, seed};
 use super::serve;
 use super::service::Service;
@@ -28,6 +29,8 @@ pub enum CliError {
     Store(#[from] StoreError),
     #[error(transparent)]
     KeyFile(#[from] KeyFileError),
+    #[error(transparent)]
+    Reconcile(#[from] ReconcileError),
     #[error("{0}")]
     Usage(String),
     #[error("{what}: {source}")]
@@ -289,7 +292,7 @@ fn start_background(
         }));
     }
     if args.reconcile_minutes > 0 {
-        let service = service.clone();
+        let reconciler = Reconciler::new(service.store.clone(), ReconcileOptions::new(owner_id()));
         let every = std::time::Duration::from_secs(u64::from(args.reconcile_minutes) * 60);
         let mut stop = stop;
         tasks.push(tokio::spawn(async move {
@@ -298,9 +301,10 @@ fn start_background(
                     _ = stop.changed() => break,
                     _ = tokio::time::sleep(every) => {}
                 }
-                match service.reconcile(chrono::Utc::now().date_naive()).await {
-                    Ok(r) if r.drift != 0 => {
-                        tracing::warn!(date = %r.date, drift = r.drift, repaired = r.repaired, "PENDING counter drifted")
+                // The verdict is recorded on the counter item, for every instance to show.
+                match reconciler.pending(chrono::Utc::now().date_naive(), true).await {
+                    Ok(r) if !r.off.is_empty() => {
+                        tracing::warn!(date = %r.day, drift = r.drift, off = ?r.off, "PENDING counters drifted; repaired")
                     }
                     Ok(_) => {}
                     Err(err) => tracing::warn!(error = %err, "reconciliation failed"),
@@ -336,25 +340,99 @@ async fn run_loadgen(store: Store, args: &super::loadgen::LoadgenArgs) -> Result
 }
 
 async fn run_reconcile(store: Store, args: &ReconcileArgs) -> Result<(), CliError> {
-    let day = super::service::parse_date(args.date.as_deref(), chrono::Utc::now())
-        .map_err(|e| CliError::Usage(format!("--date: {e}")))?;
-    let outcome = store.reconcile(day, !args.dry_run).await?;
-    println!(
-        "{day}: counter {}, recount {} (over {} shards, {} index items read), drift {:+}{}",
-        outcome.counter,
-        outcome.recount.total(),
-        outcome.recount.per_shard.len(),
-        outcome.recount.items_read,
-        outcome.drift,
-        if outcome.repaired {
-            "; repaired"
-        } else if args.dry_run {
-            "; dry run, nothing changed"
-        } else {
-            ""
-        }
-    );
+    let day = cli_date("--date", args.date.as_deref())?;
+    let mut options = ReconcileOptions::new(owner_id());
+    options.grace = std::time::Duration::from_millis(args.grace_ms);
+    let store = Arc::new(store);
+    let reconciler = Reconciler::new(store.clone(), options);
+    if !args.full {
+        println!("{}", pending_line(&reconciler.pending(day, !args.dry_run).await?, args.dry_run));
+        return Ok(());
+    }
+    let full = FullOptions {
+        since: args.since.as_deref().map(|d| cli_date("--since", Some(d))).transpose()?.unwrap_or(day),
+        until: args.until.as_deref().map(|d| cli_date("--until", Some(d))).transpose()?.unwrap_or(day),
+        rcu_per_second: super::reconcile::scan_rate(
+            store.read_capacity().await?,
+            args.read_share,
+            args.max_rcu_per_second,
+        )?,
+        segments: args.segments,
+        page: 200,
+        progress: true,
+    };
+    for day in full.since.iter_days().take_while(|d| *d <= full.until) {
+        println!("{}", pending_line(&reconciler.pending(day, !args.dry_run).await?, args.dry_run));
+    }
+    let outcome = reconciler.full(&full, !args.dry_run).await?;
+    print_full(&outcome, args.dry_run);
+    let raced: Vec<String> = outcome.days.iter().filter(|d| d.raced).map(|d| d.day.to_string()).collect();
+    if !raced.is_empty() {
+        return Err(CliError::Usage(format!("another reconciliation repaired {} first: run again", raced.join(", "))));
+    }
     Ok(())
+}
+
+fn cli_date(flag: &str, text: Option<&str>) -> Result<chrono::NaiveDate, CliError> {
+    super::service::parse_date(text, chrono::Utc::now()).map_err(|e| CliError::Usage(format!("{flag}: {e}")))
+}
+
+fn pending_line(outcome: &PendingOutcome, dry_run: bool) -> String {
+    let shards: Vec<String> =
+        outcome.off.iter().filter(|(a, _)| a.as_str() != "pending").map(|(a, d)| format!("{a} {d:+}")).collect();
+    format!(
+        "{}: PENDING counter {}, should be {} ({} orders in the index, {} changed after the snapshot, {} stream \
+         records read), drift {:+}{}{}",
+        outcome.day,
+        outcome.counter,
+        outcome.expected,
+        outcome.index_items,
+        outcome.touched,
+        outcome.records,
+        outcome.drift,
+        if shards.is_empty() { String::new() } else { format!(" (off: {})", shards.join(", ")) },
+        verdict_word(!outcome.off.is_empty(), outcome.repaired, dry_run)
+    )
+}
+
+fn print_full(outcome: &FullOutcome, dry_run: bool) {
+    for day in &outcome.days {
+        let statuses: Vec<String> =
+            day.off.iter().filter(|(a, _)| a.as_str() != "created").map(|(a, d)| format!("{a} {d:+}")).collect();
+        let minutes = day.minutes_off.values().map(|d| d.abs()).sum::<i64>();
+        println!(
+            "{}: created {}, should be {}, drift {:+}; statuses off: {}; minutes off: {} (by {} in all){}",
+            day.day,
+            day.created,
+            day.expected_created,
+            day.created - day.expected_created,
+            if statuses.is_empty() { "none".into() } else { statuses.join(", ") },
+            day.minutes_off.len(),
+            minutes,
+            if day.raced {
+                "; raced, not repaired".into()
+            } else {
+                verdict_word(!day.off.is_empty() || !day.minutes_off.is_empty(), day.repaired, dry_run)
+            }
+        );
+    }
+    println!(
+        "scanned {} items ({} orders in range, {} unreadable), {:.1} read capacity units in {:.1} s; {} stream records read",
+        outcome.scanned,
+        outcome.in_range,
+        outcome.unreadable,
+        outcome.consumed,
+        outcome.elapsed.as_secs_f64(),
+        outcome.records
+    );
+}
+
+fn verdict_word(damaged: bool, repaired: bool, dry_run: bool) -> String {
+    match (damaged, repaired, dry_run) {
+        (_, true, _) => "; repaired".into(),
+        (true, false, true) => "; dry run, nothing changed".into(),
+        _ => String::new(),
+    }
 }
 
 async fn shutdown_signal() {

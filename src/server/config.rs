@@ -34,7 +34,7 @@ pub enum Command {
     Seed(SeedArgs),
     /// Run the stream consumer alone (serve runs one too), until Ctrl-C.
     Consume,
-    /// Recount a day's PENDING orders from the index and repair the counter.
+    /// Check the counters against the tables and repair any drift with a delta.
     Reconcile(ReconcileArgs),
     /// Simulate traffic: a steady rate, a flash sale or a month-end batch.
     Loadgen(super::loadgen::LoadgenArgs),
@@ -92,12 +92,50 @@ pub enum TokenCommand {
 
 #[derive(Args, Debug, Clone)]
 pub struct ReconcileArgs {
-    /// Day to recount (YYYY-MM-DD, UTC) [default: today]
+    /// Day whose PENDING counters to check (YYYY-MM-DD, UTC) [default: today]
     #[arg(long)]
     pub date: Option<String>,
-    /// Only report the drift; change nothing
+    /// Only report the drift; change no counter
     #[arg(long)]
     pub dry_run: bool,
+    /// Also check what no index can recount (orders per day, per status and
+    /// per minute created) with a paced Scan of the orders table
+    #[arg(long)]
+    pub full: bool,
+    /// First day of a --full check [default: --date]
+    #[arg(long, requires = "full")]
+    pub since: Option<String>,
+    /// Last day of a --full check [default: --date]
+    #[arg(long, requires = "full")]
+    pub until: Option<String>,
+    /// Share of a provisioned table's read capacity a --full Scan may use
+    #[arg(long, default_value_t = 0.25, value_parser = share)]
+    pub read_share: f64,
+    /// Read capacity units per second a --full Scan may use (needed for an
+    /// on-demand table; caps the share of a provisioned one)
+    #[arg(long, value_parser = positive)]
+    pub max_rcu_per_second: Option<f64>,
+    /// Parallel segments of a --full Scan
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub segments: u32,
+    /// How long after a write its stream record and index entry are assumed
+    /// readable (DynamoDB promises near-real-time, with no bound)
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub grace_ms: u64,
+}
+
+fn share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+        _ => Err(format!("{text:?} is not a share above 0 and at most 1")),
+    }
+}
+
+fn positive(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if f > 0.0 && f.is_finite() => Ok(f),
+        _ => Err(format!("{text:?} is not a positive number")),
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -254,7 +292,7 @@ pub struct ServeArgs {
     #[arg(long, env = "NORTHWIND_STUCK_AFTER_MINUTES", default_value_t = 30)]
     pub stuck_after_minutes: u32,
 
-    /// Minutes between reconciliations of today's PENDING counter (0: never)
+    /// Minutes between reconciliations of today's PENDING counters (0: never)
     #[arg(long, env = "NORTHWIND_RECONCILE_MINUTES", default_value_t = 10)]
     pub reconcile_minutes: u32,
 

@@ -134,6 +134,18 @@ pub fn change(record: &Record) -> Option<Change> {
     Some(Change { old, new, at })
 }
 
+/// The order a record changes, and its state just before the change (`None`
+/// when it did not exist: an insert); `None` for a record that cannot be read.
+pub fn state_before(record: &Record) -> Option<(String, Option<Image>)> {
+    let data = record.dynamodb()?;
+    let pk = data.keys()?.get(super::keys::PK)?.as_s().ok()?;
+    let order_id = super::keys::parse_order_pk(pk)?.to_string();
+    match data.old_image() {
+        None => Some((order_id, None)),
+        Some(item) => Some((order_id, Some(image(item)?))),
+    }
+}
+
 /// The shards to read now: not finished, and whose parent (if still
 /// listed) is finished, so that an item's changes are applied in order.
 fn readable<'a>(shards: &'a [StreamShard], checkpoints: &HashMap<String, Checkpoint>) -> Vec<&'a StreamShard> {
@@ -460,6 +472,15 @@ mod tests {
         let mut corrupt = item.clone();
         corrupt.insert("GSI2PK".into(), StreamValue::S("STATUS#PENDING#garbage".into()));
         assert!(super::image(&corrupt).is_none());
+        let record = |old: Option<HashMap<String, StreamValue>>| {
+            let keys = HashMap::from([("PK".to_string(), StreamValue::S("ORDER#o-1".into()))]);
+            let data = aws_sdk_dynamodbstreams::types::StreamRecord::builder().set_keys(Some(keys)).set_old_image(old);
+            Record::builder().dynamodb(data.build()).build()
+        };
+        let (id, before) = state_before(&record(Some(item.clone()))).unwrap();
+        assert_eq!((id.as_str(), before.unwrap().status.as_str()), ("o-1", "PENDING"));
+        assert_eq!(state_before(&record(None)), Some(("o-1".into(), None)), "an insert: the order did not exist");
+        assert_eq!(state_before(&record(Some(corrupt.clone()))), None);
         let mut not_an_order = item;
         not_an_order.remove("orderId");
         assert!(super::image(&not_an_order).is_none());

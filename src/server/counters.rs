@@ -1,11 +1,19 @@
 //! What one change to an order does to the counters, derived from its old
 //! and new images alone, so a write by any client is counted the same way.
 //!
+//! Two kinds of counters:
+//! - state counters (`pending`, `shard<k>`, `created`, `status<S>`,
+//!   `c<HHMM>`) count the orders that exist now and name them: each change
+//!   takes its old state's counters down and its new state's up, so they
+//!   equal a recount of the table (and, for PENDING, of GSI2) by
+//!   construction, and reconciliation can check them;
+//! - history counters (`e<HHMM>`, `l<HHMM>`: entered and left PENDING per
+//!   minute) record events that no table keeps, and cannot be checked.
+//!
 //! An order counts as PENDING for a day while it is in that day's GSI2
-//! partitions (it has `GSI2PK`): the counters then equal a recount of the
-//! index by construction.
+//! partitions (it has `GSI2PK`).
 
-use super::keys;
+use super::keys::{self, attr};
 use crate::model::PendingOrder;
 use chrono::{DateTime, NaiveDate, Timelike, Utc};
 use std::collections::BTreeMap;
@@ -42,65 +50,95 @@ pub enum OrderEvent {
 /// counter item applies a whole batch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Deltas {
-    items: BTreeMap<(String, String), BTreeMap<String, i64>>,
+    items: BTreeMap<Key, BTreeMap<String, i64>>,
 }
+
+/// A counter item's key (`PK`, `SK`).
+pub type Key = (String, String);
 
 fn minute_of(at: &DateTime<Utc>) -> u32 {
     at.hour() * 60 + at.minute()
 }
 
+/// The state counters one existing order adds one to: a state counter is
+/// the number of existing orders that name it, so a recount can check it.
+/// An order counts towards its day's `created`, its status and the minute it
+/// was created, and, while it is in GSI2, towards that day's `pending` and
+/// its shard.
+pub fn state_counters(image: &Image) -> Vec<(Key, String)> {
+    let day = image.created_at.date_naive();
+    let mut counters = vec![
+        (keys::metric_day_key(day), attr::CREATED.to_string()),
+        (keys::metric_day_key(day), keys::status_attribute(&image.status)),
+        (keys::metric_minutes_key(day), keys::minute_attribute('c', minute_of(&image.created_at))),
+    ];
+    if let Some((day, shard)) = image.pending {
+        counters.extend(pending_counters(day, shard));
+    }
+    counters
+}
+
+/// The counters an order in the GSI2 partition of (`day`, `shard`) adds to.
+pub fn pending_counters(day: NaiveDate, shard: u32) -> [(Key, String); 2] {
+    [
+        (keys::metric_pending_key(day), attr::PENDING.to_string()),
+        (keys::metric_pending_key(day), keys::shard_attribute(shard)),
+    ]
+}
+
 impl Deltas {
-    fn add(&mut self, key: (String, String), attribute: String, by: i64) {
-        *self.items.entry(key).or_default().entry(attribute).or_default() += by;
+    /// Adds `by` to one counter; a sum back at zero is dropped, so every
+    /// increment kept is a write to make.
+    pub fn add(&mut self, key: Key, attribute: String, by: i64) {
+        let attributes = self.items.entry(key.clone()).or_default();
+        let value = attributes.entry(attribute.clone()).or_default();
+        *value += by;
+        if *value == 0 {
+            attributes.remove(&attribute);
+            if attributes.is_empty() {
+                self.items.remove(&key);
+            }
+        }
     }
 
-    /// Adds the effect of one change.
+    /// Adds the effect of one change: the old state's counters down, the
+    /// new state's up (they cancel where nothing counted changed), and the
+    /// history of the minute.
     pub fn record(&mut self, change: &Change) {
-        if let (None, Some(new)) = (&change.old, &change.new) {
-            let day = new.created_at.date_naive();
-            self.add(keys::metric_day_key(day), "created".into(), 1);
-            self.add(keys::metric_minutes_key(day), keys::minute_attribute('c', minute_of(&new.created_at)), 1);
+        for (key, attribute) in change.old.iter().flat_map(state_counters) {
+            self.add(key, attribute, -1);
         }
-        let old_status = change.old.as_ref().map(|i| (&i.status, i.created_at.date_naive()));
-        let new_status = change.new.as_ref().map(|i| (&i.status, i.created_at.date_naive()));
-        if old_status != new_status {
-            if let Some((status, day)) = old_status {
-                self.add(keys::metric_day_key(day), keys::status_attribute(status), -1);
-            }
-            if let Some((status, day)) = new_status {
-                self.add(keys::metric_day_key(day), keys::status_attribute(status), 1);
-            }
+        for (key, attribute) in change.new.iter().flat_map(state_counters) {
+            self.add(key, attribute, 1);
         }
+        self.record_history(change);
+    }
+
+    /// `e<HHMM>` and `l<HHMM>`: orders of a day entering PENDING (at the
+    /// minute they were created) and leaving it (at the minute they left,
+    /// during their own day). History: no table holds it to recount.
+    fn record_history(&mut self, change: &Change) {
         let old_pending = change.old.as_ref().and_then(|i| i.pending);
         let new_pending = change.new.as_ref().and_then(|i| i.pending);
-        if old_pending == new_pending {
-            return;
+        if let (Some((day, _)), None) = (old_pending, new_pending)
+            && change.at.date_naive() == day
+        {
+            self.add(keys::metric_minutes_key(day), keys::minute_attribute('l', minute_of(&change.at)), 1);
         }
-        if let Some((day, shard)) = old_pending {
-            self.add(keys::metric_pending_key(day), "pending".into(), -1);
-            self.add(keys::metric_pending_key(day), keys::shard_attribute(shard), -1);
-            // The chart shows a day's own orders leaving during that day.
-            if new_pending.is_none() && change.at.date_naive() == day {
-                self.add(keys::metric_minutes_key(day), keys::minute_attribute('l', minute_of(&change.at)), 1);
-            }
+        if let (None, Some((day, _))) = (old_pending, new_pending) {
+            let created = change.new.as_ref().map(|i| i.created_at).unwrap_or(change.at);
+            self.add(keys::metric_minutes_key(day), keys::minute_attribute('e', minute_of(&created)), 1);
         }
-        if let Some((day, shard)) = new_pending {
-            self.add(keys::metric_pending_key(day), "pending".into(), 1);
-            self.add(keys::metric_pending_key(day), keys::shard_attribute(shard), 1);
-            if old_pending.is_none() {
-                let created = change.new.as_ref().map(|i| i.created_at).unwrap_or(change.at);
-                self.add(keys::metric_minutes_key(day), keys::minute_attribute('e', minute_of(&created)), 1);
-            }
-        }
+    }
+
+    /// The increments of one counter item.
+    pub fn get(&self, key: &Key) -> Option<&BTreeMap<String, i64>> {
+        self.items.get(key)
     }
 
     /// Counter items touched, each with its non-zero increments.
-    pub fn items(&self) -> impl Iterator<Item = (&(String, String), Vec<(&String, i64)>)> {
-        self.items.iter().filter_map(|(key, attributes)| {
-            let nonzero: Vec<(&String, i64)> =
-                attributes.iter().filter(|(_, by)| **by != 0).map(|(a, by)| (a, *by)).collect();
-            (!nonzero.is_empty()).then_some((key, nonzero))
-        })
+    pub fn items(&self) -> impl Iterator<Item = (&Key, Vec<(&String, i64)>)> {
+        self.items.iter().map(|(key, attributes)| (key, attributes.iter().map(|(a, by)| (a, *by)).collect()))
     }
 
     pub fn item_count(&self) -> usize {
@@ -202,11 +240,39 @@ mod tests {
         assert_eq!(value(&deltas, "METRIC#MINUTES#2026-11-29", "l1100"), 1);
         assert_eq!(value(&deltas, "METRIC#DAY#2026-11-29", "created"), 0, "a modify creates nothing");
 
+        assert!(deltas.get(&keys::metric_day_key(leave.at.date_naive())).unwrap().get("created").is_none());
+
         let mut both = Deltas::default();
         both.record(&Change { old: None, new: Some(image("PENDING", Some(3))), at: at("2026-11-29T10:15:31Z") });
         both.record(&Change { old: Some(image("PENDING", Some(3))), new: None, at: at("2026-11-29T10:20:00Z") });
         assert_eq!(value(&both, "METRIC#PENDING#2026-11-29", "pending"), 0);
         assert_eq!(value(&both, "METRIC#DAY#2026-11-29", "statusPENDING"), 0);
+        assert_eq!(value(&both, "METRIC#DAY#2026-11-29", "created"), 0, "created counts orders that exist");
+        assert_eq!(value(&both, "METRIC#MINUTES#2026-11-29", "c1015"), 0);
+        assert_eq!(value(&both, "METRIC#MINUTES#2026-11-29", "e1015"), 1, "history stays");
+        assert_eq!(value(&both, "METRIC#MINUTES#2026-11-29", "l1020"), 1);
+    }
+
+    #[test]
+    fn removing_an_order_takes_every_state_counter_down() {
+        let mut deltas = Deltas::default();
+        deltas.record(&Change { old: Some(image("CONFIRMED", None)), new: None, at: at("2026-11-30T09:00:00Z") });
+        assert_eq!(value(&deltas, "METRIC#DAY#2026-11-29", "created"), -1);
+        assert_eq!(value(&deltas, "METRIC#DAY#2026-11-29", "statusCONFIRMED"), -1);
+        assert_eq!(value(&deltas, "METRIC#MINUTES#2026-11-29", "c1015"), -1);
+        assert_eq!(deltas.item_count(), 2, "nothing PENDING, no history");
+    }
+
+    #[test]
+    fn state_counters_of_an_order_are_what_inserting_it_adds() {
+        let pending = image("PENDING", Some(3));
+        let mut deltas = Deltas::default();
+        deltas.record(&Change { old: None, new: Some(pending.clone()), at: at("2026-11-29T10:15:31Z") });
+        for (key, attribute) in state_counters(&pending) {
+            assert_eq!(deltas.get(&key).and_then(|a| a.get(&attribute)), Some(&1), "{key:?} {attribute}");
+        }
+        assert_eq!(state_counters(&pending).len(), 5);
+        assert_eq!(state_counters(&image("SHIPPED", None)).len(), 3);
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub enum StoreError {
     /// An item in the table that this program cannot read.
     #[error("unreadable item: {0}")]
     Data(String),
+    /// The stream no longer holds the records asked for (kept 24 hours).
+    #[error("the stream's records were trimmed: {0}")]
+    Trimmed(String),
     /// The store refused the request: a bug or a misconfiguration here.
     #[error("the store refused the request: {0}")]
     Rejected(String),
@@ -253,9 +256,12 @@ impl ApiError {
             ApiError::Store(StoreError::Unavailable { .. }) => {
                 "the order store is unavailable; try again shortly".into()
             }
-            ApiError::Store(StoreError::SchemaMismatch { .. } | StoreError::Data(_) | StoreError::Rejected(_)) => {
-                "internal error: the request id identifies it in the server's log".into()
-            }
+            ApiError::Store(
+                StoreError::SchemaMismatch { .. }
+                | StoreError::Data(_)
+                | StoreError::Rejected(_)
+                | StoreError::Trimmed(_),
+            ) => "internal error: the request id identifies it in the server's log".into(),
             other => other.to_string(),
         }
     }

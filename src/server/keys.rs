@@ -44,7 +44,16 @@ pub mod attr {
     /// Counter items.
     pub const PENDING: &str = "pending";
     pub const CREATED: &str = "created";
-    /// Checkpoint items: the lease and the position reached.
+    /// Counter items: repairs made by reconciliation, and its last verdict.
+    pub const REPAIRS: &str = "repairs";
+    pub const VERIFIED_AT: &str = "verifiedAt";
+    pub const VERIFIED_DRIFT: &str = "verifiedDrift";
+    pub const VERIFIED_REPAIRED: &str = "verifiedRepaired";
+    pub const VERIFIED_BY: &str = "verifiedBy";
+    /// Order attributes a reconciliation reads.
+    pub const ORDER_ID: &str = "orderId";
+    pub const CREATED_AT: &str = "createdAt";
+    /// Checkpoint and lease items: the lease and the position reached.
     pub const OWNER: &str = "owner";
     pub const LEASE_UNTIL: &str = "leaseUntil";
     pub const SEQ: &str = "seq";
@@ -87,6 +96,8 @@ const AUDIT_ACTOR: &str = "AUDIT#ACTOR#";
 /// Write shards of the audit trail's day and actor partitions: a flash sale
 /// writes a record per change, more than one partition should take.
 pub const AUDIT_SHARDS: u32 = 10;
+const RECONCILE: &str = "RECONCILE#";
+const READER_SK: &str = "READER";
 
 pub fn order_pk(order_id: &str) -> String {
     format!("{ORDER}{order_id}")
@@ -190,6 +201,30 @@ pub fn status_attribute(status: &str) -> String {
 /// `kind` is `c`, `e` or `l`; `minute` counts from midnight, 0 to 1439.
 pub fn minute_attribute(kind: char, minute: u32) -> String {
     format!("{kind}{:02}{:02}", minute / 60, minute % 60)
+}
+
+/// Whether an attribute of a counter item is a state counter, one that
+/// equals a number of existing orders and so can be recounted: `pending`,
+/// `shard<k>`, `created`, `status<STATUS>`, `c<HHMM>`. The history counters
+/// (`e<HHMM>`, `l<HHMM>`) and the bookkeeping attributes are not.
+pub fn is_state_attribute(name: &str) -> bool {
+    let digits = |s: &str, n: Option<usize>| {
+        !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && n.is_none_or(|n| s.len() == n)
+    };
+    match name {
+        attr::PENDING | attr::CREATED => true,
+        _ if name.starts_with('c') => digits(&name[1..], Some(4)),
+        _ if name.starts_with("shard") => digits(&name[5..], None),
+        _ => name
+            .strip_prefix("status")
+            .is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')),
+    }
+}
+
+/// The lease that lets one reconciliation at a time read a stream (DynamoDB
+/// Streams serves at most two readers per shard: the consumer and it).
+pub fn reconcile_reader_key(stream_arn: &str) -> (String, String) {
+    (format!("{RECONCILE}{stream_arn}"), READER_SK.to_string())
 }
 
 /// The stream consumer's lease and checkpoint of one stream shard.
@@ -331,6 +366,18 @@ mod tests {
         );
         assert_eq!(parse_checkpoint_sk("SHARD#shardId-1"), Some("shardId-1"));
         assert_eq!(parse_checkpoint_sk("SHARD#"), None);
+        assert_eq!(reconcile_reader_key("arn:x"), ("RECONCILE#arn:x".into(), "READER".into()));
+    }
+
+    #[test]
+    fn state_attributes_are_the_recountable_ones() {
+        for name in ["pending", "created", "shard0", "shard99", "statusPENDING", "c0000", "c2359"] {
+            assert!(is_state_attribute(name), "{name}");
+        }
+        for name in ["e1015", "l1015", "repairs", "verifiedAt", "shard", "shardx", "status", "c123", "c12345", "cxxxx"]
+        {
+            assert!(!is_state_attribute(name), "{name}");
+        }
     }
 
     #[test]

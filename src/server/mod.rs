@@ -18,6 +18,7 @@ pub mod keys;
 pub mod live;
 pub mod loadgen;
 pub mod middleware;
+pub mod reconcile;
 pub mod seed;
 pub mod serve;
 pub mod service;

@@ -12,7 +12,7 @@ use super::error::ApiError;
 use super::keys;
 use super::live::LiveHub;
 use super::store::{
-    Account, AccountChange, AccountSource, AuditScope, Counters, PendingFilter, Store, Token, Transition,
+    Account, AccountChange, AccountSource, AuditScope, Counters, PendingFilter, Store, Token, Transition, Verdict,
 };
 use crate::model::{
     Activity, AuditEntry, AuditListing, AuditParams, DEFAULT_PAGE_SIZE, Dashboard, DayCounts, LiveCounters, MAX_DAYS,
@@ -50,7 +50,6 @@ pub struct Service {
     pub live: LiveHub,
     /// The running consumer's status, once one is started.
     pub consumer: Arc<Mutex<Option<Arc<Mutex<ConsumerStatus>>>>>,
-    pub last_reconcile: Arc<Mutex<Option<LastReconcile>>>,
     /// Recent dashboard reads, shared by every viewer of the same view.
     dashboards: moka::future::Cache<DashboardKey, Arc<Dashboard>>,
     /// How long an order may stay PENDING before it counts as stuck.
@@ -165,17 +164,35 @@ pub struct NewToken {
     pub role: Role,
 }
 
-/// The most recent reconciliation `serve` ran.
+/// Which figures reconciliation has verified, and when: read from the
+/// counter items, so every instance says the same.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LastReconcile {
-    pub date: NaiveDate,
+pub struct Verification {
+    /// `pending` and `perShard`.
+    pub pending: Option<Checked>,
+    /// `created`, `perStatus` and `perMinute.created` (`reconcile --full`).
+    pub daily: Option<Checked>,
+    /// `perMinute.entered` and `perMinute.left`.
+    pub per_minute: &'static str,
+}
+
+/// A reconciliation's verdict.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Checked {
     #[serde(with = "iso_millis")]
     pub at: DateTime<Utc>,
-    pub counter: i64,
-    pub recount: u64,
+    /// Counter minus what it should have been (`pending`, or `created`).
     pub drift: i64,
+    /// Whether anything was off, and so repaired.
     pub repaired: bool,
+}
+
+impl From<&Verdict> for Checked {
+    fn from(verdict: &Verdict) -> Self {
+        Checked { at: verdict.at, drift: verdict.drift, repaired: verdict.repaired }
+    }
 }
 
 /// `GET /api/metrics/pending`: a day's counters and how fresh they are.
@@ -186,7 +203,7 @@ pub struct PendingMetrics {
     pub counts: DayCounts,
     pub per_minute: PerMinute,
     pub freshness: Freshness,
-    pub last_reconcile: Option<LastReconcile>,
+    pub verification: Verification,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -220,7 +237,6 @@ impl Service {
             cursors,
             live,
             consumer: Arc::new(Mutex::new(None)),
-            last_reconcile: Arc::new(Mutex::new(None)),
             dashboards: moka::future::Cache::builder()
                 .max_capacity(DASHBOARD_VIEWS)
                 .time_to_live(DASHBOARD_TTL)
@@ -264,7 +280,11 @@ impl Service {
                 bad_records: status.bad_records,
                 last_error_at: status.last_error_at,
             },
-            last_reconcile: self.last_reconcile.lock().expect("poisoned").clone(),
+            verification: Verification {
+                pending: counters.pending_verdict.as_ref().map(Checked::from),
+                daily: counters.daily_verdict.as_ref().map(Checked::from),
+                per_minute: "not verifiable: history",
+            },
         })
     }
 
@@ -280,21 +300,6 @@ impl Service {
 
     pub fn parse_day(&self, date: Option<&str>) -> Result<NaiveDate, ApiError> {
         parse_date(date, Utc::now())
-    }
-
-    /// Runs a reconciliation of `date` and remembers its outcome.
-    pub async fn reconcile(&self, date: NaiveDate) -> Result<LastReconcile, ApiError> {
-        let outcome = self.store.reconcile(date, true).await?;
-        let last = LastReconcile {
-            date,
-            at: Utc::now(),
-            counter: outcome.counter,
-            recount: outcome.recount.total(),
-            drift: outcome.drift,
-            repaired: outcome.repaired,
-        };
-        *self.last_reconcile.lock().expect("poisoned") = Some(last.clone());
-        Ok(last)
     }
 
     pub async fn order(&self, order_id: &str) -> Result<Order, ApiError> {

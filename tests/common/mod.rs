@@ -2,6 +2,8 @@
 //! port 0 against one of them, and order fixtures.
 #![allow(dead_code)]
 
+pub mod counters;
+
 use chrono::{DateTime, Utc};
 use clap::Parser;
 use futures::StreamExt;

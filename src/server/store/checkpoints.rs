@@ -159,7 +159,7 @@ impl Store {
     }
 }
 
-fn checkpoint_of(item: &Item) -> Checkpoint {
+pub(super) fn checkpoint_of(item: &Item) -> Checkpoint {
     Checkpoint {
         seq: item.get(attr::SEQ).and_then(|v| v.as_s().ok()).cloned(),
         finished: item.get(attr::FINISHED).and_then(|v| v.as_bool().ok()).copied().unwrap_or(false),

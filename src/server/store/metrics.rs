@@ -1,16 +1,14 @@
-//! Reading the counters the stream consumer keeps, and repairing the PENDING
-//! counter of a day from a recount of the index.
+//! Reading the counters the stream consumer keeps, with the verdicts of the
+//! last reconciliations.
 
-use super::{Item, Recount, Store};
+use super::reconcile::{Verdict, verdict_of};
+use super::{Item, Store};
 use crate::model::{DayCounts, Status};
-use crate::server::error::{StoreError, Unavailable, unless_condition_failed};
+use crate::server::error::StoreError;
 use crate::server::keys::{self, attr};
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::NaiveDate;
 use std::collections::BTreeMap;
-
-/// Times a reconciliation retries while the consumer moves the counter under it.
-const RECONCILE_TRIES: u32 = 5;
 
 /// A day's counter items as stored: signed, since a repair may pass through
 /// negative values.
@@ -27,16 +25,10 @@ pub struct Counters {
     pub created_per_minute: Vec<i64>,
     pub entered_per_minute: Vec<i64>,
     pub left_per_minute: Vec<i64>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct Reconciliation {
-    pub day: NaiveDate,
-    pub counter: i64,
-    pub recount: Recount,
-    /// Counter minus recount, before any repair.
-    pub drift: i64,
-    pub repaired: bool,
+    /// What the last reconciliation of the PENDING counters found.
+    pub pending_verdict: Option<Verdict>,
+    /// What the last full reconciliation (`created`, per status, per minute) found.
+    pub daily_verdict: Option<Verdict>,
 }
 
 impl Counters {
@@ -94,84 +86,8 @@ impl Store {
             created_per_minute: per_minute('c'),
             entered_per_minute: per_minute('e'),
             left_per_minute: per_minute('l'),
+            pending_verdict: pending.as_ref().and_then(verdict_of),
+            daily_verdict: verdict_of(&daily),
         })
-    }
-
-    /// Recounts a day's PENDING orders from the index and, when the counter
-    /// differs, sets it to the recount — only if the consumer has not moved
-    /// it meanwhile (a conditional write; otherwise it tries again).
-    pub async fn reconcile(&self, day: NaiveDate, repair: bool) -> Result<Reconciliation, StoreError> {
-        let key = keys::metric_pending_key(day);
-        for _ in 0..RECONCILE_TRIES {
-            let before = self.metric_item(key.clone(), true).await?.unwrap_or_default();
-            let recount = self.recount_pending(day).await?;
-            let after = self.metric_item(key.clone(), true).await?.unwrap_or_default();
-            if before != after {
-                continue; // records were applied while counting: count again
-            }
-            let counter = number(&after, attr::PENDING);
-            let drift = counter - recount.total() as i64;
-            let shards_differ = recount
-                .per_shard
-                .iter()
-                .enumerate()
-                .any(|(s, n)| number(&after, &keys::shard_attribute(s as u32)) != *n as i64);
-            if !repair || (drift == 0 && !shards_differ) {
-                return Ok(Reconciliation { day, counter, recount, drift, repaired: false });
-            }
-            match self.overwrite_pending(&key, &after, &recount).await {
-                Ok(()) => return Ok(Reconciliation { day, counter, recount, drift, repaired: true }),
-                Err(StoreError::Conflict(_)) => continue,
-                Err(err) => return Err(err),
-            }
-        }
-        Err(StoreError::unavailable(
-            Unavailable::Busy,
-            format!("the PENDING counter of {day} kept changing while it was recounted; try again"),
-        ))
-    }
-
-    async fn overwrite_pending(
-        &self,
-        key: &(String, String),
-        seen: &Item,
-        recount: &Recount,
-    ) -> Result<(), StoreError> {
-        let mut update = self
-            .client
-            .update_item()
-            .table_name(&self.metrics_table)
-            .key(keys::PK, AttributeValue::S(key.0.clone()))
-            .key(keys::SK, AttributeValue::S(key.1.clone()))
-            .expression_attribute_values(":total", AttributeValue::N(recount.total().to_string()));
-        let mut sets = vec!["pending = :total".to_string()];
-        // Written only if every counter attribute is still as read.
-        let mut conditions = Vec::new();
-        let mut names: Vec<String> = vec![attr::PENDING.into()];
-        names.extend((0..recount.per_shard.len() as u32).map(keys::shard_attribute));
-        for (i, name) in names.iter().enumerate() {
-            match seen.get(name) {
-                Some(value) => {
-                    conditions.push(format!("#a{i} = :seen{i}"));
-                    update = update.expression_attribute_values(format!(":seen{i}"), value.clone());
-                }
-                None => conditions.push(format!("attribute_not_exists(#a{i})")),
-            }
-            update = update.expression_attribute_names(format!("#a{i}"), name);
-        }
-        for (shard, count) in recount.per_shard.iter().enumerate() {
-            let i = shard + 1;
-            sets.push(format!("#a{i} = :n{i}"));
-            update = update.expression_attribute_values(format!(":n{i}"), AttributeValue::N(count.to_string()));
-        }
-        let result = update
-            .update_expression(format!("SET {}", sets.join(", ").replacen("pending", "#a0", 1)))
-            .condition_expression(conditions.join(" AND "))
-            .send()
-            .await;
-        match unless_condition_failed(result)? {
-            Some(_) => Ok(()),
-            None => Err(StoreError::Conflict("the counter moved".into())),
-        }
     }
 }

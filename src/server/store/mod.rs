@@ -9,18 +9,20 @@ mod metrics;
 mod orders;
 mod pending;
 mod provision;
+mod reconcile;
 mod recount;
 mod stream;
 
 pub use accounts::{Account, AccountChange, AccountSource, Token};
 pub use audit::{AuditPage, AuditScope};
 pub use checkpoints::{Checkpoint, Lease};
-pub use metrics::{Counters, Reconciliation};
+pub use metrics::Counters;
 pub use orders::{BatchPut, HistoryPage, Transition, order_item};
 #[cfg(feature = "testing")]
 pub use pending::ReadPlan;
 pub use pending::{PendingFilter, PendingRead};
 pub use provision::{ProvisionReport, TableCapacity};
+pub use reconcile::{CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot, TRANSACT_GET_MAX, Verdict};
 pub use recount::Recount;
 pub use stream::{StreamBatch, StreamShard};
 

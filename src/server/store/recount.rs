@@ -36,7 +36,7 @@ impl Store {
     }
 
     /// A Query of one (day, shard) partition of GSI2.
-    fn partition_query(
+    pub(super) fn partition_query(
         &self,
         day: NaiveDate,
         shard: u32,

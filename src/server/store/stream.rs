@@ -60,7 +60,8 @@ impl Store {
     }
 
     /// An iterator just after `after` (a sequence number), or at the oldest
-    /// record kept when there is no position yet.
+    /// record kept when there is no position yet; `Trimmed` when the records
+    /// after `after` are no longer kept.
     pub async fn shard_iterator(
         &self,
         stream_arn: &str,
@@ -72,7 +73,13 @@ impl Store {
             Some(seq) => request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).sequence_number(seq),
             None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
         };
-        let out = request.send().await?;
+        let out = match request.send().await {
+            Ok(out) => out,
+            Err(err) if err.as_service_error().and_then(|e| e.code()) == Some("TrimmedDataAccessException") => {
+                return Err(StoreError::Trimmed(format!("shard {shard_id} after {after:?}")));
+            }
+            Err(err) => return Err(err.into()),
+        };
         out.shard_iterator
             .ok_or_else(|| StoreError::Rejected(format!("GetShardIterator gave no iterator for {shard_id}")))
     }

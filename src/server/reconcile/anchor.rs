@@ -1,0 +1,381 @@
+//! Anchoring a reconciliation: snapshots of counter items together with the
+//! stream positions the consumer had reached, and the read of the stream
+//! after those positions that says which orders changed since.
+
+use super::drift::Touched;
+use super::{ReconcileError, Reconciler};
+use crate::server::consumer::state_before;
+use crate::server::counters::Key;
+use crate::server::error::StoreError;
+use crate::server::store::{Checkpoint, CounterItem, StreamBatch, StreamShard, TRANSACT_GET_MAX};
+use aws_sdk_dynamodbstreams::types::Record;
+use chrono::{DateTime, Utc};
+use std::cmp::Ordering;
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+/// Snapshots retried while the stream's shards change under them.
+const SETTLE_TRIES: u32 = 5;
+/// Records asked for per GetRecords.
+const BATCH: i32 = 1000;
+/// Pause between reads of a shard that has nothing new (DynamoDB Streams
+/// allows five GetRecords a second per shard).
+const POLL: Duration = Duration::from_millis(250);
+
+/// Where the consumer stood in one shard at a snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Position {
+    /// Nothing applied yet: every record of the shard is after it.
+    Start,
+    /// Applied up to and including this sequence number.
+    After(String),
+    /// Read to its end: no record is after it.
+    Finished,
+}
+
+impl Position {
+    fn of(checkpoint: Option<&Checkpoint>) -> Self {
+        match checkpoint {
+            Some(c) if c.finished => Position::Finished,
+            Some(Checkpoint { seq: Some(seq), .. }) => Position::After(seq.clone()),
+            _ => Position::Start,
+        }
+    }
+
+    /// Whether the record numbered `seq` comes after this position.
+    pub fn precedes(&self, seq: &str) -> bool {
+        match self {
+            Position::Start => true,
+            Position::After(applied) => compare_seq(seq, applied) == Ordering::Greater,
+            Position::Finished => false,
+        }
+    }
+}
+
+/// Sequence numbers are decimal strings of varying width: compared as numbers.
+pub fn compare_seq(a: &str, b: &str) -> Ordering {
+    let (a, b) = (a.trim_start_matches('0'), b.trim_start_matches('0'));
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
+}
+
+/// One snapshot: counter items and the positions they are consistent with.
+#[derive(Clone, Debug)]
+pub struct Taken {
+    pub keys: Vec<Key>,
+    pub counters: Vec<CounterItem>,
+    pub positions: HashMap<String, Position>,
+}
+
+impl Taken {
+    fn position(&self, shard_id: &str) -> &Position {
+        self.positions.get(shard_id).unwrap_or(&Position::Start)
+    }
+}
+
+/// Snapshots of counter items (several when they do not fit one
+/// transaction), each with the consumer's positions in every shard.
+#[derive(Clone, Debug)]
+pub struct Anchor {
+    pub stream_arn: String,
+    pub shards: Vec<StreamShard>,
+    pub taken: Vec<Taken>,
+    /// When the last snapshot had been read.
+    pub at: Instant,
+}
+
+/// What the read of the stream after an anchor found.
+#[derive(Clone, Debug, Default)]
+pub struct StreamRead {
+    /// Per snapshot (as in `Anchor::taken`): the orders changed after its positions.
+    pub touched: Vec<Touched>,
+    pub records: u64,
+    /// Records that name no readable order (the consumer skips them too).
+    pub unreadable: u64,
+}
+
+impl Reconciler {
+    /// Snapshots of `keys`, in groups of `group` keys kept in one snapshot.
+    /// The shards are listed before and after: a shard that appears in
+    /// between may hold records the snapshot's checkpoints do not cover, so
+    /// the snapshots are taken again.
+    pub(super) async fn anchor(&self, keys: &[Key], group: usize) -> Result<Anchor, ReconcileError> {
+        let stream_arn = self.store.stream_arn().await?.ok_or(ReconcileError::NoStream)?;
+        for _ in 0..SETTLE_TRIES {
+            let shards = self.store.stream_shards(&stream_arn).await?;
+            let room = TRANSACT_GET_MAX.saturating_sub(shards.len()) / group * group;
+            if room == 0 {
+                return Err(ReconcileError::TooManyShards { shards: shards.len(), items: group });
+            }
+            let ids: Vec<String> = shards.iter().map(|s| s.id.clone()).collect();
+            let mut taken = Vec::new();
+            for chunk in keys.chunks(room) {
+                let snapshot = self.store.snapshot(chunk, &stream_arn, &ids).await?;
+                let positions = ids.iter().map(|id| (id.clone(), Position::of(snapshot.checkpoints.get(id)))).collect();
+                taken.push(Taken { keys: chunk.to_vec(), counters: snapshot.counters, positions });
+            }
+            let at = Instant::now();
+            let known: HashSet<&String> = ids.iter().collect();
+            if self.store.stream_shards(&stream_arn).await?.iter().all(|s| known.contains(&s.id)) {
+                return Ok(Anchor { stream_arn, shards, taken, at });
+            }
+        }
+        Err(ReconcileError::Unsettled(SETTLE_TRIES))
+    }
+
+    /// Reads the stream after the anchor's positions, parents before
+    /// children, until every shard is closed or caught up with `read_end`
+    /// (the moment the index or Scan read ended) plus the grace.
+    pub(super) async fn read_stream(
+        &self,
+        anchor: &Anchor,
+        read_end: DateTime<Utc>,
+    ) -> Result<StreamRead, ReconcileError> {
+        let mut lease = self.reader_lease(&anchor.stream_arn).await?;
+        let result = self.read_lineages(anchor, read_end, &mut lease).await;
+        if let Err(err) = self.store.release_reader_lease(&anchor.stream_arn, &self.options.owner).await {
+            tracing::warn!(error = %err, "could not give the stream-reader lease back; it runs out by itself");
+        }
+        if let Ok(read) = &result
+            && read.unreadable > 0
+        {
+            // The consumer skips these too; the orders they name are judged by the index.
+            tracing::warn!(unreadable = read.unreadable, "stream records that name no readable order");
+        }
+        result
+    }
+
+    async fn read_lineages(
+        &self,
+        anchor: &Anchor,
+        read_end: DateTime<Utc>,
+        lease: &mut ReaderLease,
+    ) -> Result<StreamRead, ReconcileError> {
+        let until = Until::new(read_end, self.options.grace);
+        let mut read = StreamRead { touched: vec![Touched::new(); anchor.taken.len()], ..Default::default() };
+        // Shard id -> whether it was read to its close (`false`: caught up, open).
+        let mut ended: HashMap<String, bool> = HashMap::new();
+        for shard in &anchor.shards {
+            if anchor.taken.iter().all(|t| *t.position(&shard.id) == Position::Finished) {
+                ended.insert(shard.id.clone(), true);
+            }
+        }
+        let mut listed = anchor.shards.clone();
+        loop {
+            let next = ready(&listed, &ended);
+            if next.is_empty() {
+                return Ok(read);
+            }
+            for shard in next {
+                let closed = self.read_shard(anchor, &shard.id, &until, &mut read, lease).await?;
+                ended.insert(shard.id, closed);
+            }
+            // Shards split while being read have children to read too.
+            listed = self.store.stream_shards(&anchor.stream_arn).await?;
+        }
+    }
+
+    /// Reads one shard from the earliest snapshot position; whether it was
+    /// read to its close.
+    async fn read_shard(
+        &self,
+        anchor: &Anchor,
+        shard_id: &str,
+        until: &Until,
+        read: &mut StreamRead,
+        lease: &mut ReaderLease,
+    ) -> Result<bool, ReconcileError> {
+        let positions: Vec<&Position> = anchor.taken.iter().map(|t| t.position(shard_id)).collect();
+        let mut last = earliest(&positions);
+        let mut iterator = self.iterator(anchor, shard_id, last.as_deref()).await?;
+        loop {
+            lease.renew_if_due(self).await?;
+            let (records, next) = match self.store.get_records(&iterator, BATCH).await? {
+                StreamBatch::Records { records, next } => (records, next),
+                StreamBatch::Expired => {
+                    iterator = self.iterator(anchor, shard_id, last.as_deref()).await?;
+                    continue;
+                }
+                StreamBatch::Trimmed => return Err(ReconcileError::Trimmed(shard_id.to_string())),
+            };
+            let mut past_end = false;
+            for record in &records {
+                read.note(record, &positions);
+                past_end |= until.is_past(record);
+                last = seq_of(record).or(last);
+            }
+            let Some(next) = next else { return Ok(true) };
+            if past_end || (records.is_empty() && until.passed()) {
+                return Ok(false);
+            }
+            if records.is_empty() {
+                tokio::time::sleep(POLL).await;
+            }
+            iterator = next;
+        }
+    }
+
+    async fn iterator(&self, anchor: &Anchor, shard_id: &str, after: Option<&str>) -> Result<String, ReconcileError> {
+        match self.store.shard_iterator(&anchor.stream_arn, shard_id, after).await {
+            Err(StoreError::Trimmed(_)) => Err(ReconcileError::Trimmed(shard_id.to_string())),
+            other => Ok(other?),
+        }
+    }
+
+    /// Takes the stream-reader lease, waiting up to one lease period for
+    /// another reconciliation to finish its read.
+    async fn reader_lease(&self, stream_arn: &str) -> Result<ReaderLease, ReconcileError> {
+        let mut lease = ReaderLease { stream_arn: stream_arn.to_string(), renew_at: Instant::now() };
+        let give_up = Instant::now() + self.options.lease;
+        while !lease.take(self).await? {
+            if Instant::now() > give_up {
+                return Err(ReconcileError::ReaderBusy(self.options.lease));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        Ok(lease)
+    }
+}
+
+/// The stream-reader lease as this reconciliation holds it.
+pub(super) struct ReaderLease {
+    stream_arn: String,
+    /// When half of it has run: time to renew.
+    renew_at: Instant,
+}
+
+impl ReaderLease {
+    async fn take(&mut self, reconciler: &Reconciler) -> Result<bool, StoreError> {
+        let now = Utc::now().timestamp_millis();
+        let until = now + reconciler.options.lease.as_millis() as i64;
+        let taken = reconciler.store.take_reader_lease(&self.stream_arn, &reconciler.options.owner, until, now).await?;
+        self.renew_at = Instant::now() + reconciler.options.lease / 2;
+        Ok(taken)
+    }
+
+    async fn renew_if_due(&mut self, reconciler: &Reconciler) -> Result<(), ReconcileError> {
+        if Instant::now() < self.renew_at {
+            return Ok(());
+        }
+        match self.take(reconciler).await? {
+            true => Ok(()),
+            false => Err(ReconcileError::LeaseLost),
+        }
+    }
+}
+
+/// When a shard counts as caught up: DynamoDB documents stream records as
+/// near-real-time without a bound, so every write made before the read
+/// ended is assumed readable within the grace.
+struct Until {
+    /// An empty read after this instant: nothing more to come.
+    deadline: Instant,
+    /// A record created after this (stream times are rounded down to the
+    /// second) was written after the read ended; a shard's records are in
+    /// the order of their writes, so every earlier write was before it.
+    after: DateTime<Utc>,
+}
+
+impl Until {
+    fn new(read_end: DateTime<Utc>, grace: Duration) -> Self {
+        let since_end = (Utc::now() - read_end).to_std().unwrap_or_default();
+        Self {
+            deadline: Instant::now() + grace.saturating_sub(since_end),
+            after: read_end + chrono::Duration::seconds(1),
+        }
+    }
+
+    fn passed(&self) -> bool {
+        Instant::now() > self.deadline
+    }
+
+    fn is_past(&self, record: &Record) -> bool {
+        let at = record.dynamodb().and_then(|d| d.approximate_creation_date_time());
+        at.and_then(|t| DateTime::<Utc>::from_timestamp(t.secs(), t.subsec_nanos())).is_some_and(|t| t > self.after)
+    }
+}
+
+impl StreamRead {
+    /// Notes a record's order as changed after every snapshot whose position
+    /// the record follows, unless an earlier record of it already was.
+    fn note(&mut self, record: &Record, positions: &[&Position]) {
+        self.records += 1;
+        let Some(seq) = seq_of(record) else {
+            self.unreadable += 1;
+            return;
+        };
+        let Some((order_id, before)) = state_before(record) else {
+            self.unreadable += 1;
+            return;
+        };
+        for (touched, position) in self.touched.iter_mut().zip(positions) {
+            if position.precedes(&seq) && !touched.contains_key(&order_id) {
+                touched.insert(order_id.clone(), before.clone());
+            }
+        }
+    }
+}
+
+fn seq_of(record: &Record) -> Option<String> {
+    record.dynamodb().and_then(|d| d.sequence_number()).map(str::to_string)
+}
+
+/// The position to start reading from: the earliest of the snapshots'
+/// (`None`: the shard's start).
+fn earliest(positions: &[&Position]) -> Option<String> {
+    let mut earliest: Option<&str> = None;
+    for position in positions {
+        match position {
+            Position::Start => return None,
+            Position::After(seq) => {
+                earliest = Some(earliest.map_or(seq, |e| if compare_seq(seq, e).is_lt() { seq } else { e }))
+            }
+            Position::Finished => {}
+        }
+    }
+    earliest.map(str::to_string)
+}
+
+/// Shards not read yet whose parent is gone or was read to its close. A
+/// shard whose parent was still open when caught up holds only records
+/// written after the read's end.
+fn ready(listed: &[StreamShard], ended: &HashMap<String, bool>) -> Vec<StreamShard> {
+    let ids: HashSet<&str> = listed.iter().map(|s| s.id.as_str()).collect();
+    listed
+        .iter()
+        .filter(|s| !ended.contains_key(&s.id))
+        .filter(|s| s.parent.as_deref().is_none_or(|p| !ids.contains(p) || ended.get(p) == Some(&true)))
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_numbers_compare_as_numbers() {
+        assert_eq!(compare_seq("000000000000000000010", "9"), Ordering::Greater);
+        assert_eq!(compare_seq("100", "099"), Ordering::Greater);
+        assert_eq!(compare_seq("0042", "42"), Ordering::Equal);
+        assert!(Position::After("41".into()).precedes("42"));
+        assert!(!Position::After("42".into()).precedes("42"));
+        assert!(Position::Start.precedes("1") && !Position::Finished.precedes("99"));
+    }
+
+    #[test]
+    fn reading_starts_at_the_earliest_snapshot_position() {
+        let (a, b) = (Position::After("0120".into()), Position::After("99".into()));
+        assert_eq!(earliest(&[&a, &b, &Position::Finished]).as_deref(), Some("99"));
+        assert_eq!(earliest(&[&a, &Position::Start]), None);
+    }
+
+    #[test]
+    fn children_are_read_after_a_parent_read_to_its_close_only() {
+        let shard = |id: &str, parent: Option<&str>| StreamShard { id: id.into(), parent: parent.map(str::to_string) };
+        let listed = vec![shard("p", None), shard("c", Some("p")), shard("o", Some("gone"))];
+        let ids = |ended: &HashMap<String, bool>| ready(&listed, ended).into_iter().map(|s| s.id).collect::<Vec<_>>();
+        assert_eq!(ids(&HashMap::new()), vec!["p", "o"]);
+        assert_eq!(ids(&HashMap::from([("p".into(), true), ("o".into(), false)])), vec!["c"]);
+        assert!(ids(&HashMap::from([("p".into(), false), ("o".into(), false)])).is_empty(), "p still open");
+    }
+}

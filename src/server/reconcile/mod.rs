@@ -1,0 +1,259 @@
+//! Reconciliation: checks the stream consumer's state counters against the
+//! tables and undoes any damage with a delta, never an overwrite.
+//!
+//! A recount is anchored at stream positions: one TransactGetItems reads a
+//! counter item together with every shard's checkpoint, which the consumer
+//! writes in the same transactions, so the counter is exactly the effect of
+//! the records up to those positions, plus the damage. The index (or a Scan)
+//! is then read, and the stream after the positions: an order no record
+//! after them changed has, in the consumer's applied view, the state the
+//! read found; an order one did change has the state that record's old
+//! image shows. The counter minus that applied view is the damage, and an
+//! `ADD` of its opposite is right whatever the consumer applies meanwhile.
+//! The README ("Counters from the stream") gives the whole argument.
+
+mod anchor;
+mod drift;
+mod full;
+
+pub use anchor::{Anchor, Position, StreamRead, compare_seq};
+pub use drift::{Touched, drift, expected};
+pub use full::{DayOutcome, FullOptions, FullOutcome, scan_rate};
+
+use super::counters::{Key, pending_counters};
+use super::error::StoreError;
+use super::keys::{self, attr};
+use super::store::{CounterItem, CounterRepair, Store, Verdict};
+use chrono::{DateTime, NaiveDate, Utc};
+use futures::future::try_join_all;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Increments one repair write makes to one item (DynamoDB limits an update
+/// expression to 4 KB).
+const MAX_REPAIR_ATTRIBUTES: usize = 100;
+
+#[derive(Clone, Debug)]
+pub struct ReconcileOptions {
+    /// Who reconciles: recorded with the verdict and on the reader lease.
+    pub owner: String,
+    /// How long after a write its stream record and its index entry are
+    /// assumed readable (DynamoDB documents both as near-real-time, with no
+    /// bound).
+    pub grace: Duration,
+    /// The stream-reader lease: how long it lasts unless renewed.
+    pub lease: Duration,
+    /// Runs started over when another reconciliation repairs first.
+    pub tries: u32,
+}
+
+impl ReconcileOptions {
+    pub fn new(owner: impl Into<String>) -> Self {
+        Self { owner: owner.into(), grace: Duration::from_secs(2), lease: Duration::from_secs(60), tries: 5 }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the orders table has no stream: reconciliation is anchored on it")]
+    NoStream,
+    #[error(
+        "cannot verify: the stream no longer holds the records after the consumer's position in shard {0} \
+         (they are kept 24 hours)"
+    )]
+    Trimmed(String),
+    #[error(
+        "cannot verify: {shards} stream shards and {items} counter item(s) do not fit one TransactGetItems \
+         (at most 100 items)"
+    )]
+    TooManyShards { shards: usize, items: usize },
+    #[error("another reconciliation held the stream-reader lease for {0:?}; try again later")]
+    ReaderBusy(Duration),
+    #[error("the stream-reader lease ran out and was taken over mid-read")]
+    LeaseLost,
+    #[error("another reconciliation repaired the counters of {0} first, {1} times in a row; try again")]
+    Raced(NaiveDate, u32),
+    #[error("the stream's shards kept changing while the snapshot was taken ({0} tries)")]
+    Unsettled(u32),
+    #[error("{0}")]
+    Usage(String),
+}
+
+pub struct Reconciler {
+    store: Arc<Store>,
+    options: ReconcileOptions,
+}
+
+/// What a reconciliation of a day's PENDING counters found and did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingOutcome {
+    pub day: NaiveDate,
+    /// `pending` at the snapshot, and what the applied view says it should be.
+    pub counter: i64,
+    pub expected: i64,
+    /// `counter - expected`.
+    pub drift: i64,
+    /// Every attribute that was off (`pending`, `shard<k>`), by how much.
+    pub off: BTreeMap<String, i64>,
+    pub index_items: u64,
+    /// Orders the stream changed after the snapshot, and records read.
+    pub touched: usize,
+    pub records: u64,
+    pub repaired: bool,
+    /// Runs it took (another reconciliation repairing first starts one over).
+    pub tries: u32,
+}
+
+/// A repair to make: the drift undone, with the snapshot's `repairs` count.
+struct Plan {
+    key: Key,
+    seen: Option<i64>,
+    adds: Vec<(String, i64)>,
+    verdict: Option<Verdict>,
+}
+
+impl Plan {
+    fn undo(key: Key, counter: &CounterItem, off: &BTreeMap<String, i64>, verdict: Verdict) -> Self {
+        let adds = off.iter().map(|(attribute, d)| (attribute.clone(), -d)).collect();
+        Plan { key, seen: counter.repairs, adds, verdict: Some(verdict) }
+    }
+}
+
+impl Reconciler {
+    pub fn new(store: Arc<Store>, options: ReconcileOptions) -> Self {
+        Self { store, options }
+    }
+
+    /// Checks the PENDING counters of `day` and, with `repair`, undoes the
+    /// drift; started over when another reconciliation repairs first.
+    pub async fn pending(&self, day: NaiveDate, repair: bool) -> Result<PendingOutcome, ReconcileError> {
+        for attempt in 1..=self.options.tries {
+            let mut run = self.begin_pending(day).await?;
+            run.read_index().await?;
+            run.read_stream().await?;
+            match run.finish(repair).await {
+                Err(ReconcileError::Store(StoreError::Conflict(why))) => {
+                    tracing::info!(%day, why, "reconciliation raced another; starting over");
+                }
+                Ok(outcome) => return Ok(PendingOutcome { tries: attempt, ..outcome }),
+                Err(err) => return Err(err),
+            }
+        }
+        Err(ReconcileError::Raced(day, self.options.tries))
+    }
+
+    /// The first step, the snapshot; the others are `PendingRun`'s. Public
+    /// so that tests can put a consumer's moves between the steps.
+    pub async fn begin_pending(&self, day: NaiveDate) -> Result<PendingRun<'_>, ReconcileError> {
+        let anchor = self.anchor(&[keys::metric_pending_key(day)], 1).await?;
+        Ok(PendingRun { reconciler: self, day, anchor, index: Vec::new(), read_end: None, stream: None })
+    }
+
+    /// Applies plans in rounds of at most `MAX_REPAIR_ATTRIBUTES` increments
+    /// per item, each round conditioned on the `repairs` count the previous
+    /// rounds left. A `Conflict` in a later round leaves the earlier rounds
+    /// in place: each is a correct delta by itself.
+    async fn repair(&self, plans: &[Plan]) -> Result<(), StoreError> {
+        let rounds = plans.iter().map(|p| p.adds.len().div_ceil(MAX_REPAIR_ATTRIBUTES)).max().unwrap_or(0).max(1);
+        for round in 0..rounds {
+            let writes: Vec<CounterRepair> = plans
+                .iter()
+                .map(|plan| {
+                    let done = plan.adds.len().div_ceil(MAX_REPAIR_ATTRIBUTES).min(round) as i64;
+                    CounterRepair {
+                        key: plan.key.clone(),
+                        seen_repairs: if done == 0 { plan.seen } else { Some(plan.seen.unwrap_or(0) + done) },
+                        adds: plan
+                            .adds
+                            .iter()
+                            .skip(round * MAX_REPAIR_ATTRIBUTES)
+                            .take(MAX_REPAIR_ATTRIBUTES)
+                            .cloned()
+                            .collect(),
+                        verdict: plan.verdict.clone().filter(|_| round + 1 == rounds),
+                    }
+                })
+                .collect();
+            self.store.repair_counters(&writes).await?;
+        }
+        Ok(())
+    }
+
+    fn verdict(&self, drift: i64, repaired: bool) -> Verdict {
+        Verdict { at: Utc::now(), drift, repaired, by: self.options.owner.clone() }
+    }
+}
+
+/// A PENDING reconciliation under way: anchored, then the index, then the
+/// stream, then the verdict.
+pub struct PendingRun<'a> {
+    reconciler: &'a Reconciler,
+    day: NaiveDate,
+    anchor: Anchor,
+    /// Order ids in each GSI2 partition of the day.
+    index: Vec<(u32, Vec<String>)>,
+    read_end: Option<DateTime<Utc>>,
+    stream: Option<StreamRead>,
+}
+
+impl PendingRun<'_> {
+    /// Reads every GSI2 partition of the day, once the grace has passed
+    /// since the snapshot: GSI2 is updated asynchronously, and every write
+    /// the consumer had applied must show in it.
+    pub async fn read_index(&mut self) -> Result<(), ReconcileError> {
+        let store = &self.reconciler.store;
+        tokio::time::sleep_until((self.anchor.at + self.reconciler.options.grace).into()).await;
+        let shards = store.shards_for(self.day).await?;
+        let day = self.day;
+        self.index = try_join_all(
+            (0..shards)
+                .map(|shard| async move { Ok::<_, StoreError>((shard, store.pending_members(day, shard).await?)) }),
+        )
+        .await?;
+        self.read_end = Some(Utc::now());
+        Ok(())
+    }
+
+    /// Reads the stream after the snapshot's positions.
+    pub async fn read_stream(&mut self) -> Result<(), ReconcileError> {
+        let read_end = self.read_end.ok_or_else(|| ReconcileError::Usage("read the index first".into()))?;
+        self.stream = Some(self.reconciler.read_stream(&self.anchor, read_end).await?);
+        Ok(())
+    }
+
+    /// Judges the counter and, with `repair`, undoes the drift and records
+    /// the verdict; a `Conflict` when another reconciliation repaired first.
+    pub async fn finish(self, repair: bool) -> Result<PendingOutcome, ReconcileError> {
+        let stream = self.stream.as_ref().ok_or_else(|| ReconcileError::Usage("read the stream first".into()))?;
+        let key = keys::metric_pending_key(self.day);
+        let (taken, touched) = (&self.anchor.taken[0], &stream.touched[0]);
+        let counter = &taken.counters[0];
+        let read = self.index.iter().flat_map(|(shard, ids)| {
+            ids.iter().map(move |id| (id.as_str(), pending_counters(self.day, *shard).to_vec()))
+        });
+        let expected = expected(read, touched, std::slice::from_ref(&key));
+        let off = drift(&counter.values, expected.get(&key));
+        let total = off.get(attr::PENDING).copied().unwrap_or(0);
+        let repaired = repair && !off.is_empty();
+        if repair && (counter.exists || repaired) {
+            let verdict = self.reconciler.verdict(total, repaired);
+            self.reconciler.repair(&[Plan::undo(key.clone(), counter, &off, verdict)]).await?;
+        }
+        let pending = counter.values.get(attr::PENDING).copied().unwrap_or(0);
+        Ok(PendingOutcome {
+            day: self.day,
+            counter: pending,
+            expected: pending - total,
+            drift: total,
+            off,
+            index_items: self.index.iter().map(|(_, ids)| ids.len() as u64).sum(),
+            touched: touched.len(),
+            records: stream.records,
+            repaired,
+            tries: 1,
+        })
+    }
+}

@@ -1,0 +1,372 @@
+//! What reconciliation asks of DynamoDB: a consistent snapshot of counter
+//! items and checkpoints, the members of the index, a Scan of the orders,
+//! the repair of a counter by a delta, and the lease of the stream reader.
+
+use super::checkpoints::checkpoint_of;
+use super::{Checkpoint, Item, Store, backoff, key_item};
+use crate::model::iso_millis;
+use crate::server::counters::{Image, Key};
+use crate::server::error::{StoreError, unless_condition_failed};
+use crate::server::keys::{self, attr};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, BillingMode, Get, ReturnConsumedCapacity, TransactGetItem, TransactWriteItem, Update,
+};
+use chrono::{DateTime, NaiveDate, Utc};
+use std::collections::{BTreeMap, HashMap};
+
+/// Items one TransactGetItems may read.
+pub const TRANSACT_GET_MAX: usize = 100;
+/// Attempts at a snapshot that collides with the consumer's transactions.
+const SNAPSHOT_ATTEMPTS: u32 = 6;
+
+/// A counter item as a snapshot saw it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CounterItem {
+    pub exists: bool,
+    /// Its state counters (see `keys::is_state_attribute`).
+    pub values: BTreeMap<String, i64>,
+    /// Its `repairs` count, for the repair's condition (`None`: never repaired).
+    pub repairs: Option<i64>,
+}
+
+/// Counter items and checkpoints read by one TransactGetItems: the consumer
+/// writes both in one transaction, so they are a consistent pair.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// In the order the keys were given.
+    pub counters: Vec<CounterItem>,
+    /// By shard id; a shard that has none has not been started.
+    pub checkpoints: HashMap<String, Checkpoint>,
+}
+
+/// One page of a Scan of the orders table.
+pub struct ScanPage {
+    pub orders: Vec<Image>,
+    /// Items that are not readable orders.
+    pub unreadable: u64,
+    /// Read capacity units consumed, when the engine says.
+    pub consumed: Option<f64>,
+    pub scanned: u64,
+    pub next: Option<Item>,
+}
+
+/// A repair of one counter item: increments, and the verdict recorded.
+#[derive(Clone, Debug)]
+pub struct CounterRepair {
+    pub key: Key,
+    /// What the snapshot saw of `repairs`: the write is made only if no
+    /// repair has been made since.
+    pub seen_repairs: Option<i64>,
+    /// Increments; a non-empty list counts as one repair.
+    pub adds: Vec<(String, i64)>,
+    pub verdict: Option<Verdict>,
+}
+
+/// What a reconciliation found, as stored on the counter item.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    pub at: DateTime<Utc>,
+    pub drift: i64,
+    pub repaired: bool,
+    pub by: String,
+}
+
+/// The orders table's read capacity, for pacing a Scan.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReadCapacity {
+    /// Provisioned read capacity units; `None` for an on-demand table.
+    pub provisioned: Option<i64>,
+    /// DynamoDB's estimate of the item count (refreshed every few hours).
+    pub item_count: Option<i64>,
+}
+
+impl Store {
+    /// One TransactGetItems of `counters` and of the checkpoint of every
+    /// shard in `shards`; retried while it collides with a transaction.
+    pub async fn snapshot(
+        &self,
+        counters: &[Key],
+        stream_arn: &str,
+        shards: &[String],
+    ) -> Result<Snapshot, StoreError> {
+        if counters.len() + shards.len() > TRANSACT_GET_MAX {
+            return Err(StoreError::Rejected(format!(
+                "a snapshot of {} items exceeds the {TRANSACT_GET_MAX} a transaction may read",
+                counters.len() + shards.len()
+            )));
+        }
+        let mut request = self.client.transact_get_items();
+        let checkpoint_keys = shards.iter().map(|shard| keys::checkpoint_key(stream_arn, shard));
+        for key in counters.iter().cloned().chain(checkpoint_keys) {
+            let get = Get::builder().table_name(&self.metrics_table).set_key(Some(key_item(key))).build()?;
+            request = request.transact_items(TransactGetItem::builder().get(get).build());
+        }
+        for attempt in 0..SNAPSHOT_ATTEMPTS {
+            match request.clone().send().await {
+                Ok(out) => {
+                    let items: Vec<Option<Item>> =
+                        out.responses.unwrap_or_default().into_iter().map(|r| r.item).collect();
+                    return Ok(snapshot_of(items, counters.len(), shards));
+                }
+                Err(err) if err.as_service_error().is_some_and(|e| e.is_transaction_canceled_exception()) => {
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
+        Err(StoreError::Conflict("the snapshot kept colliding with the consumer's transactions".into()))
+    }
+
+    /// The ids of the orders in one GSI2 partition: every page, keys only.
+    pub async fn pending_members(&self, day: NaiveDate, shard: u32) -> Result<Vec<String>, StoreError> {
+        let mut pages = self
+            .partition_query(day, shard)
+            .projection_expression("#id")
+            .expression_attribute_names("#id", attr::ORDER_ID)
+            .into_paginator()
+            .items()
+            .send();
+        let mut ids = Vec::new();
+        while let Some(item) = pages.next().await {
+            let item = item?;
+            let id = item.get(attr::ORDER_ID).and_then(|v| v.as_s().ok());
+            ids.push(id.ok_or_else(|| StoreError::Data(format!("a GSI2 item without an order id: {item:?}")))?.clone());
+        }
+        Ok(ids)
+    }
+
+    /// One page of one segment of a strongly consistent parallel Scan of
+    /// the orders, reading only what the state counters need.
+    pub async fn scan_orders(
+        &self,
+        segment: i32,
+        segments: i32,
+        start: Option<Item>,
+        limit: i32,
+    ) -> Result<ScanPage, StoreError> {
+        let out = self
+            .client
+            .scan()
+            .table_name(&self.orders_table)
+            .segment(segment)
+            .total_segments(segments)
+            .set_exclusive_start_key(start)
+            .limit(limit)
+            .consistent_read(true)
+            .projection_expression("#id, #status, #created, #gsi2")
+            .expression_attribute_names("#id", attr::ORDER_ID)
+            .expression_attribute_names("#status", attr::STATUS)
+            .expression_attribute_names("#created", attr::CREATED_AT)
+            .expression_attribute_names("#gsi2", keys::GSI2PK)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await?;
+        let items = out.items.unwrap_or_default();
+        let orders: Vec<Image> = items.iter().filter_map(order_state).collect();
+        Ok(ScanPage {
+            unreadable: (items.len() - orders.len()) as u64,
+            orders,
+            consumed: out.consumed_capacity.and_then(|c| c.capacity_units),
+            scanned: out.scanned_count.max(0) as u64,
+            next: out.last_evaluated_key.filter(|k| !k.is_empty()),
+        })
+    }
+
+    /// The orders table's provisioned read capacity and item count.
+    pub async fn read_capacity(&self) -> Result<ReadCapacity, StoreError> {
+        let table = self.client.describe_table().table_name(&self.orders_table).send().await?.table;
+        let table = table.ok_or_else(|| StoreError::Data(format!("no description of {}", self.orders_table)))?;
+        let on_demand =
+            table.billing_mode_summary().and_then(|b| b.billing_mode()) == Some(&BillingMode::PayPerRequest);
+        let units = table.provisioned_throughput().and_then(|p| p.read_capacity_units()).filter(|u| *u > 0);
+        Ok(ReadCapacity { provisioned: units.filter(|_| !on_demand), item_count: table.item_count })
+    }
+
+    /// Applies repairs in one transaction, each only if its item's `repairs`
+    /// is still what the snapshot saw: a `Conflict` (nothing written) when
+    /// another reconciliation repaired first. `ADD` commutes with the
+    /// consumer's increments, which never touch `repairs`.
+    pub async fn repair_counters(&self, repairs: &[CounterRepair]) -> Result<(), StoreError> {
+        let mut transaction = self.client.transact_write_items();
+        let mut writes = 0;
+        for repair in repairs.iter().filter(|r| !r.adds.is_empty() || r.verdict.is_some()) {
+            transaction = transaction.transact_items(TransactWriteItem::builder().update(self.repair(repair)?).build());
+            writes += 1;
+        }
+        if writes == 0 {
+            return Ok(());
+        }
+        match transaction.send().await {
+            Ok(_) => Ok(()),
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_transaction_canceled_exception()) => {
+                Err(StoreError::Conflict("another reconciliation repaired these counters first".into()))
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    fn repair(&self, repair: &CounterRepair) -> Result<Update, StoreError> {
+        let (pk, sk) = repair.key.clone();
+        let mut update = Update::builder()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .expression_attribute_names("#repairs", attr::REPAIRS);
+        let mut adds = Vec::new();
+        for (i, (attribute, by)) in repair.adds.iter().enumerate() {
+            adds.push(format!("#a{i} :v{i}"));
+            update = update
+                .expression_attribute_names(format!("#a{i}"), attribute)
+                .expression_attribute_values(format!(":v{i}"), AttributeValue::N(by.to_string()));
+        }
+        if !adds.is_empty() {
+            adds.push("#repairs :one".into());
+            update = update.expression_attribute_values(":one", AttributeValue::N("1".into()));
+        }
+        let mut expression = if adds.is_empty() { String::new() } else { format!("ADD {}", adds.join(", ")) };
+        if let Some(verdict) = &repair.verdict {
+            update = with_verdict(update, verdict);
+            expression.push_str(" SET #vat = :vat, #vdrift = :vdrift, #vrep = :vrep, #vby = :vby");
+        }
+        update = match &repair.seen_repairs {
+            Some(seen) => update
+                .condition_expression("#repairs = :seen")
+                .expression_attribute_values(":seen", AttributeValue::N(seen.to_string())),
+            None => update.condition_expression("attribute_not_exists(#repairs)"),
+        };
+        Ok(update.update_expression(expression.trim()).build()?)
+    }
+
+    /// Takes or renews the stream-reader lease; `false` while another
+    /// reconciliation holds it.
+    pub async fn take_reader_lease(
+        &self,
+        stream_arn: &str,
+        owner: &str,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let (pk, sk) = keys::reconcile_reader_key(stream_arn);
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.metrics_table)
+            .item(keys::PK, AttributeValue::S(pk))
+            .item(keys::SK, AttributeValue::S(sk))
+            .item(attr::OWNER, AttributeValue::S(owner.to_string()))
+            .item(attr::LEASE_UNTIL, AttributeValue::N(until_ms.to_string()))
+            .condition_expression("attribute_not_exists(#owner) OR #owner = :me OR #until < :now")
+            .expression_attribute_names("#owner", attr::OWNER)
+            .expression_attribute_names("#until", attr::LEASE_UNTIL)
+            .expression_attribute_values(":me", AttributeValue::S(owner.to_string()))
+            .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
+            .send()
+            .await;
+        Ok(unless_condition_failed(put)?.is_some())
+    }
+
+    /// Gives the stream-reader lease back, if this owner still holds it.
+    pub async fn release_reader_lease(&self, stream_arn: &str, owner: &str) -> Result<(), StoreError> {
+        let (pk, sk) = keys::reconcile_reader_key(stream_arn);
+        let delete = self
+            .client
+            .delete_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .condition_expression("#owner = :me")
+            .expression_attribute_names("#owner", attr::OWNER)
+            .expression_attribute_values(":me", AttributeValue::S(owner.to_string()))
+            .send()
+            .await;
+        unless_condition_failed(delete).map(|_| ())
+    }
+}
+
+fn with_verdict(
+    update: aws_sdk_dynamodb::types::builders::UpdateBuilder,
+    verdict: &Verdict,
+) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+    update
+        .expression_attribute_names("#vat", attr::VERIFIED_AT)
+        .expression_attribute_names("#vdrift", attr::VERIFIED_DRIFT)
+        .expression_attribute_names("#vrep", attr::VERIFIED_REPAIRED)
+        .expression_attribute_names("#vby", attr::VERIFIED_BY)
+        .expression_attribute_values(":vat", AttributeValue::S(iso_millis::format(&verdict.at)))
+        .expression_attribute_values(":vdrift", AttributeValue::N(verdict.drift.to_string()))
+        .expression_attribute_values(":vrep", AttributeValue::Bool(verdict.repaired))
+        .expression_attribute_values(":vby", AttributeValue::S(verdict.by.clone()))
+}
+
+fn snapshot_of(mut items: Vec<Option<Item>>, counters: usize, shards: &[String]) -> Snapshot {
+    let checkpoint_items = items.split_off(counters.min(items.len()));
+    let checkpoints = shards
+        .iter()
+        .zip(checkpoint_items)
+        .filter_map(|(shard, item)| Some((shard.clone(), checkpoint_of(&item?))))
+        .collect();
+    Snapshot { counters: items.iter().map(|item| counter_item(item.as_ref())).collect(), checkpoints }
+}
+
+fn counter_item(item: Option<&Item>) -> CounterItem {
+    let Some(item) = item else { return CounterItem::default() };
+    let number = |v: &AttributeValue| v.as_n().ok().and_then(|n| n.parse::<i64>().ok());
+    CounterItem {
+        exists: true,
+        values: item
+            .iter()
+            .filter(|(name, _)| keys::is_state_attribute(name))
+            .filter_map(|(name, v)| Some((name.clone(), number(v)?)))
+            .collect(),
+        repairs: item.get(attr::REPAIRS).and_then(number),
+    }
+}
+
+/// An order item as the state counters see it; `None` if unreadable.
+fn order_state(item: &Item) -> Option<Image> {
+    let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok());
+    let pending = match text(keys::GSI2PK) {
+        None => None,
+        Some(pk) => Some(keys::parse_pending_pk(pk)?),
+    };
+    Some(Image {
+        order_id: text(attr::ORDER_ID)?.clone(),
+        status: text(attr::STATUS)?.clone(),
+        created_at: iso_millis::parse(text(attr::CREATED_AT)?).ok()?,
+        pending,
+        row: None,
+    })
+}
+
+/// The verdict stored on a counter item, if a reconciliation left one.
+pub fn verdict_of(item: &Item) -> Option<Verdict> {
+    Some(Verdict {
+        at: iso_millis::parse(item.get(attr::VERIFIED_AT)?.as_s().ok()?).ok()?,
+        drift: item.get(attr::VERIFIED_DRIFT)?.as_n().ok()?.parse().ok()?,
+        repaired: item.get(attr::VERIFIED_REPAIRED).and_then(|v| v.as_bool().ok()).copied().unwrap_or(false),
+        by: item.get(attr::VERIFIED_BY).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_pairs_counters_and_checkpoints_by_position() {
+        let counter = HashMap::from([
+            ("pending".to_string(), AttributeValue::N("4".into())),
+            ("shard1".to_string(), AttributeValue::N("4".into())),
+            ("e1015".to_string(), AttributeValue::N("9".into())),
+            ("repairs".to_string(), AttributeValue::N("2".into())),
+        ]);
+        let checkpoint = HashMap::from([("seq".to_string(), AttributeValue::S("000000000000000000042".into()))]);
+        let shards = vec!["s-1".to_string(), "s-2".to_string()];
+        let snapshot = snapshot_of(vec![Some(counter), None, Some(checkpoint), None], 2, &shards);
+        assert_eq!(snapshot.counters[0].values, BTreeMap::from([("pending".into(), 4), ("shard1".into(), 4)]));
+        assert_eq!(snapshot.counters[0].repairs, Some(2));
+        assert!(!snapshot.counters[1].exists);
+        assert_eq!(snapshot.checkpoints["s-1"].seq.as_deref(), Some("000000000000000000042"));
+        assert!(!snapshot.checkpoints.contains_key("s-2"), "no checkpoint item: not started");
+    }
+}
