@@ -69,6 +69,50 @@ impl FromStr for Status {
     }
 }
 
+/// What a signed-in user may do, from the least to the most: each role may
+/// do everything the ones before it may, so the derived order is the
+/// privilege order (`Viewer < Support < Ops < Admin`) and "at least Ops" is a
+/// comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Viewer,
+    Support,
+    Ops,
+    Admin,
+}
+
+impl Role {
+    pub const ALL: [Role; 4] = [Role::Viewer, Role::Support, Role::Ops, Role::Admin];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Support => "support",
+            Role::Ops => "ops",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Role {
+    type Err = String;
+    /// The names as serde writes them (lowercase), and only those: a role map
+    /// that says "Ops" is refused rather than guessed at, as `Status` does.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Role::ALL
+            .into_iter()
+            .find(|role| role.as_str() == s)
+            .ok_or_else(|| format!("unknown role {s:?}: expected viewer, support, ops or admin"))
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LineItem {
@@ -370,6 +414,20 @@ mod tests {
             assert_eq!(status.as_str().parse::<Status>(), Ok(status));
         }
         assert!("pending".parse::<Status>().is_err());
+    }
+
+    #[test]
+    fn roles_are_ordered_by_privilege_and_round_trip() {
+        assert!(Role::Viewer < Role::Support && Role::Support < Role::Ops && Role::Ops < Role::Admin);
+        assert_eq!(Role::ALL.iter().max(), Some(&Role::Admin));
+        for role in Role::ALL {
+            assert_eq!(role.to_string().parse::<Role>(), Ok(role));
+            assert_eq!(serde_json::to_string(&role).unwrap(), format!("\"{role}\""));
+            assert_eq!(serde_json::from_str::<Role>(&format!("\"{role}\"")).unwrap(), role);
+        }
+        let err = "Ops".parse::<Role>().unwrap_err();
+        assert!(err.contains("\"Ops\"") && err.contains("viewer, support, ops or admin"), "{err}");
+        assert!("".parse::<Role>().is_err());
     }
 
     #[test]
