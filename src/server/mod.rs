@@ -3,6 +3,7 @@
 //! the AWS SDK) reaches the wasm bundle.
 
 pub mod api;
+pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod consumer;
