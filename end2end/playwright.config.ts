@@ -1,9 +1,13 @@
 import { defineConfig } from '@playwright/test';
 
 // The app under test: a fresh embedded store, seeded deterministically, on
-// its own port. Playwright starts it and stops it (by its pid) at the end.
+// its own port; and a real OpenID provider (oidc-provider, end2end/oidc/)
+// it signs in through. Playwright starts both and stops them (by their
+// pids) at the end.
 const port = Number(process.env.E2E_PORT ?? 3107);
+const oidcPort = Number(process.env.E2E_OIDC_PORT ?? 3108);
 export const baseURL = `http://127.0.0.1:${port}`;
+const issuer = `http://127.0.0.1:${oidcPort}`;
 
 export default defineConfig({
   testDir: './tests',
@@ -27,12 +31,24 @@ export default defineConfig({
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
     },
   },
-  webServer: {
-    command: `bash ../scripts/e2e-server.sh ${port}`,
-    url: `${baseURL}/healthz`,
-    timeout: 120_000,
-    reuseExistingServer: false,
-    stdout: 'pipe',
-    stderr: 'pipe',
-  },
+  webServer: [
+    {
+      command: `node oidc/provider.mjs`,
+      env: { OIDC_PORT: String(oidcPort), OIDC_REDIRECT_URIS: `${baseURL}/auth/callback` },
+      url: `${issuer}/.well-known/openid-configuration`,
+      timeout: 60_000,
+      reuseExistingServer: false,
+      stdout: 'pipe',
+      stderr: 'pipe',
+    },
+    {
+      command: `bash ../scripts/e2e-server.sh ${port}`,
+      env: { OIDC_ISSUER: issuer },
+      url: `${baseURL}/healthz`,
+      timeout: 120_000,
+      reuseExistingServer: false,
+      stdout: 'pipe',
+      stderr: 'pipe',
+    },
+  ],
 });

@@ -302,7 +302,9 @@ pub struct StatusChange {
     pub reason: Option<String>,
 }
 
-/// What a signed-in person or script may do, from least to most.
+/// What a signed-in person or script may do, from least to most: each role
+/// may do everything the ones before it may, so the derived order is the
+/// privilege order and "at least ops" is a comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
@@ -627,6 +629,20 @@ mod tests {
             assert_eq!(status.as_str().parse::<Status>(), Ok(status));
         }
         assert!("pending".parse::<Status>().is_err());
+    }
+
+    #[test]
+    fn roles_are_ordered_by_privilege_and_round_trip() {
+        assert!(Role::Viewer < Role::Support && Role::Support < Role::Ops && Role::Ops < Role::Admin);
+        assert_eq!(Role::ALL.iter().max(), Some(&Role::Admin));
+        for role in Role::ALL {
+            assert_eq!(role.to_string().parse::<Role>(), Ok(role));
+            assert_eq!(serde_json::to_string(&role).unwrap(), format!("\"{role}\""));
+            assert_eq!(serde_json::from_str::<Role>(&format!("\"{role}\"")).unwrap(), role);
+        }
+        let err = "Ops".parse::<Role>().unwrap_err();
+        assert!(err.contains("\"Ops\"") && err.contains("viewer, support, ops or admin"), "{err}");
+        assert!("".parse::<Role>().is_err());
     }
 
     #[test]

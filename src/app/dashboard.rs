@@ -40,8 +40,9 @@ pub fn DashboardPage() -> impl IntoView {
     let dashboard: DashboardResource = Resource::new(params, get_dashboard);
     provide_context(dashboard);
     let live = Live::new();
-    // Kept across pages and reads of the list: a selection can span pages.
-    let selection = Selection::new();
+    // Kept across pages and reads of the list: a selection can span pages,
+    // and a bulk run's progress outlives the list being read again.
+    let selection = Selection::new(Callback::new(move |()| dashboard.refetch()));
 
     // Pushed events change the page in place (see DashboardView). Besides,
     // every few seconds while the tab is visible: a failed read (store down)
@@ -94,7 +95,9 @@ pub fn DashboardPage() -> impl IntoView {
         <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match dashboard.await {
-                    Ok(data) => view! { <DashboardView data live selection params=params()/> }.into_any(),
+                    // Untracked: the view follows the data, not the URL (the
+                    // resource already does).
+                    Ok(data) => view! { <DashboardView data live selection params=untrack(params)/> }.into_any(),
                     Err(error) => view! { <ErrorView error first_page="/"/> }.into_any(),
                 }
             })}
@@ -152,12 +155,6 @@ fn DashboardView(data: Dashboard, live: Live, selection: Selection, params: Pend
     let open = can(&me, Permission::ViewOrders);
     let row_ids = Signal::derive(move || shown.rows.with(|rows| rows.iter().map(|o| o.order_id.clone()).collect()));
     super::queue::keyboard(selection, allowed, row_ids, open);
-    let dashboard = use_context::<DashboardResource>();
-    let on_done = Callback::new(move |()| {
-        if let Some(dashboard) = dashboard {
-            dashboard.refetch();
-        }
-    });
     let Shown { rows, headline, as_of, behind, newer } = shown;
 
     view! {
@@ -171,15 +168,15 @@ fn DashboardView(data: Dashboard, live: Live, selection: Selection, params: Pend
         <p class="as-of" data-testid="as-of">
             {move || format!("{range} · read {} UTC · {items_read} index items read", as_of.get().format("%H:%M:%S"))}
             " · "
-            <a href=export("csv") download data-testid="export-csv">"Export CSV"</a>
+            <a href=export("csv") download rel="external" data-testid="export-csv">"Export CSV"</a>
             " · "
-            <a href=export("jsonl") download data-testid="export-jsonl">"JSON lines"</a>
+            <a href=export("jsonl") download rel="external" data-testid="export-jsonl">"JSON lines"</a>
             " · "
             <button type="button" class="link" on:click=move |_| selection.help.update(|h| *h = !*h)>"Keys (?)"</button>
         </p>
         <super::queue::KeyHelp selection/>
         {(allowed.cancel || allowed.confirm).then(|| view! {
-            <super::queue::BulkBar selection allowed filter=params.clone() page_ids more_beyond on_done/>
+            <super::queue::BulkBar selection allowed filter=params.clone() page_ids more_beyond/>
         })}
         {move || (newer.get() > 0).then(|| view! {
             <p class="notice" data-testid="newer">

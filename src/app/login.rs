@@ -37,7 +37,8 @@ pub fn LoginPage() -> impl IntoView {
                     Suspend::new(async move {
                         options.await.ok().filter(|o| o.single_sign_on).map(|_| view! {
                             <p>
-                                <a href=sso_href class="button" data-testid="single-sign-on">
+                                // Not the app's own route: the router must leave it to the browser.
+                                <a href=sso_href class="button" rel="external" data-testid="single-sign-on">
                                     "Sign in with your company account"
                                 </a>
                             </p>

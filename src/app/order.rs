@@ -33,6 +33,27 @@ pub fn OrderPage() -> impl IntoView {
     }
 }
 
+/// Copies an id to the clipboard, and says so.
+#[component]
+fn CopyButton(text: String) -> impl IntoView {
+    let copied = RwSignal::new(false);
+    let label = format!("Copy {text}");
+    let copy = move |_| {
+        #[cfg(feature = "hydrate")]
+        {
+            let promise = window().navigator().clipboard().write_text(&text);
+            leptos::task::spawn_local(async move {
+                copied.set(wasm_bindgen_futures::JsFuture::from(promise).await.is_ok());
+            });
+        }
+    };
+    view! {
+        <button type="button" class="copy" aria-label=label on:click=copy data-testid="copy">
+            {move || if copied.get() { "Copied" } else { "Copy" }}
+        </button>
+    }
+}
+
 /// Every change of the order, oldest first, from the audit trail.
 #[component]
 fn Timeline(entries: Vec<AuditEntry>) -> impl IntoView {
@@ -72,14 +93,20 @@ fn OrderView(order: Order, change: ServerAction<ChangeStatus>, me: Option<Me>) -
         _ => None,
     };
     let customer_href = format!("/customers/{}", order.customer_id);
+    let their_pending = format!("/?days=7&customer={}", order.customer_id);
     view! {
-        <h1>"Order " <span class="mono">{order.order_id.clone()}</span></h1>
+        <h1>"Order " <span class="mono">{order.order_id.clone()}</span> <CopyButton text=order.order_id.clone()/></h1>
         {outcome}
         <dl class="fields" data-testid="order-fields">
             <dt>"Status"</dt>
             <dd data-testid="order-status"><StatusBadge status=order.status/></dd>
             <dt>"Customer"</dt>
-            <dd><a href=customer_href class="mono">{order.customer_id.clone()}</a></dd>
+            <dd>
+                <a href=customer_href class="mono">{order.customer_id.clone()}</a>
+                <CopyButton text=order.customer_id.clone()/>
+                " · "
+                <a href=their_pending data-testid="customer-pending">"their other PENDING orders"</a>
+            </dd>
             <dt>"Created (UTC)"</dt>
             <dd>{iso_millis::format(&order.created_at)}</dd>
             <dt>"Updated (UTC)"</dt>

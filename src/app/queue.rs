@@ -8,7 +8,10 @@ use crate::model::{BulkReport, BulkRequest, BulkState, PendingParams, Status};
 use leptos::prelude::*;
 use std::collections::BTreeSet;
 
-/// What the queue's user has picked, and where the keyboard is.
+/// What the queue's user has picked, where the keyboard is, and the bulk
+/// run under way. Made once per dashboard (not per read of the list), so
+/// that a selection spans pages and a run's progress outlives the list being
+/// read again.
 #[derive(Clone, Copy)]
 pub struct Selection {
     pub ids: RwSignal<BTreeSet<String>>,
@@ -19,17 +22,40 @@ pub struct Selection {
     /// An action asked for and waiting to be confirmed.
     pub asking: RwSignal<Option<Status>>,
     pub help: RwSignal<bool>,
+    pub reason: RwSignal<String>,
+    pub error: RwSignal<Option<String>>,
+    start: ServerAction<StartBulk>,
+    run_id: RwSignal<Option<String>>,
+    report: RwSignal<Option<BulkReport>>,
 }
 
 impl Selection {
-    pub fn new() -> Self {
-        Self {
+    /// `on_done` runs when a bulk run ends (to read the list again).
+    pub fn new(on_done: Callback<()>) -> Self {
+        let selection = Self {
             ids: RwSignal::new(BTreeSet::new()),
             all_matching: RwSignal::new(false),
             focus: RwSignal::new(None),
             asking: RwSignal::new(None),
             help: RwSignal::new(false),
-        }
+            reason: RwSignal::new(String::new()),
+            error: RwSignal::new(None),
+            start: ServerAction::<StartBulk>::new(),
+            run_id: RwSignal::new(None),
+            report: RwSignal::new(None),
+        };
+        Effect::new(move |_| match selection.start.value().get() {
+            Some(Ok(id)) => {
+                selection.clear();
+                selection.reason.set(String::new());
+                selection.error.set(None);
+                selection.run_id.set(Some(id));
+            }
+            Some(Err(err)) => selection.error.set(Some(err.message)),
+            None => {}
+        });
+        follow_run(selection.run_id, selection.report, on_done);
+        selection
     }
 
     pub fn toggle(&self, id: &str) {
@@ -66,25 +92,8 @@ pub fn BulkBar(
     /// Orders shown on this page, and whether more match beyond it.
     page_ids: Vec<String>,
     more_beyond: bool,
-    /// Called once a run ends, to read the list again.
-    on_done: Callback<()>,
 ) -> impl IntoView {
-    let start = ServerAction::<StartBulk>::new();
-    let report = RwSignal::new(None::<BulkReport>);
-    let reason = RwSignal::new(String::new());
-    let error = RwSignal::new(None::<String>);
-    let run_id = RwSignal::new(None::<String>);
-    follow_run(run_id, report, on_done);
-    Effect::new(move |_| match start.value().get() {
-        Some(Ok(id)) => {
-            selection.clear();
-            reason.set(String::new());
-            error.set(None);
-            run_id.set(Some(id));
-        }
-        Some(Err(err)) => error.set(Some(err.message)),
-        None => {}
-    });
+    let Selection { start, report, reason, error, run_id, .. } = selection;
     let page_ids = StoredValue::new(page_ids);
     let request = move |to: Status, order_ids: Option<Vec<String>>| {
         let reason = Some(reason.get_untracked().trim().to_string()).filter(|r| !r.is_empty());

@@ -1,6 +1,9 @@
 //! All settings, from flags with environment-variable twins. The defaults
 //! run the app on the embedded store with nothing else installed.
 
+use super::auth::oidc::{
+    CALLBACK_PATH, DEFAULT_ROLE_MAP, DEFAULT_ROLES_CLAIM, DEFAULT_SCOPES, OidcSettings, RoleMap, parse_scopes,
+};
 use crate::model::Role;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::SocketAddr;
@@ -313,6 +316,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub auth: AuthArgs,
+
+    #[command(flatten)]
+    pub oidc: OidcArgs,
 }
 
 /// Sign-in and what a browser may send.
@@ -392,6 +398,101 @@ impl Default for ServeArgs {
             args: ServeArgs,
         }
         Defaults::parse_from(["serve"]).args
+    }
+}
+
+/// Sign-in with OpenID Connect: off unless an issuer is given.
+#[derive(Args, Debug, Clone)]
+pub struct OidcArgs {
+    /// Issuer URL of the OpenID Connect provider, exactly as its discovery
+    /// document states it (https; plain http only on loopback). Without it
+    /// there is no sign-in
+    #[arg(long, env = "NORTHWIND_OIDC_ISSUER")]
+    pub oidc_issuer: Option<String>,
+
+    /// This app's client id at the provider
+    #[arg(long, env = "NORTHWIND_OIDC_CLIENT_ID")]
+    pub oidc_client_id: Option<String>,
+
+    /// File holding the client secret. The secret may instead come from
+    /// NORTHWIND_OIDC_CLIENT_SECRET; never from the command line, where other
+    /// users can read it
+    #[arg(long, env = "NORTHWIND_OIDC_CLIENT_SECRET_FILE")]
+    pub oidc_client_secret_file: Option<PathBuf>,
+
+    /// ID token claim holding the user's groups (an array of strings, or one
+    /// string)
+    #[arg(long, env = "NORTHWIND_OIDC_ROLES_CLAIM", default_value = DEFAULT_ROLES_CLAIM)]
+    pub oidc_roles_claim: String,
+
+    /// Which groups grant which role: comma-separated role=group pairs
+    /// (roles: viewer, support, ops, admin; several groups may grant one
+    /// role; a user gets the highest role of their groups)
+    #[arg(long, env = "NORTHWIND_OIDC_ROLE_MAP", default_value = DEFAULT_ROLE_MAP)]
+    pub oidc_role_map: RoleMap,
+
+    /// Scopes to ask the provider for, space-separated (openid is always
+    /// asked for)
+    #[arg(long, env = "NORTHWIND_OIDC_SCOPES", default_value = DEFAULT_SCOPES)]
+    pub oidc_scopes: String,
+}
+
+impl OidcArgs {
+    /// The settings for `Oidc::discover`, or `None` when no issuer is set
+    /// (no sign-in). `public_url` is where browsers reach this app; the
+    /// redirect URL is `<public_url>/auth/callback`. The client secret comes
+    /// from NORTHWIND_OIDC_CLIENT_SECRET or `--oidc-client-secret-file`.
+    pub fn settings(&self, public_url: &str) -> Result<Option<OidcSettings>, String> {
+        let secret_from_env = std::env::var("NORTHWIND_OIDC_CLIENT_SECRET").ok().filter(|s| !s.is_empty());
+        self.settings_with(public_url, secret_from_env)
+    }
+
+    /// `settings`, with the environment's secret passed in (tests cannot set
+    /// variables safely while other tests run).
+    fn settings_with(&self, public_url: &str, secret_from_env: Option<String>) -> Result<Option<OidcSettings>, String> {
+        let given = |value: &Option<String>| value.clone().filter(|v| !v.trim().is_empty());
+        let Some(issuer) = given(&self.oidc_issuer) else {
+            if given(&self.oidc_client_id).is_some()
+                || self.oidc_client_secret_file.is_some()
+                || secret_from_env.is_some()
+            {
+                return Err("the OpenID Connect client id and secret need --oidc-issuer".into());
+            }
+            return Ok(None);
+        };
+        let client_id = given(&self.oidc_client_id).ok_or("--oidc-issuer needs --oidc-client-id")?;
+        let client_secret = match (&self.oidc_client_secret_file, secret_from_env) {
+            (Some(_), Some(_)) => {
+                return Err("set the OpenID Connect client secret once: NORTHWIND_OIDC_CLIENT_SECRET or \
+                     --oidc-client-secret-file, not both"
+                    .into());
+            }
+            (Some(path), None) => std::fs::read_to_string(path)
+                .map_err(|e| format!("--oidc-client-secret-file {}: {e}", path.display()))?
+                .trim()
+                .to_string(),
+            (None, Some(secret)) => secret,
+            (None, None) => {
+                return Err("--oidc-issuer needs the client secret: set NORTHWIND_OIDC_CLIENT_SECRET or \
+                     --oidc-client-secret-file"
+                    .into());
+            }
+        };
+        if client_secret.is_empty() {
+            return Err("the OpenID Connect client secret is empty".into());
+        }
+        if self.oidc_roles_claim.trim().is_empty() {
+            return Err("--oidc-roles-claim is empty".into());
+        }
+        Ok(Some(OidcSettings {
+            issuer,
+            client_id,
+            client_secret,
+            redirect_url: format!("{}{CALLBACK_PATH}", public_url.trim_end_matches('/')),
+            roles_claim: self.oidc_roles_claim.trim().to_string(),
+            role_map: self.oidc_role_map.clone(),
+            scopes: parse_scopes(&self.oidc_scopes),
+        }))
     }
 }
 
@@ -512,4 +613,69 @@ pub struct SeedArgs {
 
     #[command(flatten)]
     pub provision: ProvisionArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Role;
+
+    fn oidc_args(extra: &[&str]) -> OidcArgs {
+        let mut argv = vec!["northwind-ops", "serve"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv).expect("flags parse").command {
+            Some(Command::Serve(args)) => args.oidc,
+            _ => unreachable!("the serve subcommand was named"),
+        }
+    }
+
+    const ISSUER: [&str; 4] = ["--oidc-issuer", "https://id.example.test", "--oidc-client-id", "northwind-ops"];
+
+    #[test]
+    fn sign_in_is_off_without_an_issuer() {
+        assert!(oidc_args(&[]).settings_with("http://127.0.0.1:3000", None).unwrap().is_none());
+        let err = oidc_args(&["--oidc-client-id", "x"]).settings_with("http://h", None).unwrap_err();
+        assert!(err.contains("--oidc-issuer"), "{err}");
+        let err = oidc_args(&[]).settings_with("http://h", Some("secret".into())).unwrap_err();
+        assert!(err.contains("--oidc-issuer"), "{err}");
+    }
+
+    #[test]
+    fn oidc_settings_come_with_their_defaults() {
+        let settings = oidc_args(&ISSUER).settings_with("https://ops.example.test/", Some("s3cret".into())).unwrap();
+        let settings = settings.expect("sign-in is on");
+        assert_eq!(settings.issuer, "https://id.example.test");
+        assert_eq!(settings.client_id, "northwind-ops");
+        assert_eq!(settings.client_secret, "s3cret");
+        assert_eq!(settings.redirect_url, "https://ops.example.test/auth/callback");
+        assert_eq!(settings.roles_claim, "groups");
+        assert_eq!(settings.role_map, RoleMap::default());
+        assert_eq!(settings.scopes, ["openid", "profile", "email", "groups"]);
+    }
+
+    #[test]
+    fn the_oidc_client_secret_comes_from_a_file_or_the_environment_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("oidc-secret");
+        std::fs::write(&path, "from-file\n").unwrap();
+        let mut argv = ISSUER.to_vec();
+        argv.extend(["--oidc-client-secret-file", path.to_str().unwrap()]);
+        let settings = oidc_args(&argv).settings_with("http://h", None).unwrap().unwrap();
+        assert_eq!(settings.client_secret, "from-file");
+        let err = oidc_args(&argv).settings_with("http://h", Some("env".into())).unwrap_err();
+        assert!(err.contains("not both"), "{err}");
+        let err = oidc_args(&ISSUER).settings_with("http://h", None).unwrap_err();
+        assert!(err.contains("NORTHWIND_OIDC_CLIENT_SECRET"), "{err}");
+        let err = oidc_args(&["--oidc-issuer", "https://id.example.test"]).settings_with("http://h", None).unwrap_err();
+        assert!(err.contains("--oidc-client-id"), "{err}");
+    }
+
+    #[test]
+    fn the_role_map_flag_is_parsed_and_a_bad_one_named() {
+        let args = oidc_args(&["--oidc-role-map", "admin=root,ops=oncall,ops=sre", "--oidc-roles-claim", "roles"]);
+        assert_eq!(args.oidc_role_map.role_for(["sre"]), Some(Role::Ops));
+        assert_eq!(args.oidc_roles_claim, "roles");
+        let err = Cli::try_parse_from(["northwind-ops", "serve", "--oidc-role-map", "ops=a,boss=b"]).unwrap_err();
+        assert!(err.to_string().contains("\"boss=b\""), "{err}");
+    }
 }

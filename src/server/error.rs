@@ -110,7 +110,7 @@ where
 
 /// The whole cause chain: the SDK's top-level messages alone ("dispatch
 /// failure") do not say what went wrong.
-fn describe(err: &dyn std::error::Error) -> String {
+pub(crate) fn describe(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {

@@ -2,7 +2,7 @@
 //! limits every connection and request is held to.
 
 use super::api;
-use super::auth::routes::{self, SignInState};
+use super::auth::routes::{self, Provider, SignInState};
 use super::auth::sessions::DynamoSessions;
 use super::auth::{self, Auth, AuthSettings};
 use super::config::{Limits, ServeArgs};
@@ -68,11 +68,13 @@ pub fn leptos_options() -> LeptosOptions {
     })
 }
 
-/// The app, its Leptos options set to the address it is served on.
-pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> Router {
+/// The app, its Leptos options set to the address it is served on; a
+/// sign-in setting that does not hold is an error.
+pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::Result<Router> {
     let mut leptos_options = leptos_options();
     leptos_options.site_addr = addr;
-    let settings = PageSettings { stuck_after_minutes: args.stuck_after_minutes, single_sign_on: false };
+    let oidc = args.oidc.settings(&args.auth.public_url(addr)).map_err(std::io::Error::other)?;
+    let settings = PageSettings { stuck_after_minutes: args.stuck_after_minutes, single_sign_on: oidc.is_some() };
     let limits = args.limits;
     let auth = Auth::new(
         service.store.clone(),
@@ -83,7 +85,11 @@ pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> Router {
             secure_cookies: args.auth.secure_cookies(addr),
         },
     );
-    let sign_in = SignInState { auth: auth.clone(), attempts: RateLimit::per_minute(args.auth.sign_in_attempts, 5) };
+    let sign_in = SignInState {
+        auth: auth.clone(),
+        attempts: RateLimit::per_minute(args.auth.sign_in_attempts, args.auth.sign_in_attempts),
+        provider: oidc.map(Provider::new),
+    };
     let state = AppState { service: service.clone(), leptos_options: leptos_options.clone(), limits, sign_in };
     let context = move || {
         provide_context(service.clone());
@@ -104,7 +110,7 @@ pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> Router {
             Duration::from_secs(limits.request_timeout_secs),
         ));
     let rate = middleware::RateLimit::new(limits.api_rate, limits.api_burst);
-    timed
+    Ok(timed
         .merge(api::live_routes())
         .layer(RequestBodyLimitLayer::new(limits.max_body_bytes as usize))
         .layer(axum::middleware::from_fn_with_state(auth.clone(), auth::guard))
@@ -114,7 +120,7 @@ pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> Router {
         .layer(axum::middleware::from_fn(middleware::security_headers))
         .layer(axum::middleware::from_fn(middleware::json_errors))
         .layer(middleware::request_ids())
-        .with_state(state)
+        .with_state(state))
 }
 
 /// Sessions in the store, behind an HttpOnly, SameSite=Lax cookie that is
@@ -139,7 +145,7 @@ pub async fn start(
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>)> {
     let listener = TcpListener::bind(args.addr.unwrap_or_else(|| leptos_options().site_addr)).await?;
     let addr = listener.local_addr()?;
-    let app = router(service, args, addr);
+    let app = router(service, args, addr)?;
     let task = tokio::spawn(serve(listener, app, args.limits, shutdown));
     Ok((addr, task))
 }

@@ -100,6 +100,12 @@ pub fn parse_token(text: &str) -> Option<(&str, &str)> {
 /// The operations the command line and the admin API share.
 pub async fn add_user(store: &Store, name: &str, role: Role, password: String) -> Result<Account, ApiError> {
     validate_name("user name", name).map_err(ApiError::BadRequest)?;
+    if name.starts_with(super::routes::OIDC_PREFIX) {
+        return Err(ApiError::BadRequest(format!(
+            "{name:?}: names starting {:?} are the identity provider's",
+            super::routes::OIDC_PREFIX
+        )));
+    }
     check_password(&password).map_err(ApiError::BadRequest)?;
     let account = Account {
         name: name.to_string(),

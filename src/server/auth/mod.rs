@@ -9,6 +9,7 @@
 //! `Principal` in the request's extensions.
 
 pub mod accounts;
+pub mod oidc;
 pub mod pages;
 pub mod policy;
 pub mod routes;
@@ -199,7 +200,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn session_error(err: tower_sessions::session::Error) -> ApiError {
+pub(crate) fn session_error(err: tower_sessions::session::Error) -> ApiError {
     ApiError::Store(StoreError::unavailable(Unavailable::Unreachable, format!("session store: {err}")))
 }
 

@@ -2,16 +2,22 @@
 //! OpenID Connect. Plain HTML forms and redirects, so they work before the
 //! page is hydrated.
 
-use super::Auth;
+use super::oidc::{CALLBACK_PATH, Oidc, OidcError, OidcSettings, PendingSignIn};
+use super::{Auth, pages};
 use crate::model::SignIn;
 use crate::model::url_escape;
 use crate::server::error::ApiError;
 use crate::server::middleware::RateLimit;
+use crate::server::store::{Account, AccountSource};
 use axum::Router;
+use axum::extract::Query;
 use axum::extract::{ConnectInfo, Form, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
 use axum::routing::post;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use tower_sessions::Session;
 
 #[derive(Clone)]
@@ -19,14 +25,145 @@ pub struct SignInState {
     pub auth: Auth,
     /// Password attempts per client address: slows guessing to a crawl.
     pub attempts: RateLimit,
+    /// The identity provider, when one is configured.
+    pub provider: Option<Provider>,
 }
+
+/// The identity provider: discovered at the first sign-in that needs it (and
+/// again after a failure), so the app starts while the provider is away.
+#[derive(Clone)]
+pub struct Provider {
+    settings: OidcSettings,
+    client: Arc<tokio::sync::OnceCell<Oidc>>,
+}
+
+impl Provider {
+    pub fn new(settings: OidcSettings) -> Self {
+        Self { settings, client: Arc::default() }
+    }
+
+    async fn client(&self) -> Result<&Oidc, OidcError> {
+        self.client.get_or_try_init(|| Oidc::discover(self.settings.clone())).await
+    }
+}
+
+/// What the session keeps between the redirect to the provider and back.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Pending {
+    sign_in: PendingSignIn,
+    next: String,
+}
+
+const PENDING: &str = "oidcPending";
+/// Account names of identity-provider users start with this (local names may not).
+pub const OIDC_PREFIX: &str = "oidc.";
 
 pub fn routes<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     SignInState: axum::extract::FromRef<S>,
 {
-    Router::new().route("/auth/login", post(login)).route("/auth/logout", post(logout))
+    Router::new()
+        .route("/auth/login", post(login))
+        .route("/auth/logout", post(logout))
+        .route("/auth/oidc", get(begin_oidc))
+        .route(CALLBACK_PATH, get(oidc_callback))
+}
+
+#[derive(serde::Deserialize)]
+struct Next {
+    #[serde(default)]
+    next: String,
+}
+
+/// To the identity provider, with a fresh state, nonce and PKCE verifier
+/// kept in the session for the way back.
+async fn begin_oidc(State(state): State<SignInState>, session: Session, Query(query): Query<Next>) -> Response {
+    let Some(provider) = &state.provider else {
+        return (StatusCode::NOT_FOUND, pages::message_page("Not here", "Single sign-on is not configured."))
+            .into_response();
+    };
+    let client = match provider.client().await {
+        Ok(client) => client,
+        Err(err) => {
+            tracing::warn!(error = %err, "the identity provider cannot be reached");
+            return Redirect::to("/login?error=sso").into_response();
+        }
+    };
+    let (url, sign_in) = client.begin();
+    let pending = Pending { sign_in, next: local_path(&query.next).to_string() };
+    match session.insert(PENDING, pending).await {
+        Ok(()) => Redirect::to(url.as_str()).into_response(),
+        Err(err) => unavailable(super::session_error(err)),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Callback {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+}
+
+/// Back from the provider: the code for tokens, the ID token checked, the
+/// groups mapped to a role, the account recorded, and a new session.
+async fn oidc_callback(State(state): State<SignInState>, session: Session, Query(back): Query<Callback>) -> Response {
+    let pending = match session.remove::<Pending>(PENDING).await {
+        Ok(Some(pending)) => pending,
+        Ok(None) => return Redirect::to("/login?error=sso").into_response(),
+        Err(err) => return unavailable(super::session_error(err)),
+    };
+    let (Some(provider), Some(code), Some(returned)) = (&state.provider, &back.code, &back.state) else {
+        tracing::info!(error = ?back.error, "single sign-on came back without a code");
+        return Redirect::to("/login?error=sso").into_response();
+    };
+    let identity = match provider.client().await {
+        Ok(client) => client.complete(pending.sign_in, code, returned).await,
+        Err(err) => Err(err),
+    };
+    let identity = match identity {
+        Ok(identity) => identity,
+        Err(err) => {
+            tracing::warn!(error = %err, "single sign-on refused");
+            return Redirect::to("/login?error=sso").into_response();
+        }
+    };
+    let Some(role) = identity.role else {
+        tracing::info!(subject = %identity.subject, groups = ?identity.groups, "no Northwind Ops role in the provider's groups");
+        return Redirect::to("/login?error=no-role").into_response();
+    };
+    let account = Account {
+        name: oidc_account_name(&identity.subject),
+        role,
+        source: AccountSource::Oidc,
+        password_hash: None,
+        disabled: false,
+        display_name: Some(identity.display_name.clone()),
+        created_at: chrono::Utc::now(),
+    };
+    let account = match state.auth.store.record_oidc_account(&account).await {
+        Ok(account) if account.disabled => return Redirect::to("/login?error=disabled").into_response(),
+        Ok(account) => account,
+        Err(err) => return unavailable(err.into()),
+    };
+    match state.auth.sign_in(&session, &account, SignIn::Oidc).await {
+        Ok(()) => {
+            tracing::info!(user = %account.name, role = %account.role, "signed in through the identity provider");
+            Redirect::to(&pending.next).into_response()
+        }
+        Err(err) => unavailable(err),
+    }
+}
+
+/// An identity-provider user's account name: `oidc.` and the provider's
+/// stable subject when it reads as a name, else a digest of it.
+pub fn oidc_account_name(subject: &str) -> String {
+    let plain = format!("{OIDC_PREFIX}{}", subject.to_ascii_lowercase());
+    if subject.len() <= 59 && super::accounts::validate_name("user name", &plain).is_ok() {
+        return plain;
+    }
+    let digest = super::accounts::secret_hash(subject);
+    format!("{OIDC_PREFIX}{}", &digest[..32])
 }
 
 #[derive(serde::Deserialize)]
