@@ -19,3 +19,4 @@ pub mod seed;
 pub mod serve;
 pub mod service;
 pub mod store;
+pub mod throttle;
