@@ -19,4 +19,6 @@
 //! cannot read) are forwarded as they are and counted.
 
 pub mod buckets;
+pub mod schema;
 pub mod units;
+pub mod update;
