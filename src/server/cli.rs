@@ -1,6 +1,7 @@
-//! The `northwind-ops` command line: parse, connect, run one subcommand.
+//! The `northwind-ops` command line: parse, connect, run one subcommand
+//! (the throttle proxy connects to nothing of its own).
 
-use super::config::{Cli, Command, ProvisionArgs, ReconcileArgs, SeedArgs, ServeArgs, StoreConfig};
+use super::config::{Cli, Command, ProvisionArgs, ReconcileArgs, SeedArgs, ServeArgs, StoreConfig, ThrottleProxyArgs};
 use super::consumer::{Consumer, ConsumerOptions};
 use super::cursor::{CursorCodec, KeyFileError};
 use super::error::{StoreError, Unavailable};
@@ -27,6 +28,8 @@ pub enum CliError {
     Usage(String),
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
+    #[error(transparent)]
+    Throttle(#[from] super::throttle::ThrottleError),
 }
 
 pub async fn main() -> ExitCode {
@@ -57,17 +60,28 @@ fn parse() -> Cli {
     Cli::parse_from(std::env::args_os().chain(std::iter::once("serve".into())))
 }
 
-async fn run(mut cli: Cli) -> Result<(), CliError> {
-    cli.store.resolve_secrets().map_err(CliError::Usage)?;
-    let command = cli.command.expect("parse() always names a command");
-    let (store, embedded) = store::connect(&cli.store).await?;
+async fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command.expect("parse() always names a command") {
+        // The proxy stands in front of another store: it opens none of its
+        // own and signs no cursors, so it needs neither the store nor secrets.
+        Command::ThrottleProxy(args) => run_throttle_proxy(&args).await,
+        command => run_with_store(cli.store, command).await,
+    }
+}
+
+/// Every other command: secrets resolved, the store connected (and, for the
+/// embedded one, shut down after the command).
+async fn run_with_store(mut config: StoreConfig, command: Command) -> Result<(), CliError> {
+    config.resolve_secrets().map_err(CliError::Usage)?;
+    let (store, embedded) = store::connect(&config).await?;
     let result = match command {
-        Command::Serve(args) => run_serve(&cli.store, store, &args).await,
+        Command::Serve(args) => run_serve(&config, store, &args).await,
         Command::Provision(args) => run_provision(&store, &args).await,
         Command::Seed(args) => run_seed(&store, &args).await,
         Command::Consume => run_consume(store).await,
         Command::Reconcile(args) => run_reconcile(store, &args).await,
         Command::Loadgen(args) => run_loadgen(store, &args).await,
+        Command::ThrottleProxy(_) => unreachable!("run() runs the proxy without a store"),
     };
     if let Some(embedded) = embedded {
         embedded.shutdown().await;
@@ -205,6 +219,13 @@ async fn run_loadgen(store: Store, args: &super::loadgen::LoadgenArgs) -> Result
             report.created
         )));
     }
+    Ok(())
+}
+
+async fn run_throttle_proxy(args: &ThrottleProxyArgs) -> Result<(), CliError> {
+    let options =
+        super::throttle::ProxyOptions { upstream: args.upstream.clone(), listen: args.listen, scale: args.scale };
+    super::throttle::run(options, shutdown_signal()).await?;
     Ok(())
 }
 

@@ -37,6 +37,33 @@ pub enum Command {
     Reconcile(ReconcileArgs),
     /// Simulate traffic: a steady rate, a flash sale or a month-end batch.
     Loadgen(super::loadgen::LoadgenArgs),
+    /// Rehearse hot partitions: a proxy in front of any DynamoDB endpoint
+    /// that throttles each partition key value at DynamoDB's per-partition
+    /// limits (times --scale), answering as DynamoDB does.
+    ThrottleProxy(ThrottleProxyArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ThrottleProxyArgs {
+    /// The DynamoDB endpoint to stand in front of, e.g. http://127.0.0.1:8000
+    #[arg(long, env = "NORTHWIND_THROTTLE_UPSTREAM")]
+    pub upstream: String,
+
+    /// Address the proxy listens on; point the app's --endpoint-url at it
+    #[arg(long, env = "NORTHWIND_THROTTLE_LISTEN", default_value = "127.0.0.1:8010")]
+    pub listen: SocketAddr,
+
+    /// Multiplies the partition limits (3,000 read and 1,000 write units a
+    /// second): 0.05 reaches them at 50 writes a second
+    #[arg(long, env = "NORTHWIND_THROTTLE_SCALE", default_value_t = 1.0, value_parser = parse_scale)]
+    pub scale: f64,
+}
+
+fn parse_scale(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(scale) if scale.is_finite() && scale > 0.0 => Ok(scale),
+        _ => Err(format!("{text:?} is not a number above 0")),
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -347,4 +374,26 @@ pub struct SeedArgs {
 
     #[command(flatten)]
     pub provision: ProvisionArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("northwind-ops").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_throttle_proxy_needs_an_upstream_and_a_scale_above_zero() {
+        let cli = parse(&["throttle-proxy", "--upstream", "http://127.0.0.1:8000", "--scale", "0.05"]).unwrap();
+        let Some(Command::ThrottleProxy(args)) = cli.command else { panic!("not the proxy: {:?}", cli.command) };
+        assert_eq!(args.upstream, "http://127.0.0.1:8000");
+        assert_eq!(args.listen, "127.0.0.1:8010".parse().unwrap());
+        assert_eq!(args.scale, 0.05);
+        assert!(parse(&["throttle-proxy"]).is_err());
+        for bad in ["0", "-1", "NaN", "inf", "x"] {
+            assert!(parse(&["throttle-proxy", "--upstream", "http://h", "--scale", bad]).is_err(), "{bad}");
+        }
+    }
 }
