@@ -14,6 +14,7 @@ use futures::StreamExt;
 use northwind_ops::model::{Order, Status};
 use northwind_ops::server::config::{StoreConfig, StoreKind};
 use northwind_ops::server::embedded::Embedded;
+use northwind_ops::server::error::{StoreError, Unavailable};
 use northwind_ops::server::keys;
 use northwind_ops::server::store::{self, Store, TableCapacity, order_item};
 use northwind_ops::server::throttle::{self, ProxyOptions, Tally, ThrottleError};
@@ -151,6 +152,14 @@ async fn one_shard_throttles_the_pending_index_and_refuses_the_table_write() {
         reasons.iter().any(|r| r.reason() == Some("IndexWriteKeyRangeThroughputExceeded")
             && r.resource().is_some_and(|arn| arn.ends_with("/index/GSI2"))),
         "reasons: {reasons:?}"
+    );
+    // The app's error carries the same reasons, so it can name the index
+    // that DynamoDB's message does not.
+    let err = StoreError::from(err);
+    assert!(matches!(err, StoreError::Unavailable { kind: Unavailable::Throttled, .. }), "{err:?}");
+    assert!(
+        err.throttles().iter().any(|t| t.reason == "IndexWriteKeyRangeThroughputExceeded" && t.index() == Some("GSI2")),
+        "{err}"
     );
     assert!(rig.direct.get_order(&refused_id).await.unwrap().is_none(), "the refused write reached the table");
     // Every order the app was told is created is there; no other is.

@@ -117,7 +117,7 @@ async fn run_serve(config: &StoreConfig, store: Store, args: &ServeArgs) -> Resu
     let capacity = args.provision.then(|| args.billing.capacity());
     match store.provision(capacity).await {
         Ok(report) => tracing::info!("{report}"),
-        Err(StoreError::Unavailable { kind: Unavailable::NoTable, detail }) => tracing::warn!("{detail}"),
+        Err(StoreError::Unavailable { kind: Unavailable::NoTable, detail, .. }) => tracing::warn!("{detail}"),
         Err(StoreError::Unavailable { detail, .. }) => tracing::warn!("store unavailable at start-up: {detail}"),
         Err(err) => return Err(err.into()),
     }

@@ -283,7 +283,9 @@ async fn write_one_by_one(
                     after_write(&order.order_id);
                     break;
                 }
-                Err(StoreError::Unavailable { kind: Unavailable::Throttled, detail }) if attempt + 1 < MAX_ATTEMPTS => {
+                Err(StoreError::Unavailable { kind: Unavailable::Throttled, detail, .. })
+                    if attempt + 1 < MAX_ATTEMPTS =>
+                {
                     tally.throttled(&detail);
                     tokio::time::sleep(backoff(attempt)).await;
                 }
