@@ -9,15 +9,18 @@ use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::ThrottlingReason;
 use chrono::{DateTime, Duration, TimeZone, Utc};
+use clap::Parser;
 use common::{Engine, order, store_config};
 use futures::StreamExt;
 use northwind_ops::model::{Order, Status};
-use northwind_ops::server::config::{StoreConfig, StoreKind};
+use northwind_ops::server::config::{Cli, Command, StoreConfig, StoreKind};
 use northwind_ops::server::embedded::Embedded;
 use northwind_ops::server::error::{StoreError, Unavailable};
 use northwind_ops::server::keys;
+use northwind_ops::server::loadgen::{self, LoadgenArgs};
 use northwind_ops::server::store::{self, Store, TableCapacity, order_item};
 use northwind_ops::server::throttle::{self, ProxyOptions, Tally, ThrottleError};
+use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -34,7 +37,7 @@ struct Rig {
     /// Talks to the embedded store straight, to see what was written.
     direct: Store,
     /// The app's store, through the proxy.
-    proxied: Store,
+    proxied: Arc<Store>,
     embedded: Embedded,
     stop: oneshot::Sender<()>,
     proxy: JoinHandle<Result<Tally, ThrottleError>>,
@@ -62,7 +65,7 @@ impl Rig {
             StoreConfig { store: Some(StoreKind::Endpoint), endpoint_url: Some(format!("http://{addr}")), ..config };
         let (proxied, none) = store::connect(&proxied_config).await.unwrap();
         assert!(none.is_none());
-        Self { direct, proxied, embedded, stop, proxy, _dir: dir }
+        Self { direct, proxied: Arc::new(proxied), embedded, stop, proxy, _dir: dir }
     }
 
     /// Stops the proxy (its tally comes back) and the embedded store.
@@ -201,4 +204,30 @@ async fn ten_shards_take_the_same_burst_without_a_throttle() {
     let tally = rig.stop().await;
     println!("ten shards: {ORDERS} orders at {rate:.0}/s, per shard {per_shard:?}\n{tally}");
     assert_eq!(tally.throttled_requests, 0, "{tally}");
+}
+
+/// `loadgen`'s settings as the binary parses them.
+fn loadgen_args(flags: &[&str]) -> LoadgenArgs {
+    let argv = ["northwind-ops", "loadgen"].into_iter().chain(flags.iter().copied());
+    match Cli::try_parse_from(argv).expect("loadgen flags parse").command {
+        Some(Command::Loadgen(args)) => args,
+        _ => unreachable!("the loadgen subcommand was named"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loadgen_tallies_the_proxys_throttles_by_index_and_reason() {
+    let rig = Rig::start(1).await;
+    let args =
+        loadgen_args(&["--profile", "max", "--orders", "60", "--writers", "16", "--close-after", "0", "--quiet"]);
+    let report = loadgen::run(rig.proxied.clone(), &args).await.unwrap();
+    println!("{report}");
+    assert!(report.created > 0 && report.verified == report.created, "{report}");
+    // One shard: every order shares the day's GSI2 partition, and the
+    // index comes from the reasons, never from the message.
+    assert!(report.throttled > 0, "{report}");
+    assert!(report.throttles.by_index.get("GSI2").is_some_and(|n| *n > 0), "{report}");
+    assert!(report.throttles.by_reason.get("IndexWriteKeyRangeThroughputExceeded").is_some_and(|n| *n > 0), "{report}");
+    assert!(report.throttles.by_reason.keys().all(|reason| reason.ends_with("Exceeded")), "{report}");
+    rig.stop().await;
 }
