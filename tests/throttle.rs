@@ -14,11 +14,12 @@ use common::{Engine, order, store_config};
 use futures::StreamExt;
 use northwind_ops::model::{Order, Status};
 use northwind_ops::server::config::{Cli, Command, StoreConfig, StoreKind};
+use northwind_ops::server::counters::Deltas;
 use northwind_ops::server::embedded::Embedded;
 use northwind_ops::server::error::{StoreError, Unavailable};
 use northwind_ops::server::keys;
 use northwind_ops::server::loadgen::{self, LoadgenArgs};
-use northwind_ops::server::store::{self, Store, TableCapacity, order_item};
+use northwind_ops::server::store::{self, Lease, Store, TableCapacity, order_item};
 use northwind_ops::server::throttle::{self, ProxyOptions, Tally, ThrottleError};
 use std::sync::Arc;
 use std::time::Instant;
@@ -229,5 +230,41 @@ async fn loadgen_tallies_the_proxys_throttles_by_index_and_reason() {
     assert!(report.throttles.by_index.get("GSI2").is_some_and(|n| *n > 0), "{report}");
     assert!(report.throttles.by_reason.get("IndexWriteKeyRangeThroughputExceeded").is_some_and(|n| *n > 0), "{report}");
     assert!(report.throttles.by_reason.keys().all(|reason| reason.ends_with("Exceeded")), "{report}");
+    rig.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_checkpoint_commit_is_unavailable_not_a_conflict() {
+    let rig = Rig::start(1).await;
+    let stream_arn = "arn:aws:dynamodb:local:000000000000:table/orders/stream/test";
+    let now = Utc::now().timestamp_millis();
+    let lease = Lease { stream_arn, shard_id: "shard-1", owner: "consumer-1", until_ms: now + 60_000 };
+    assert!(rig.proxied.take_lease(&lease, now).await.unwrap().is_some());
+    // Back-to-back commits on the checkpoint's partition (two write units
+    // each, as a transaction's actions are) until the proxy refuses one.
+    let (deltas, seq) = (Deltas::default(), |i: usize| format!("{i:021}"));
+    let mut prev: Option<String> = None;
+    let mut refused = None;
+    for i in 0..40 {
+        match rig.proxied.commit_batch(&lease, prev.as_deref(), Some(&seq(i)), false, &deltas).await {
+            Ok(()) => prev = Some(seq(i)),
+            Err(err) => {
+                refused = Some((i, err));
+                break;
+            }
+        }
+    }
+    let (i, err) = refused.expect("a commit refused within 40 back-to-back on one partition");
+    println!("commit {i} refused: {err}");
+    assert!(matches!(err, StoreError::Unavailable { kind: Unavailable::Throttled, .. }), "{err:?}");
+    let stored = rig.direct.checkpoints(stream_arn).await.unwrap();
+    assert_eq!(stored["shard-1"].seq, prev, "a refused commit moved the checkpoint");
+
+    // The same batch goes through once the partition has refilled; a stale
+    // one is still a conflict.
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    rig.proxied.commit_batch(&lease, prev.as_deref(), Some(&seq(i)), false, &deltas).await.unwrap();
+    let stale = rig.proxied.commit_batch(&lease, prev.as_deref(), Some(&seq(i + 1)), false, &deltas).await;
+    assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
     rig.stop().await;
 }
