@@ -1,8 +1,10 @@
-//! The `northwind-ops` command line: parse, connect, run one subcommand.
+//! The `northwind-ops` command line: parse, connect, run one subcommand
+//! (the throttle proxy connects to nothing of its own).
 
 use super::auth::accounts;
 use super::config::{
-    Cli, Command, ProvisionArgs, ReconcileArgs, SeedArgs, ServeArgs, StoreConfig, TokenCommand, UserCommand,
+    Cli, Command, ProvisionArgs, ReconcileArgs, SeedArgs, ServeArgs, StoreConfig, ThrottleProxyArgs, TokenCommand,
+    UserCommand,
 };
 use super::consumer::{Consumer, ConsumerOptions};
 use super::cursor::{CursorCodec, KeyFileError};
@@ -35,6 +37,8 @@ pub enum CliError {
     Usage(String),
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
+    #[error(transparent)]
+    Throttle(#[from] super::throttle::ThrottleError),
 }
 
 pub async fn main() -> ExitCode {
@@ -65,19 +69,30 @@ fn parse() -> Cli {
     Cli::parse_from(std::env::args_os().chain(std::iter::once("serve".into())))
 }
 
-async fn run(mut cli: Cli) -> Result<(), CliError> {
-    cli.store.resolve_secrets().map_err(CliError::Usage)?;
-    let command = cli.command.expect("parse() always names a command");
-    let (store, embedded) = store::connect(&cli.store).await?;
+async fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command.expect("parse() always names a command") {
+        // The proxy stands in front of another store: it opens none of its
+        // own and signs no cursors, so it needs neither the store nor secrets.
+        Command::ThrottleProxy(args) => run_throttle_proxy(&args).await,
+        command => run_with_store(cli.store, command).await,
+    }
+}
+
+/// Every other command: secrets resolved, the store connected (and, for the
+/// embedded one, shut down after the command).
+async fn run_with_store(mut config: StoreConfig, command: Command) -> Result<(), CliError> {
+    config.resolve_secrets().map_err(CliError::Usage)?;
+    let (store, embedded) = store::connect(&config).await?;
     let result = match command {
-        Command::Serve(args) => run_serve(&cli.store, store, &args).await,
+        Command::Serve(args) => run_serve(&config, store, &args).await,
         Command::Provision(args) => run_provision(&store, &args).await,
-        Command::Seed(args) => run_seed(&store, &args, &cli.store.data_dir).await,
+        Command::Seed(args) => run_seed(&store, &args, &config.data_dir).await,
         Command::Consume => run_consume(store).await,
         Command::Reconcile(args) => run_reconcile(store, &args).await,
         Command::Loadgen(args) => run_loadgen(store, &args).await,
         Command::User(command) => run_user(&store, command).await,
         Command::Token(command) => run_token(&store, command).await,
+        Command::ThrottleProxy(_) => unreachable!("run() runs the proxy without a store"),
     };
     if let Some(embedded) = embedded {
         embedded.shutdown().await;
@@ -232,7 +247,7 @@ async fn run_serve(config: &StoreConfig, store: Store, args: &ServeArgs) -> Resu
     let capacity = args.provision.then(|| args.billing.capacity());
     match store.provision(capacity).await {
         Ok(report) => tracing::info!("{report}"),
-        Err(StoreError::Unavailable { kind: Unavailable::NoTable, detail }) => tracing::warn!("{detail}"),
+        Err(StoreError::Unavailable { kind: Unavailable::NoTable, detail, .. }) => tracing::warn!("{detail}"),
         Err(StoreError::Unavailable { detail, .. }) => tracing::warn!("store unavailable at start-up: {detail}"),
         Err(err) => return Err(err.into()),
     }
@@ -336,6 +351,13 @@ async fn run_loadgen(store: Store, args: &super::loadgen::LoadgenArgs) -> Result
             report.created
         )));
     }
+    Ok(())
+}
+
+async fn run_throttle_proxy(args: &ThrottleProxyArgs) -> Result<(), CliError> {
+    let options =
+        super::throttle::ProxyOptions { upstream: args.upstream.clone(), listen: args.listen, scale: args.scale };
+    super::throttle::run(options, shutdown_signal()).await?;
     Ok(())
 }
 

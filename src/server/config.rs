@@ -30,7 +30,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Serve the web app and JSON API (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Create the tables, or check that existing ones match the key design.
     Provision(ProvisionArgs),
     /// Write demo orders: deterministic for a given --seed and --now.
@@ -47,6 +47,10 @@ pub enum Command {
     /// API tokens for scripts and load generators.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Rehearse hot partitions: a proxy in front of any DynamoDB endpoint
+    /// that throttles each partition key value at DynamoDB's per-partition
+    /// limits (times --scale), answering as DynamoDB does.
+    ThrottleProxy(ThrottleProxyArgs),
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -91,6 +95,29 @@ pub enum TokenCommand {
     Revoke {
         name: String,
     },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ThrottleProxyArgs {
+    /// The DynamoDB endpoint to stand in front of, e.g. http://127.0.0.1:8000
+    #[arg(long, env = "NORTHWIND_THROTTLE_UPSTREAM")]
+    pub upstream: String,
+
+    /// Address the proxy listens on; point the app's --endpoint-url at it
+    #[arg(long, env = "NORTHWIND_THROTTLE_LISTEN", default_value = "127.0.0.1:8010")]
+    pub listen: SocketAddr,
+
+    /// Multiplies the partition limits (3,000 read and 1,000 write units a
+    /// second): 0.05 reaches them at 50 writes a second
+    #[arg(long, env = "NORTHWIND_THROTTLE_SCALE", default_value_t = 1.0, value_parser = parse_scale)]
+    pub scale: f64,
+}
+
+fn parse_scale(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(scale) if scale.is_finite() && scale > 0.0 => Ok(scale),
+        _ => Err(format!("{text:?} is not a number above 0")),
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -677,5 +704,22 @@ mod tests {
         assert_eq!(args.oidc_roles_claim, "roles");
         let err = Cli::try_parse_from(["northwind-ops", "serve", "--oidc-role-map", "ops=a,boss=b"]).unwrap_err();
         assert!(err.to_string().contains("\"boss=b\""), "{err}");
+    }
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("northwind-ops").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_throttle_proxy_needs_an_upstream_and_a_scale_above_zero() {
+        let cli = parse(&["throttle-proxy", "--upstream", "http://127.0.0.1:8000", "--scale", "0.05"]).unwrap();
+        let Some(Command::ThrottleProxy(args)) = cli.command else { panic!("not the proxy: {:?}", cli.command) };
+        assert_eq!(args.upstream, "http://127.0.0.1:8000");
+        assert_eq!(args.listen, "127.0.0.1:8010".parse().unwrap());
+        assert_eq!(args.scale, 0.05);
+        assert!(parse(&["throttle-proxy"]).is_err());
+        for bad in ["0", "-1", "NaN", "inf", "x"] {
+            assert!(parse(&["throttle-proxy", "--upstream", "http://h", "--scale", bad]).is_err(), "{bad}");
+        }
     }
 }

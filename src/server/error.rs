@@ -6,6 +6,10 @@
 
 use crate::model::ErrorKind;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::ThrottlingReason;
+use aws_sdk_dynamodb::types::error::{
+    ProvisionedThroughputExceededException, RequestLimitExceeded, ThrottlingException,
+};
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -20,9 +24,10 @@ pub enum StoreError {
     #[error("{0}")]
     Conflict(String),
     /// The store did not answer in time, could not be reached, or asked us
-    /// to slow down: worth retrying later.
+    /// to slow down: worth retrying later. A throttle carries the reasons
+    /// DynamoDB gave for it (none from engines or answers that give none).
     #[error("the store is unavailable ({kind}): {detail}")]
-    Unavailable { kind: Unavailable, detail: String },
+    Unavailable { kind: Unavailable, detail: String, throttles: Vec<Throttle> },
     /// Tables that exist but do not match the key design.
     #[error("table {table} does not match the Northwind Ops key design:\n  - {}", .differences.join("\n  - "))]
     SchemaMismatch { table: String, differences: Vec<String> },
@@ -63,9 +68,64 @@ impl fmt::Display for Unavailable {
     }
 }
 
+/// One reason DynamoDB gave for throttling a request: the limit that was
+/// reached (`IndexWriteKeyRangeThroughputExceeded`, `TableReadProvisionedThroughputExceeded`, ...)
+/// and the ARN of the table or index it was reached on. Its messages name
+/// neither: only these do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Throttle {
+    pub reason: String,
+    pub resource: String,
+}
+
+impl Throttle {
+    /// The index the resource is (`arn:...:table/orders/index/GSI2` is
+    /// `GSI2`), or `None` for the table itself.
+    pub fn index(&self) -> Option<&str> {
+        self.resource.split_once("/index/").map(|(_, index)| index)
+    }
+
+    /// Where it was throttled, as a tally names it: the index, `table`, or
+    /// for a cancelled transaction (whose reasons name only the action's
+    /// table) `<table> or its indexes`.
+    pub fn place(&self) -> String {
+        match self.index() {
+            Some(index) => index.to_string(),
+            None if self.reason.starts_with("Transaction") => {
+                let table = self.resource.rsplit('/').next().unwrap_or("unknown");
+                format!("{table} or its indexes")
+            }
+            None => "table".to_string(),
+        }
+    }
+}
+
+impl From<&ThrottlingReason> for Throttle {
+    fn from(reason: &ThrottlingReason) -> Self {
+        Throttle {
+            reason: reason.reason().unwrap_or("unknown").to_string(),
+            resource: reason.resource().unwrap_or("unknown").to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Throttle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} on {}", self.reason, self.resource)
+    }
+}
+
 impl StoreError {
     pub fn unavailable(kind: Unavailable, detail: impl Into<String>) -> Self {
-        StoreError::Unavailable { kind, detail: detail.into() }
+        StoreError::Unavailable { kind, detail: detail.into(), throttles: Vec::new() }
+    }
+
+    /// The throttling reasons of an `Unavailable`, none for any other error.
+    pub fn throttles(&self) -> &[Throttle] {
+        match self {
+            StoreError::Unavailable { throttles, .. } => throttles,
+            _ => &[],
+        }
     }
 }
 
@@ -91,7 +151,15 @@ where
                     | "RequestLimitExceeded"
                     // The stream's own word for it.
                     | "LimitExceededException" => {
-                        StoreError::unavailable(Unavailable::Throttled, detail)
+                        let throttles = throttles_of(service.err());
+                        let detail = match throttles.as_slice() {
+                            [] => detail,
+                            named => format!(
+                                "{detail} [{}]",
+                                named.iter().map(Throttle::to_string).collect::<Vec<_>>().join("; ")
+                            ),
+                        };
+                        StoreError::Unavailable { kind: Unavailable::Throttled, detail, throttles }
                     }
                     "InternalServerError" | "ServiceUnavailable" => {
                         StoreError::unavailable(Unavailable::ServerError, detail)
@@ -105,6 +173,30 @@ where
             }
             _ => StoreError::Rejected(describe(&err)),
         }
+    }
+}
+
+/// The reasons of a throttling error. The generic code and message cannot
+/// carry them: they are fields of the modeled exception, which an
+/// operation's error enum (`PutItemError`, `QueryError`, ...) gives as its
+/// `source()`; any operation's error is read the same way.
+fn throttles_of(err: &(dyn std::error::Error + 'static)) -> Vec<Throttle> {
+    [Some(err), err.source()]
+        .into_iter()
+        .flatten()
+        .find_map(throttling_reasons)
+        .map(|reasons| reasons.iter().map(Throttle::from).collect())
+        .unwrap_or_default()
+}
+
+/// The reasons of the three exceptions that have them.
+fn throttling_reasons<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a [ThrottlingReason]> {
+    if let Some(e) = err.downcast_ref::<ThrottlingException>() {
+        Some(e.throttling_reasons())
+    } else if let Some(e) = err.downcast_ref::<ProvisionedThroughputExceededException>() {
+        Some(e.throttling_reasons())
+    } else {
+        err.downcast_ref::<RequestLimitExceeded>().map(RequestLimitExceeded::throttling_reasons)
     }
 }
 
@@ -162,6 +254,7 @@ pub enum TransactionFailure {
 
 pub fn transaction_failure<R>(
     err: SdkError<aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError, R>,
+    tables: &[String],
 ) -> TransactionFailure
 where
     R: std::fmt::Debug,
@@ -176,12 +269,19 @@ where
     if !failed.is_empty() {
         return TransactionFailure::Conditions(failed);
     }
-    let kind = if codes.iter().any(|c| *c == "ThrottlingError" || *c == "ProvisionedThroughputExceeded") {
-        Unavailable::Throttled
-    } else {
-        Unavailable::Busy
-    };
-    TransactionFailure::Failed(StoreError::unavailable(kind, format!("transaction cancelled: {}", codes.join(", "))))
+    let detail = format!("transaction cancelled: {}", codes.join(", "));
+    // A cancellation reason names neither the index nor the throttle's cause:
+    // only the action, so the throttle is told by its code and table.
+    let throttles: Vec<Throttle> = codes
+        .iter()
+        .zip(tables.iter().map(String::as_str).chain(std::iter::repeat("unknown")))
+        .filter(|(code, _)| matches!(**code, "ThrottlingError" | "ProvisionedThroughputExceeded"))
+        .map(|(code, table)| Throttle { reason: format!("Transaction{code}"), resource: format!("table/{table}") })
+        .collect();
+    if throttles.is_empty() {
+        return TransactionFailure::Failed(StoreError::unavailable(Unavailable::Busy, detail));
+    }
+    TransactionFailure::Failed(StoreError::Unavailable { kind: Unavailable::Throttled, detail, throttles })
 }
 
 /// An error of the HTTP layer. Every variant is a client's mistake (4xx)
@@ -304,6 +404,79 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aws_sdk_dynamodb::error::ErrorMetadata;
+    use aws_sdk_dynamodb::operation::get_item::GetItemError;
+    use aws_sdk_dynamodb::operation::put_item::PutItemError;
+    use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+
+    fn reason(reason: &str, resource: &str) -> ThrottlingReason {
+        ThrottlingReason::builder().reason(reason).resource(resource).build()
+    }
+
+    fn meta(code: &str, message: &str) -> ErrorMetadata {
+        ErrorMetadata::builder().code(code).message(message).build()
+    }
+
+    const TABLE: &str = "arn:aws:dynamodb:us-east-1:123456789012:table/northwind-orders";
+
+    #[test]
+    fn a_throttle_names_its_reasons_and_index_from_the_typed_exception() {
+        // DynamoDB's message names no index; the reasons do.
+        let message = "Throughput exceeds the current capacity for one or more global secondary indexes.";
+        let exception = ThrottlingException::builder()
+            .message(message)
+            .throttling_reasons(reason("IndexWriteKeyRangeThroughputExceeded", &format!("{TABLE}/index/GSI2")))
+            .meta(meta("ThrottlingException", message))
+            .build();
+        let err = StoreError::from(SdkError::service_error(PutItemError::ThrottlingException(exception), ()));
+        let StoreError::Unavailable { kind: Unavailable::Throttled, detail, throttles } = &err else {
+            panic!("not a throttle: {err:?}")
+        };
+        assert_eq!(
+            throttles,
+            &[Throttle {
+                reason: "IndexWriteKeyRangeThroughputExceeded".into(),
+                resource: format!("{TABLE}/index/GSI2")
+            }]
+        );
+        assert_eq!(throttles[0].index(), Some("GSI2"));
+        assert!(detail.contains("IndexWriteKeyRangeThroughputExceeded on arn:"), "{detail}");
+        assert_eq!(err.throttles(), throttles.as_slice());
+    }
+
+    #[test]
+    fn provisioned_and_request_limit_throttles_carry_their_reasons_too() {
+        let exception = ProvisionedThroughputExceededException::builder()
+            .message("The level of configured provisioned throughput for the table was exceeded.")
+            .throttling_reasons(reason("TableWriteProvisionedThroughputExceeded", TABLE))
+            .throttling_reasons(reason("IndexWriteProvisionedThroughputExceeded", &format!("{TABLE}/index/GSI1")))
+            .meta(meta("ProvisionedThroughputExceededException", "exceeded"))
+            .build();
+        let err = StoreError::from(SdkError::service_error(
+            UpdateItemError::ProvisionedThroughputExceededException(exception),
+            (),
+        ));
+        let indexes: Vec<Option<&str>> = err.throttles().iter().map(Throttle::index).collect();
+        assert_eq!(indexes, [None, Some("GSI1")]);
+
+        let exception = RequestLimitExceeded::builder()
+            .message("Throughput exceeds the current throughput limit for your account.")
+            .throttling_reasons(reason("TableReadAccountLimitExceeded", TABLE))
+            .meta(meta("RequestLimitExceeded", "limit"))
+            .build();
+        let err = StoreError::from(SdkError::service_error(GetItemError::RequestLimitExceeded(exception), ()));
+        assert!(matches!(err, StoreError::Unavailable { kind: Unavailable::Throttled, .. }), "{err:?}");
+        assert_eq!(err.throttles()[0].reason, "TableReadAccountLimitExceeded");
+    }
+
+    #[test]
+    fn a_throttle_without_reasons_is_still_a_throttle() {
+        let exception = ThrottlingException::builder().meta(meta("ThrottlingException", "slow down")).build();
+        let err = StoreError::from(SdkError::service_error(PutItemError::ThrottlingException(exception), ()));
+        assert!(matches!(err, StoreError::Unavailable { kind: Unavailable::Throttled, .. }), "{err:?}");
+        assert!(err.throttles().is_empty());
+        assert!(StoreError::unavailable(Unavailable::TimedOut, "late").throttles().is_empty());
+    }
 
     #[test]
     fn the_client_never_sees_the_stores_words() {

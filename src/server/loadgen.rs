@@ -3,8 +3,7 @@
 //! writers, and an operations side that moves them out of PENDING after a
 //! random delay, so the PENDING set rises and falls as in a real sale.
 
-use super::error::{StoreError, Unavailable};
-use super::keys;
+use super::error::{StoreError, Throttle, Unavailable};
 use super::seed::random_order;
 use super::store::{Store, Transition, backoff};
 use crate::model::{Actor, Status};
@@ -13,7 +12,7 @@ use chrono::Utc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,6 +22,9 @@ use tokio::sync::mpsc;
 const MAX_ATTEMPTS: u32 = 10;
 /// BatchWriteItem takes at most 25 items.
 const BATCH: usize = 25;
+/// Where a throttle counts when the store named no reason (local engines,
+/// and a batch's unprocessed items, never do).
+const NOT_NAMED: &str = "not named";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Profile {
@@ -111,7 +113,18 @@ struct Tally {
     retries: AtomicU64,
     errors: AtomicU64,
     capacity: Mutex<BTreeMap<String, f64>>,
-    throttles: Mutex<BTreeMap<String, u64>>,
+    throttled: AtomicU64,
+    throttles: Mutex<Throttles>,
+}
+
+/// Throttled attempts by the index and by the reason DynamoDB named; an
+/// attempt refused for two reasons counts under each.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Throttles {
+    /// By index name, "table" for the table itself.
+    pub by_index: BTreeMap<String, u64>,
+    /// By reason, e.g. `IndexWriteKeyRangeThroughputExceeded`.
+    pub by_reason: BTreeMap<String, u64>,
 }
 
 impl Tally {
@@ -125,10 +138,22 @@ impl Tally {
         }
     }
 
-    fn throttled(&self, message: &str) {
-        let index = [keys::GSI1, keys::GSI2].into_iter().find(|i| message.contains(i)).unwrap_or("table");
-        *self.throttles.lock().expect("tally poisoned").entry(index.into()).or_default() += 1;
+    /// One throttled attempt (retried), with the reasons the store gave.
+    fn throttled(&self, throttles: &[Throttle]) {
+        self.throttled.fetch_add(1, Ordering::Relaxed);
         self.retries.fetch_add(1, Ordering::Relaxed);
+        let indexes: BTreeSet<String> = throttles.iter().map(Throttle::place).collect();
+        let reasons: BTreeSet<String> = throttles.iter().map(|t| t.reason.clone()).collect();
+        let mut guard = self.throttles.lock().expect("tally poisoned");
+        let Throttles { by_index, by_reason } = &mut *guard;
+        for (counts, names) in [(by_index, indexes), (by_reason, reasons)] {
+            if names.is_empty() {
+                *counts.entry(NOT_NAMED.into()).or_default() += 1;
+            }
+            for name in names {
+                *counts.entry(name).or_default() += 1;
+            }
+        }
     }
 }
 
@@ -141,7 +166,9 @@ pub struct LoadReport {
     pub target_rate: Option<f64>,
     pub achieved_rate: f64,
     pub capacity: BTreeMap<String, f64>,
-    pub throttles: BTreeMap<String, u64>,
+    /// Attempts refused by throttling (each retried).
+    pub throttled: u64,
+    pub throttles: Throttles,
     pub retries: u64,
     pub errors: u64,
     /// Orders found in the table at the end, of those created.
@@ -162,8 +189,11 @@ impl std::fmt::Display for LoadReport {
         for (name, units) in &self.capacity {
             writeln!(f, "capacity         {units:.1} WCU on {name}")?;
         }
-        let throttles: u64 = self.throttles.values().sum();
-        writeln!(f, "throttles        {throttles} {:?}", self.throttles)?;
+        writeln!(f, "throttles        {}", self.throttled)?;
+        if self.throttled > 0 {
+            writeln!(f, "  by index       {:?}", self.throttles.by_index)?;
+            writeln!(f, "  by reason      {:?}", self.throttles.by_reason)?;
+        }
         writeln!(f, "retries          {}", self.retries)?;
         writeln!(f, "errors           {}", self.errors)?;
         write!(f, "verified         {} of {} created orders are in the table", self.verified, self.created)
@@ -232,6 +262,7 @@ pub async fn run(store: Arc<Store>, args: &LoadgenArgs) -> Result<LoadReport, St
         target_rate,
         achieved_rate: created as f64 / elapsed.as_secs_f64().max(1e-9),
         capacity: tally.capacity.lock().expect("tally poisoned").clone(),
+        throttled: tally.throttled.load(Ordering::Relaxed),
         throttles: tally.throttles.lock().expect("tally poisoned").clone(),
         retries: tally.retries.load(Ordering::Relaxed),
         errors: tally.errors.load(Ordering::Relaxed),
@@ -290,8 +321,10 @@ async fn write_one_by_one(
                     after_write(&order.order_id);
                     break;
                 }
-                Err(StoreError::Unavailable { kind: Unavailable::Throttled, detail }) if attempt + 1 < MAX_ATTEMPTS => {
-                    tally.throttled(&detail);
+                Err(err @ StoreError::Unavailable { kind: Unavailable::Throttled, .. })
+                    if attempt + 1 < MAX_ATTEMPTS =>
+                {
+                    tally.throttled(err.throttles());
                     tokio::time::sleep(backoff(attempt)).await;
                 }
                 Err(err) => {
@@ -328,8 +361,9 @@ async fn write_in_batches(
                 for capacity in &put.capacity {
                     tally.consumed(Some(capacity));
                 }
+                // Unprocessed items come back without a reason.
                 for _ in 0..put.retries {
-                    tally.throttled("table");
+                    tally.throttled(&[]);
                 }
                 tally.created.fetch_add(put.written as u64, Ordering::Relaxed);
                 for order in &batch {
@@ -420,6 +454,36 @@ fn progress_bar(args: &LoadgenArgs, started: Instant, tally: Arc<Tally>) -> Opti
 mod tests {
     use super::*;
     use clap::Parser;
+
+    fn throttle(reason: &str, resource: &str) -> Throttle {
+        Throttle { reason: reason.into(), resource: resource.into() }
+    }
+
+    #[test]
+    fn throttles_are_tallied_by_the_index_and_the_reason_dynamodb_names() {
+        let table = "arn:aws:dynamodb:us-east-1:123456789012:table/northwind-orders";
+        let gsi2 = format!("{table}/index/GSI2");
+        let tally = Tally::default();
+        tally.throttled(&[throttle("IndexWriteKeyRangeThroughputExceeded", &gsi2)]);
+        tally.throttled(&[
+            throttle("IndexWriteKeyRangeThroughputExceeded", &gsi2),
+            throttle("TableWriteKeyRangeThroughputExceeded", table),
+        ]);
+        tally.throttled(&[]);
+        let counts = |pairs: &[(&str, u64)]| pairs.iter().map(|(k, n)| (k.to_string(), *n)).collect();
+        let throttles = tally.throttles.lock().unwrap().clone();
+        assert_eq!(throttles.by_index, counts(&[("GSI2", 2), ("table", 1), (NOT_NAMED, 1)]));
+        assert_eq!(
+            throttles.by_reason,
+            counts(&[
+                ("IndexWriteKeyRangeThroughputExceeded", 2),
+                ("TableWriteKeyRangeThroughputExceeded", 1),
+                (NOT_NAMED, 1)
+            ])
+        );
+        assert_eq!(tally.throttled.load(Ordering::Relaxed), 3);
+        assert_eq!(tally.retries.load(Ordering::Relaxed), 3);
+    }
 
     #[derive(Parser)]
     struct Wrapper {

@@ -23,3 +23,4 @@ pub mod seed;
 pub mod serve;
 pub mod service;
 pub mod store;
+pub mod throttle;

@@ -72,7 +72,7 @@ pub fn serve_args(extra: &[&str]) -> ServeArgs {
     }
     argv.extend_from_slice(extra);
     match Cli::try_parse_from(argv).expect("test serve flags parse").command {
-        Some(northwind_ops::server::config::Command::Serve(args)) => args,
+        Some(northwind_ops::server::config::Command::Serve(args)) => *args,
         _ => unreachable!("the serve subcommand was named"),
     }
 }

@@ -3,9 +3,10 @@
 
 use super::{Item, Store};
 use crate::server::counters::Deltas;
-use crate::server::error::{StoreError, unless_condition_failed};
+use crate::server::error::{StoreError, Unavailable, unless_condition_failed};
 use crate::server::keys::{self, attr};
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, TransactWriteItem, Update};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, CancellationReason, ReturnValue, TransactWriteItem, Update};
 use std::collections::HashMap;
 
 /// How far a stream shard has been applied.
@@ -77,7 +78,9 @@ impl Store {
     /// checkpoint moved from `prev` to `seq` by the lease holder (renewing
     /// the lease). A checkpoint that is not at `prev`, or a lease someone
     /// else holds, is a `Conflict` and changes nothing: so a batch is
-    /// applied exactly once, whoever replays it.
+    /// applied exactly once, whoever replays it. A transaction cancelled for
+    /// any other reason (throttled, or in conflict with another one) changes
+    /// nothing either, and is `Unavailable`: the same batch goes again later.
     pub async fn commit_batch(
         &self,
         lease: &Lease<'_>,
@@ -95,13 +98,12 @@ impl Store {
         }
         match transaction.send().await {
             Ok(_) => Ok(()),
-            Err(err) if err.as_service_error().is_some_and(|e| e.is_transaction_canceled_exception()) => {
-                Err(StoreError::Conflict(format!(
-                    "the checkpoint of {} is not where this consumer left it",
-                    lease.shard_id
-                )))
-            }
-            Err(err) => Err(err.into()),
+            Err(err) => match err.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
+                    Err(batch_cancelled(lease.shard_id, cancelled.cancellation_reasons()))
+                }
+                _ => Err(err.into()),
+            },
         }
     }
 
@@ -159,9 +161,68 @@ impl Store {
     }
 }
 
+/// Why `commit_batch`'s transaction was cancelled, from the reasons DynamoDB
+/// gives one per action, the checkpoint's first. Only the checkpoint's own
+/// condition failing is a `Conflict` (the consumer then drops its cursor and
+/// re-reads the checkpoint); a throttled action or a conflict with another
+/// transaction is `Unavailable` (the consumer keeps its cursor and retries).
+fn batch_cancelled(shard_id: &str, reasons: &[CancellationReason]) -> StoreError {
+    let codes: Vec<&str> = reasons.iter().map(|r| r.code().unwrap_or("None")).collect();
+    let detail = || format!("the transaction applying a batch of {shard_id} was cancelled: [{}]", codes.join(", "));
+    match codes.as_slice() {
+        // An engine that gives no reasons: a conflict, as re-reading the
+        // checkpoint is always safe.
+        ["ConditionalCheckFailed", ..] | [] => {
+            StoreError::Conflict(format!("the checkpoint of {shard_id} is not where this consumer left it"))
+        }
+        _ if codes.iter().any(|c| matches!(*c, "ThrottlingError" | "ProvisionedThroughputExceeded")) => {
+            StoreError::unavailable(Unavailable::Throttled, detail())
+        }
+        _ if codes.contains(&"TransactionConflict") => StoreError::unavailable(Unavailable::Busy, detail()),
+        _ => StoreError::Rejected(detail()),
+    }
+}
+
 pub(super) fn checkpoint_of(item: &Item) -> Checkpoint {
     Checkpoint {
         seq: item.get(attr::SEQ).and_then(|v| v.as_s().ok()).cloned(),
         finished: item.get(attr::FINISHED).and_then(|v| v.as_bool().ok()).copied().unwrap_or(false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cancelled(codes: &[&str]) -> StoreError {
+        let reasons: Vec<CancellationReason> =
+            codes.iter().map(|code| CancellationReason::builder().code(*code).build()).collect();
+        batch_cancelled("shard-1", &reasons)
+    }
+
+    #[test]
+    fn only_the_checkpoints_failed_condition_is_a_conflict() {
+        assert!(matches!(cancelled(&["ConditionalCheckFailed", "None"]), StoreError::Conflict(_)));
+        // The checkpoint's condition decides, whatever else was refused.
+        assert!(matches!(cancelled(&["ConditionalCheckFailed", "ThrottlingError"]), StoreError::Conflict(_)));
+        assert!(matches!(cancelled(&[]), StoreError::Conflict(_)));
+    }
+
+    #[test]
+    fn a_throttled_or_conflicting_transaction_is_retried_not_a_conflict() {
+        for codes in
+            [&["None", "ThrottlingError"][..], &["ThrottlingError"], &["ProvisionedThroughputExceeded", "None"]]
+        {
+            let err = cancelled(codes);
+            let StoreError::Unavailable { kind: Unavailable::Throttled, detail, .. } = &err else {
+                panic!("{codes:?}: {err:?}")
+            };
+            let named = codes.iter().find(|code| **code != "None").unwrap();
+            assert!(detail.contains(named), "{detail}");
+        }
+        let err = cancelled(&["None", "TransactionConflict"]);
+        assert!(matches!(err, StoreError::Unavailable { kind: Unavailable::Busy, .. }), "{err:?}");
+        let err = cancelled(&["None", "ValidationError"]);
+        assert!(matches!(err, StoreError::Rejected(_)), "{err:?}");
     }
 }

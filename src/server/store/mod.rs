@@ -174,7 +174,7 @@ async fn local_sdk_config(endpoint: &str, timeouts: StoreTimeouts) -> aws_config
 
 /// An explicit endpoint: the standard chain for region and credentials, but
 /// a loopback endpoint (DynamoDB Local) works without any AWS set-up.
-async fn endpoint_sdk_config(endpoint: &str, timeouts: StoreTimeouts) -> aws_config::SdkConfig {
+pub(crate) async fn endpoint_sdk_config(endpoint: &str, timeouts: StoreTimeouts) -> aws_config::SdkConfig {
     let loopback = endpoint.contains("://127.") || endpoint.contains("://localhost") || endpoint.contains("://[::1]");
     let has_credentials = std::env::var_os("AWS_ACCESS_KEY_ID").is_some() || std::env::var_os("AWS_PROFILE").is_some();
     // Decided before loading the standard chain, whose region provider would

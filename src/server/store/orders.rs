@@ -150,6 +150,7 @@ impl Store {
     /// transaction that did go through answers success, not a failed
     /// condition (a change would otherwise look refused and be made twice).
     async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<Vec<ConsumedCapacity>, TransactionFailure> {
+        let tables: Vec<String> = items.iter().map(action_table).collect();
         let out = self
             .client
             .transact_write_items()
@@ -160,7 +161,7 @@ impl Store {
             .await;
         match out {
             Ok(out) => Ok(out.consumed_capacity.unwrap_or_default()),
-            Err(err) => Err(transaction_failure(err)),
+            Err(err) => Err(transaction_failure(err, &tables)),
         }
     }
 
@@ -286,4 +287,15 @@ impl Store {
         }
         Ok(found)
     }
+}
+
+/// The table a transaction's action writes, to name where it was throttled.
+fn action_table(item: &TransactWriteItem) -> String {
+    let table = item
+        .put()
+        .map(|p| p.table_name())
+        .or(item.update().map(|u| u.table_name()))
+        .or(item.delete().map(|d| d.table_name()))
+        .or(item.condition_check().map(|c| c.table_name()));
+    table.unwrap_or("unknown").to_string()
 }
