@@ -5,6 +5,7 @@
 pub mod api;
 pub mod auth;
 pub mod bulk;
+pub mod capacity;
 pub mod cli;
 pub mod config;
 pub mod consumer;

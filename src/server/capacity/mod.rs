@@ -1,0 +1,11 @@
+//! Capacity planning for the orders table and its indexes, as pure
+//! arithmetic over figures the caller supplies (no store access here):
+//!
+//! - `advisor`: from a resource's consumed capacity, minute by minute, what
+//!   on-demand and provisioned (with auto scaling) would cost, and which mode
+//!   to choose;
+//! - `planner`: how many write shards GSI2 needs for a peak order rate, and
+//!   what that many shards cost a reader of the PENDING list.
+
+pub mod advisor;
+pub mod planner;
