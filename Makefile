@@ -10,7 +10,7 @@ BIN := target/debug/northwind-ops
 # same, so tests reuse the build instead of recompiling every crate.
 TEST_ENV := RUSTFLAGS="--cfg erase_components" LEPTOS_OUTPUT_NAME=northwind-ops
 
-.PHONY: setup build run test test-rust test-e2e bench clean
+.PHONY: setup build run test test-rust test-e2e bench rehearse clean
 
 setup:
 	scripts/setup.sh
@@ -37,6 +37,11 @@ bench: build
 	cargo leptos build --release --frontend-only
 	$(TEST_ENV) cargo bench --profile dev --features ssr,testing --bench northwind
 	cargo leptos build --frontend-only
+
+# The hot-partition rehearsal: one flash sale through the throttle proxy
+# against one GSI2 partition and against ten; its table goes into BENCHMARKS.md.
+rehearse: build
+	$(BIN) rehearse --write BENCHMARKS.md
 
 clean:
 	cargo clean

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const READING_MARKER: &str = "<!-- Everything below this line is kept by `make bench`. -->";
+use northwind_ops::server::rehearse::{BENCHMARKS_READING_MARKER as READING_MARKER, SECTION_END, SECTION_START};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Engine {
@@ -679,6 +679,12 @@ async fn main() {
         .ok()
         .and_then(|old| old.split_once(READING_MARKER).map(|(_, kept)| kept.to_string()))
         .unwrap_or_else(|| "\n\n## Reading\n\n(to be written)\n".into());
+    // `make rehearse`'s section is kept too, where it was: before the reading.
+    let old = std::fs::read_to_string("BENCHMARKS.md").unwrap_or_default();
+    if let (Some(start), Some(end)) = (old.find(SECTION_START), old.find(SECTION_END)) {
+        out.push_str(&old[start..end + SECTION_END.len()]);
+        out.push_str("\n\n");
+    }
     out.push_str(READING_MARKER);
     out.push_str(&reading);
     std::fs::write("BENCHMARKS.md", out).unwrap();

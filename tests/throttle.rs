@@ -13,12 +13,13 @@ use clap::Parser;
 use common::{Engine, order, store_config};
 use futures::StreamExt;
 use northwind_ops::model::{Actor, Order, Status};
-use northwind_ops::server::config::{Cli, Command, StoreConfig, StoreKind};
+use northwind_ops::server::config::{Cli, Command, RehearseArgs, StoreConfig, StoreKind};
 use northwind_ops::server::counters::Deltas;
 use northwind_ops::server::embedded::Embedded;
 use northwind_ops::server::error::{StoreError, Unavailable};
 use northwind_ops::server::keys;
 use northwind_ops::server::loadgen::{self, LoadgenArgs};
+use northwind_ops::server::rehearse::{self, RehearseOptions};
 use northwind_ops::server::store::{self, Lease, Store, TableCapacity, order_item};
 use northwind_ops::server::throttle::{self, ProxyOptions, Tally, ThrottleError};
 use std::sync::Arc;
@@ -276,4 +277,52 @@ async fn a_throttled_checkpoint_commit_is_unavailable_not_a_conflict() {
     let stale = rig.proxied.commit_batch(&lease, prev.as_deref(), Some(&seq(i + 1)), false, &deltas).await;
     assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
     rig.stop().await;
+}
+
+/// `rehearse`'s settings as the binary parses them.
+fn rehearse_args(flags: &[&str]) -> RehearseArgs {
+    let argv = ["northwind-ops", "rehearse"].into_iter().chain(flags.iter().copied());
+    match Cli::try_parse_from(argv).expect("rehearse flags parse").command {
+        Some(Command::Rehearse(args)) => args,
+        _ => unreachable!("the rehearse subcommand was named"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rehearsal_throttles_the_one_partition_design_and_not_the_sharded_one() {
+    // 40 orders a second at the peak, two write units each on GSI2: 80 units
+    // a second on one partition against 20, or about 8 on each of ten.
+    let flags = ["--scale", "0.02", "--rate", "5", "--peak", "40", "--ramp", "1", "--hold", "4", "--decay", "1"];
+    let args = rehearse_args(&[&flags[..], &["--writers", "8", "--quiet"]].concat());
+    let options = RehearseOptions {
+        designs: args.designs.clone(),
+        scale: args.scale,
+        load: rehearse::flash_sale(&args),
+        read_every: std::time::Duration::from_millis(args.read_every_ms),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let base = store_config(&Engine::Dynoxide, dir.path(), &[]);
+    let reports = rehearse::rehearse(&base, &options).await.unwrap();
+    let table = rehearse::table(&options, &reports);
+    println!("{table}");
+    let [one, ten] = &reports[..] else { panic!("two designs: {reports:?}") };
+    assert_eq!((one.shards, ten.shards), (1, 10));
+    assert!(one.proxy.throttled_by("IndexWriteKeyRangeThroughputExceeded") > 0, "{}", one.proxy);
+    assert!(one.proxy.reasons.keys().all(|r| r.resource.ends_with("/index/GSI2")), "{}", one.proxy);
+    assert_eq!(ten.proxy.throttled_requests, 0, "{}", ten.proxy);
+    assert!(ten.load.created > 0 && ten.load.errors == 0, "{}", ten.load);
+    assert!(ten.load.write_latency.is_some() && ten.reads.readable(), "{table}");
+    assert!(table.contains("|   IndexWriteKeyRangeThroughputExceeded on GSI2 |"), "{table}");
+
+    // Written into a benchmarks file before its kept reading, then replaced.
+    let bench = dir.path().join("BENCHMARKS.md");
+    let reading = format!("{}\n\n## Reading\n", rehearse::BENCHMARKS_READING_MARKER);
+    std::fs::write(&bench, format!("# Benchmarks\n\n{reading}")).unwrap();
+    rehearse::write_section(&bench, "an earlier rehearsal").unwrap();
+    rehearse::write_section(&bench, &table).unwrap();
+    let written = std::fs::read_to_string(&bench).unwrap();
+    assert!(
+        !written.contains("an earlier rehearsal") && written.contains(&table) && written.ends_with(&reading),
+        "{written}"
+    );
 }

@@ -2,15 +2,17 @@
 //! (the throttle proxy connects to nothing of its own).
 
 use super::auth::accounts;
+use super::capacity::planner;
 use super::config::{
-    Cli, Command, ProvisionArgs, ReconcileArgs, SeedArgs, ServeArgs, StoreConfig, ThrottleProxyArgs, TokenCommand,
-    UserCommand,
+    Cli, Command, PlanArgs, ProvisionArgs, ReconcileArgs, RehearseArgs, SeedArgs, ServeArgs, StoreConfig,
+    ThrottleProxyArgs, TokenCommand, UserCommand,
 };
 use super::consumer::{Consumer, ConsumerOptions};
 use super::cursor::{CursorCodec, KeyFileError};
 use super::error::{ApiError, StoreError, Unavailable};
 use super::live::{LiveHub, LiveLimits};
 use super::reconcile::{FullOptions, FullOutcome, PendingOutcome, ReconcileError, ReconcileOptions, Reconciler};
+use super::rehearse;
 use super::seed::{SeedPlan, seed};
 use super::serve;
 use super::service::Service;
@@ -39,6 +41,10 @@ pub enum CliError {
     Io { what: String, source: std::io::Error },
     #[error(transparent)]
     Throttle(#[from] super::throttle::ThrottleError),
+    #[error(transparent)]
+    Rehearse(#[from] rehearse::RehearseError),
+    #[error(transparent)]
+    Plan(#[from] planner::PlanError),
 }
 
 pub async fn main() -> ExitCode {
@@ -74,6 +80,8 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         // The proxy stands in front of another store: it opens none of its
         // own and signs no cursors, so it needs neither the store nor secrets.
         Command::ThrottleProxy(args) => run_throttle_proxy(&args).await,
+        // The rehearsal starts stores of its own, one per design.
+        Command::Rehearse(args) => run_rehearse(&cli.store, &args).await,
         command => run_with_store(cli.store, command).await,
     }
 }
@@ -90,9 +98,10 @@ async fn run_with_store(mut config: StoreConfig, command: Command) -> Result<(),
         Command::Consume => run_consume(store).await,
         Command::Reconcile(args) => run_reconcile(store, &args).await,
         Command::Loadgen(args) => run_loadgen(store, &args).await,
+        Command::Plan(args) => run_plan(&store, &args).await,
         Command::User(command) => run_user(&store, command).await,
         Command::Token(command) => run_token(&store, command).await,
-        Command::ThrottleProxy(_) => unreachable!("run() runs the proxy without a store"),
+        Command::ThrottleProxy(_) | Command::Rehearse(_) => unreachable!("run() runs these without the store"),
     };
     if let Some(embedded) = embedded {
         embedded.shutdown().await;
@@ -358,6 +367,70 @@ async fn run_throttle_proxy(args: &ThrottleProxyArgs) -> Result<(), CliError> {
     let options =
         super::throttle::ProxyOptions { upstream: args.upstream.clone(), listen: args.listen, scale: args.scale };
     super::throttle::run(options, shutdown_signal()).await?;
+    Ok(())
+}
+
+async fn run_plan(store: &Store, args: &PlanArgs) -> Result<(), CliError> {
+    let peak = args.peak_orders_per_second;
+    let item_bytes = match args.item_bytes {
+        Some(bytes) => bytes,
+        None => planner::gsi2_entry_bytes(&planner::typical_order(), store.shards())?,
+    };
+    let mut input = planner::PlanInput::for_app(peak, item_bytes);
+    input.headroom = args.headroom;
+    let plan = planner::plan(&input)?;
+    println!("GSI2 write shards for a peak of {peak} orders a second:");
+    for step in &plan.steps {
+        println!("  {step}");
+    }
+    println!("=> --shards {} (this store is set to {})", plan.shards, store.shards());
+    print_warm_throughput(store).await?;
+    let (order_bytes, audit_bytes) = planner::typical_item_bytes()?;
+    println!("Before a sale of {peak} orders a second, pre-warm at least (write units a second):");
+    for prewarm in planner::prewarm(peak, &plan, order_bytes, audit_bytes) {
+        println!("  {:<14} {:>10.0}  {}", prewarm.resource, prewarm.write_units_per_second.ceil(), prewarm.why);
+    }
+    println!(
+        "  e.g. aws dynamodb update-table --table-name {} --warm-throughput WriteUnitsPerSecond=N,ReadUnitsPerSecond=M",
+        store.orders_table()
+    );
+    Ok(())
+}
+
+/// What DescribeTable reports of each table's and index's warm throughput.
+async fn print_warm_throughput(store: &Store) -> Result<(), CliError> {
+    let warm = match store.warm_throughput().await {
+        Ok(warm) => warm,
+        Err(StoreError::Unavailable { kind: Unavailable::NoTable, detail, .. }) => {
+            println!("Warm throughput: unknown ({detail}; run `northwind-ops provision`)");
+            return Ok(());
+        }
+        Err(err) => return Err(err.into()),
+    };
+    println!("Warm throughput now (DescribeTable):");
+    for w in warm {
+        match (w.read_units_per_second, w.write_units_per_second) {
+            (Some(read), Some(write)) => println!("  {:<40} {read} reads/s, {write} writes/s", w.resource),
+            _ => println!("  {:<40} not reported by this engine", w.resource),
+        }
+    }
+    Ok(())
+}
+
+async fn run_rehearse(base: &StoreConfig, args: &RehearseArgs) -> Result<(), CliError> {
+    let options = rehearse::RehearseOptions {
+        designs: args.designs.clone(),
+        scale: args.scale,
+        load: rehearse::flash_sale(args),
+        read_every: std::time::Duration::from_millis(args.read_every_ms),
+    };
+    let reports = rehearse::rehearse(base, &options).await?;
+    let table = rehearse::table(&options, &reports);
+    println!("{table}");
+    if let Some(path) = &args.write {
+        rehearse::write_section(path, &table)?;
+        println!("wrote the rehearsal into {}", path.display());
+    }
     Ok(())
 }
 

@@ -51,6 +51,60 @@ pub enum Command {
     /// that throttles each partition key value at DynamoDB's per-partition
     /// limits (times --scale), answering as DynamoDB does.
     ThrottleProxy(ThrottleProxyArgs),
+    /// Replay a flash sale through the throttle proxy against the old
+    /// single-partition design and the sharded one, side by side.
+    Rehearse(RehearseArgs),
+    /// How many GSI2 write shards a peak needs, the arithmetic shown, and
+    /// what to pre-warm before the sale.
+    Plan(PlanArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct PlanArgs {
+    /// The sale's peak, in new orders a second
+    #[arg(long)]
+    pub peak_orders_per_second: f64,
+    /// Bytes of one GSI2 entry [default: a typical order's, as the app writes it]
+    #[arg(long)]
+    pub item_bytes: Option<u32>,
+    /// Spare capacity kept on each partition at peak, as a fraction of the load
+    #[arg(long, default_value_t = 0.5)]
+    pub headroom: f64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RehearseArgs {
+    /// The GSI2 write shard counts to compare (1 is the old design)
+    #[arg(long, value_delimiter = ',', default_value = "1,10")]
+    pub designs: Vec<u32>,
+    /// Multiplies the partition limits, so a laptop reaches them
+    #[arg(long, default_value_t = 0.05, value_parser = parse_scale)]
+    pub scale: f64,
+    /// Orders per second before and after the sale
+    #[arg(long, default_value_t = 10.0)]
+    pub rate: f64,
+    /// Orders per second at the sale's peak
+    #[arg(long, default_value_t = 100.0)]
+    pub peak: f64,
+    /// Seconds from the base rate to the peak, at the peak, and back
+    #[arg(long, default_value_t = 5)]
+    pub ramp: u64,
+    #[arg(long, default_value_t = 20)]
+    pub hold: u64,
+    #[arg(long, default_value_t = 5)]
+    pub decay: u64,
+    /// Concurrent writers
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=512))]
+    pub writers: u32,
+    /// Milliseconds between two reads of the dashboard's first page
+    #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(10..))]
+    pub read_every_ms: u64,
+    /// Also put the table in this markdown file (e.g. BENCHMARKS.md)
+    #[arg(long)]
+    pub write: Option<PathBuf>,
+    /// No progress bars
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 #[derive(Subcommand, Debug, Clone)]

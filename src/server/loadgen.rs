@@ -9,6 +9,7 @@ use super::store::{Store, Transition, backoff};
 use crate::model::{Actor, Status};
 use aws_sdk_dynamodb::types::ConsumedCapacity;
 use chrono::Utc;
+use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
@@ -115,6 +116,9 @@ struct Tally {
     capacity: Mutex<BTreeMap<String, f64>>,
     throttled: AtomicU64,
     throttles: Mutex<Throttles>,
+    /// Microseconds from an order's creation (when it was due) to its
+    /// write succeeding: queueing behind busy writers and every retry count.
+    latency: Mutex<Option<Histogram<u64>>>,
 }
 
 /// Throttled attempts by the index and by the reason DynamoDB named; an
@@ -128,6 +132,14 @@ pub struct Throttles {
 }
 
 impl Tally {
+    fn written(&self, order: &crate::model::Order) {
+        self.created.fetch_add(1, Ordering::Relaxed);
+        let micros = (Utc::now() - order.created_at).num_microseconds().unwrap_or(i64::MAX).max(1) as u64;
+        let mut latency = self.latency.lock().expect("tally poisoned");
+        let histogram = latency.get_or_insert_with(latency_histogram);
+        histogram.saturating_record(micros);
+    }
+
     fn consumed(&self, capacity: Option<&ConsumedCapacity>) {
         let Some(capacity) = capacity else { return };
         let mut totals = self.capacity.lock().expect("tally poisoned");
@@ -173,6 +185,40 @@ pub struct LoadReport {
     pub errors: u64,
     /// Orders found in the table at the end, of those created.
     pub verified: u64,
+    /// From an order being due to its write succeeding (one-by-one writes).
+    pub write_latency: Option<Percentiles>,
+}
+
+/// Microseconds from 1 µs to an hour, three significant figures; longer
+/// saturates at an hour.
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("bounds and precision are valid")
+}
+
+/// A latency distribution's median, 99th percentile and worst.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Percentiles {
+    pub p50: Duration,
+    pub p99: Duration,
+    pub max: Duration,
+}
+
+impl Percentiles {
+    pub fn of(histogram: &Histogram<u64>) -> Self {
+        let micros = Duration::from_micros;
+        Percentiles {
+            p50: micros(histogram.value_at_quantile(0.50)),
+            p99: micros(histogram.value_at_quantile(0.99)),
+            max: micros(histogram.max()),
+        }
+    }
+}
+
+impl std::fmt::Display for Percentiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        write!(f, "p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms", ms(self.p50), ms(self.p99), ms(self.max))
+    }
 }
 
 impl std::fmt::Display for LoadReport {
@@ -193,6 +239,9 @@ impl std::fmt::Display for LoadReport {
         if self.throttled > 0 {
             writeln!(f, "  by index       {:?}", self.throttles.by_index)?;
             writeln!(f, "  by reason      {:?}", self.throttles.by_reason)?;
+        }
+        if let Some(latency) = &self.write_latency {
+            writeln!(f, "write latency    {latency}")?;
         }
         writeln!(f, "retries          {}", self.retries)?;
         writeln!(f, "errors           {}", self.errors)?;
@@ -251,7 +300,8 @@ pub async fn run(store: Arc<Store>, args: &LoadgenArgs) -> Result<LoadReport, St
     let verified = store.count_orders(&ids).await?;
     let created = tally.created.load(Ordering::Relaxed);
     let target_rate = (args.profile != Profile::Max).then(|| {
-        let secs = elapsed.as_secs_f64().max(1e-9);
+        // Over the profile's span, not the drain after it.
+        let secs = elapsed.min(Duration::from_secs(args.duration)).as_secs_f64().max(1e-9);
         let steps = 1000;
         (0..steps).map(|i| args.rate_at(secs * f64::from(i) / f64::from(steps))).sum::<f64>() / f64::from(steps)
     });
@@ -267,6 +317,7 @@ pub async fn run(store: Arc<Store>, args: &LoadgenArgs) -> Result<LoadReport, St
         retries: tally.retries.load(Ordering::Relaxed),
         errors: tally.errors.load(Ordering::Relaxed),
         verified,
+        write_latency: tally.latency.lock().expect("tally poisoned").as_ref().map(Percentiles::of),
     })
 }
 
@@ -317,7 +368,7 @@ async fn write_one_by_one(
                     for capacity in &capacity {
                         tally.consumed(Some(capacity));
                     }
-                    tally.created.fetch_add(1, Ordering::Relaxed);
+                    tally.written(&order);
                     after_write(&order.order_id);
                     break;
                 }

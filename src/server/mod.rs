@@ -20,6 +20,7 @@ pub mod live;
 pub mod loadgen;
 pub mod middleware;
 pub mod reconcile;
+pub mod rehearse;
 pub mod seed;
 pub mod serve;
 pub mod service;

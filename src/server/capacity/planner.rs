@@ -20,6 +20,16 @@
 //! - "DynamoDB burst and adaptive capacity": one partition serves at most
 //!   3,000 read units and 1,000 write units a second.
 
+use crate::model::{AuditEntry, LineItem, Order, SignIn, Status};
+use crate::server::keys::{self, GSI2_PROJECTED, GSI2PK, GSI2SK, PK, SK};
+use crate::server::store::order_item;
+use crate::server::throttle::protocol::item_to_json;
+use crate::server::throttle::units;
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::collections::HashMap;
+
 /// Per-partition limits, in units a second.
 pub const PARTITION_WRITE_LIMIT: f64 = 1000.0;
 pub const PARTITION_READ_LIMIT: f64 = 3000.0;
@@ -54,6 +64,10 @@ pub struct PlanInput {
     /// peak load: 0.5 means a partition may take the peak plus half again.
     pub headroom: f64,
     pub writes_per_order: f64,
+    /// Whether the index writes come from transactions, which DynamoDB
+    /// charges twice (the app's do: each change is written with its audit
+    /// record). The throttle proxy charges them the same way.
+    pub transactional: bool,
     pub page_size: u32,
     pub partition_write_limit: f64,
     pub partition_read_limit: f64,
@@ -67,10 +81,16 @@ impl PlanInput {
             index_item_bytes,
             headroom: DEFAULT_HEADROOM,
             writes_per_order: WRITES_PER_ORDER,
+            transactional: false,
             page_size: DEFAULT_PAGE_SIZE,
             partition_write_limit: PARTITION_WRITE_LIMIT,
             partition_read_limit: PARTITION_READ_LIMIT,
         }
+    }
+
+    /// As the app writes: every index write in a transaction.
+    pub fn for_app(peak_orders_per_second: f64, index_item_bytes: u32) -> Self {
+        Self { transactional: true, ..Self::new(peak_orders_per_second, index_item_bytes) }
     }
 
     fn validate(&self) -> Result<(), PlanError> {
@@ -96,6 +116,9 @@ impl PlanInput {
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum PlanError {
+    /// The order given to size an index entry by cannot be sized.
+    #[error("cannot size a GSI2 entry from {0}")]
+    Sample(String),
     #[error("{field} must be a finite number, not {value}")]
     NotFinite { field: &'static str, value: f64 },
     #[error("{field} must be greater than zero, not {value}")]
@@ -152,12 +175,14 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
          (one write unit per KB of index entry)"
     ));
 
-    let wcu = input.peak_orders_per_second * input.writes_per_order * f64::from(units_per_write);
+    let factor = if input.transactional { 2.0 } else { 1.0 };
+    let wcu = input.peak_orders_per_second * input.writes_per_order * f64::from(units_per_write) * factor;
     finite("peak orders per second × writes per order", wcu)?;
     steps.push(format!(
-        "WCU at peak = {} orders/s × {} index writes/order × {units_per_write} WCU = {} WCU/s",
+        "WCU at peak = {} orders/s × {} index writes/order × {units_per_write} WCU{} = {} WCU/s",
         num(input.peak_orders_per_second),
         num(input.writes_per_order),
+        if input.transactional { " × 2 (written in transactions, charged twice)" } else { "" },
         num(wcu),
     ));
 
@@ -246,97 +271,120 @@ fn num(value: f64) -> String {
     }
 }
 
-/// An attribute value, for sizing: the types a GSI2 entry holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Value<'a> {
-    /// A string.
-    S(&'a str),
-    /// A number, as DynamoDB's wire format spells it (`"18700"`, `"-0.5"`).
-    N(&'a str),
+/// Write units a second one table or index must take at a sale's peak:
+/// what to pre-warm it to (DynamoDB's warm throughput) beforehand.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Prewarm {
+    /// `table` or the index name.
+    pub resource: String,
+    pub write_units_per_second: f64,
+    /// The arithmetic.
+    pub why: String,
 }
 
-/// Size of an item for capacity, per "DynamoDB item sizes and formats": the
-/// sum of each attribute's name and value sizes.
-pub fn item_bytes(attributes: &[(&str, Value<'_>)]) -> u32 {
-    attributes.iter().map(|(name, value)| name.len() as u32 + value_bytes(*value)).sum()
+/// The write units a second each resource takes at `peak` orders a second,
+/// every order created and later moved out of PENDING (two changes), each
+/// change a transaction (charged twice): the table and GSI1 (which projects
+/// the whole order) write the order's item, GSI2 its entry (`plan`), the
+/// metrics table three audit copies (the stream consumer's counter updates
+/// come on top, batched).
+pub fn prewarm(peak: f64, plan: &Plan, order_bytes: u32, audit_bytes: u32) -> Vec<Prewarm> {
+    let order_units = f64::from(order_bytes.div_ceil(WRITE_UNIT_BYTES).max(1));
+    let audit_units = f64::from(audit_bytes.div_ceil(WRITE_UNIT_BYTES).max(1));
+    let changes = 2.0;
+    let whole = |resource: &str| Prewarm {
+        resource: resource.into(),
+        write_units_per_second: peak * changes * 2.0 * order_units,
+        why: format!(
+            "{} orders/s × 2 changes × 2 (transactions) × {} WCU ({order_bytes} B)",
+            num(peak),
+            num(order_units)
+        ),
+    };
+    vec![
+        whole("table"),
+        whole("GSI1"),
+        Prewarm {
+            resource: "GSI2".into(),
+            write_units_per_second: plan.wcu_per_second_at_peak,
+            why: "as planned above".into(),
+        },
+        Prewarm {
+            resource: "metrics table".into(),
+            write_units_per_second: peak * changes * 3.0 * 2.0 * audit_units,
+            why: format!(
+                "{} orders/s × 2 changes × 3 audit copies × 2 (transactions) × {} WCU, plus the counters",
+                num(peak),
+                num(audit_units)
+            ),
+        },
+    ]
 }
 
-fn value_bytes(value: Value<'_>) -> u32 {
-    match value {
-        Value::S(text) => text.len() as u32,
-        Value::N(number) => significant_digits(number).div_ceil(2) + 1,
+/// Size of the GSI2 entry of a PENDING `order` for capacity: the table key,
+/// the index key and the projected attributes of the item the app writes
+/// (`order_item`), priced as the throttle proxy prices items ("DynamoDB
+/// item sizes and formats"). No 100-byte overhead: that is storage only
+/// (`INDEX_ENTRY_STORAGE_OVERHEAD`).
+pub fn gsi2_entry_bytes(order: &Order, shards: u32) -> Result<u32, PlanError> {
+    let sample = |why: String| PlanError::Sample(format!("order {}: {why}", order.order_id));
+    let item = order_item(order, shards).map_err(|e| sample(e.to_string()))?;
+    let in_entry = |name: &str| [PK, GSI2PK, GSI2SK].contains(&name) || GSI2_PROJECTED.contains(&name);
+    if !item.contains_key(GSI2PK) {
+        return Err(sample("it is not PENDING, so it has no GSI2 entry".into()));
     }
+    let entry: HashMap<String, AttributeValue> = item.into_iter().filter(|(name, _)| in_entry(name)).collect();
+    let bytes = units::item_size(&item_to_json(&entry)).map_err(|e| sample(e.0))?;
+    u32::try_from(bytes).map_err(|_| sample(format!("{bytes} bytes")))
 }
 
-/// Digits of a number without sign, point, exponent, or leading and
-/// trailing zeros: 18700 has 3, 0.0015 has 2.
-fn significant_digits(number: &str) -> u32 {
-    let mantissa = number.split(['e', 'E']).next().unwrap_or_default();
-    let digits: Vec<u8> = mantissa.bytes().filter(u8::is_ascii_digit).collect();
-    let first = digits.iter().position(|&d| d != b'0');
-    let last = digits.iter().rposition(|&d| d != b'0');
-    match (first, last) {
-        (Some(first), Some(last)) => (last - first + 1) as u32,
-        _ => 0,
+/// Bytes of the typical order's table item (what the table and GSI1 write)
+/// and of one of its audit records (what the metrics table writes, three
+/// times per change).
+pub fn typical_item_bytes() -> Result<(u32, u32), PlanError> {
+    let order = typical_order();
+    let sample = |why: String| PlanError::Sample(format!("the typical order: {why}"));
+    let size = |item: &HashMap<String, AttributeValue>| {
+        let bytes = units::item_size(&item_to_json(item)).map_err(|e| sample(e.0))?;
+        u32::try_from(bytes).map_err(|_| sample(format!("{bytes} bytes")))
+    };
+    let order_bytes = size(&order_item(&order, 10).map_err(|e| sample(e.to_string()))?)?;
+    let entry = AuditEntry {
+        at: order.created_at,
+        order_id: order.order_id.clone(),
+        actor: "checkout-service".into(),
+        method: SignIn::Token,
+        from: Some(Status::Pending),
+        to: Status::Confirmed,
+        reason: None,
+        bulk_id: None,
+    };
+    let mut audit: HashMap<String, AttributeValue> =
+        serde_dynamo::to_item(&entry).map_err(|e| sample(e.to_string()))?;
+    let event = "0123456789abcdef0123456789abcdef";
+    audit.insert(PK.into(), AttributeValue::S(keys::audit_day_pk(order.created_at.date_naive(), 7)));
+    audit.insert(SK.into(), AttributeValue::S(keys::audit_sk(&order.created_at, event)));
+    Ok((order_bytes, size(&audit)?))
+}
+
+/// An order as the app writes one, for sizing when no size is given: a
+/// generated 32-character id, four items, a mid-length city.
+pub fn typical_order() -> Order {
+    let at = DateTime::parse_from_rfc3339("2026-11-29T08:15:42.123Z").expect("a valid time").with_timezone(&Utc);
+    let item = |sku: &str, quantity| LineItem { sku: sku.into(), name: sku.into(), quantity, unit_price: 4675 };
+    Order {
+        order_id: "3f2b8c1e9a7d4e6f8b0c2d4e6f8a0b1c".into(),
+        customer_id: "cust-00042".into(),
+        status: Status::Pending,
+        created_at: at,
+        updated_at: at,
+        total: 18700,
+        currency: "USD".into(),
+        items: vec![item("TENT-2P", 2), item("LAMP-HD", 2)],
+        shipping_city: "Vancouver".into(),
+        shipping_country: "CA".into(),
     }
-}
-
-/// The values of one PENDING order that decide the size of its GSI2 entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Gsi2Sample<'a> {
-    pub order_id: &'a str,
-    pub customer_id: &'a str,
-    /// `createdAt` as stored: ISO 8601 with milliseconds, 24 characters.
-    pub created_at: &'a str,
-    /// Minor units.
-    pub total: i64,
-    pub currency: &'a str,
-    pub item_count: u32,
-    pub shipping_city: &'a str,
-    pub shard: u32,
-}
-
-impl Gsi2Sample<'static> {
-    /// An order as the app writes one: a generated id (a UUID without
-    /// hyphens, 32 characters), a demo customer id, a four-item basket.
-    pub fn typical() -> Self {
-        Self {
-            order_id: "3f2b8c1e9a7d4e6f8b0c2d4e6f8a0b1c",
-            customer_id: "cust-00042",
-            created_at: "2026-11-29T08:15:42.123Z",
-            total: 18700,
-            currency: "USD",
-            item_count: 4,
-            shipping_city: "Vancouver",
-            shard: 7,
-        }
-    }
-}
-
-/// Size of one GSI2 entry for capacity: the table key (`PK`), the index key
-/// (`GSI2PK`, `GSI2SK`) and the seven projected attributes. No 100-byte
-/// overhead: that is storage only (`INDEX_ENTRY_STORAGE_OVERHEAD`). The key
-/// strings are spelled as `keys::order_pk`, `keys::pending_pk` and
-/// `keys::timeline_sk` build them.
-pub fn gsi2_entry_bytes(order: &Gsi2Sample<'_>) -> u32 {
-    let day = order.created_at.get(..10).unwrap_or(order.created_at);
-    let pk = format!("ORDER#{}", order.order_id);
-    let gsi2pk = format!("STATUS#PENDING#{day}#{}", order.shard);
-    let gsi2sk = format!("{}#{}", order.created_at, order.order_id);
-    let total = order.total.to_string();
-    let item_count = order.item_count.to_string();
-    item_bytes(&[
-        ("PK", Value::S(&pk)),
-        ("GSI2PK", Value::S(&gsi2pk)),
-        ("GSI2SK", Value::S(&gsi2sk)),
-        ("orderId", Value::S(order.order_id)),
-        ("customerId", Value::S(order.customer_id)),
-        ("createdAt", Value::S(order.created_at)),
-        ("total", Value::N(&total)),
-        ("currency", Value::S(order.currency)),
-        ("itemCount", Value::N(&item_count)),
-        ("shippingCity", Value::S(order.shipping_city)),
-    ])
 }
 
 #[cfg(test)]
@@ -388,6 +436,19 @@ mod tests {
         assert_eq!(shards(1001.0), 4);
         // 3300/s: 6600 × 1.5 / 1000 = 9.9 → 10.
         assert_eq!(shards(3300.0), 10);
+    }
+
+    #[test]
+    fn the_apps_transactions_double_the_index_writes() {
+        // 1000/s × 2 writes × 1 WCU × 2 = 4000 WCU/s × 1.5 / 1000 = 6 shards.
+        let plan = plan(&PlanInput::for_app(1000.0, 400)).unwrap();
+        assert_close(plan.wcu_per_second_at_peak, 4000.0);
+        assert_eq!(plan.shards, 6);
+        assert!(
+            plan.steps[1].contains("× 2 (written in transactions, charged twice) = 4000 WCU/s"),
+            "{:?}",
+            plan.steps
+        );
     }
 
     #[test]
@@ -470,41 +531,26 @@ mod tests {
     }
 
     #[test]
-    fn a_typical_gsi2_entry_is_279_bytes() {
-        // name + value bytes:
-        //   PK            2 + "ORDER#" 6 + id 32                          = 40
-        //   GSI2PK        6 + "STATUS#PENDING#" 15 + "2026-11-29" 10 + "#7" 2 = 33
-        //   GSI2SK        6 + createdAt 24 + "#" 1 + id 32               = 63
-        //   orderId       7 + 32                                          = 39
-        //   customerId   10 + "cust-00042" 10                             = 20
-        //   createdAt     9 + 24                                          = 33
-        //   total         5 + 18700 (3 significant digits: 2) + 1         =  8
-        //   currency      8 + "USD" 3                                     = 11
-        //   itemCount     9 + 4 (1 digit: 1) + 1                          = 11
-        //   shippingCity 12 + "Vancouver" 9                               = 21
-        // 40 + 33 + 63 + 39 + 20 + 33 + 8 + 11 + 11 + 21 = 279 B: one write unit.
-        let bytes = gsi2_entry_bytes(&Gsi2Sample::typical());
-        assert_eq!(bytes, 279);
-        assert_eq!(bytes + INDEX_ENTRY_STORAGE_OVERHEAD, 379, "storage per entry");
+    fn a_typical_gsi2_entry_is_296_bytes() {
+        // name + value bytes, as `order_item` writes the typical order:
+        //   PK            2 + "ORDER#" 6 + id 32                              = 40
+        //   GSI2PK        6 + "STATUS#PENDING#" 15 + "2026-11-29" 10 + "#n" 2 = 33
+        //   GSI2SK        6 + createdAt 24 + "#" 1 + id 32                   = 63
+        //   orderId       7 + 32                                              = 39
+        //   customerId   10 + "cust-00042" 10                                 = 20
+        //   createdAt     9 + 24                                              = 33
+        //   total         5 + 18700 (3 significant digits: 2) + 1             =  8
+        //   currency      8 + "USD" 3                                         = 11
+        //   itemCount     9 + 4 (1 digit: 1) + 1                              = 11
+        //   shippingCity 12 + "Vancouver" 9                                   = 21
+        //   shippingCountry 15 + "CA" 2                                       = 17
+        // = 296 B: one write unit. The shard is one digit for 10 shards.
+        let bytes = gsi2_entry_bytes(&typical_order(), 10).unwrap();
+        assert_eq!(bytes, 296);
+        assert_eq!(bytes + INDEX_ENTRY_STORAGE_OVERHEAD, 396, "storage per entry");
         assert_eq!(plan(&PlanInput::new(300.0, bytes)).unwrap().units_per_write, 1);
-    }
-
-    #[test]
-    fn numbers_cost_a_byte_per_two_significant_digits_plus_one() {
-        let n = |text| value_bytes(Value::N(text));
-        assert_eq!(n("0"), 1);
-        assert_eq!(n("4"), 2);
-        assert_eq!(n("18700"), 3);
-        assert_eq!(n("12345"), 4);
-        assert_eq!(n("-0.0015"), 2);
-        assert_eq!(n("100.5"), 3);
-        assert_eq!(n("1.5E+3"), 2);
-    }
-
-    #[test]
-    fn strings_count_utf8_bytes_and_names_count_too() {
-        // "city" 4 + "Zürich" 7 (ü is two bytes) = 11.
-        assert_eq!(item_bytes(&[("city", Value::S("Zürich"))]), 11);
-        assert_eq!(item_bytes(&[]), 0);
+        let mut closed = typical_order();
+        closed.status = Status::Shipped;
+        assert!(matches!(gsi2_entry_bytes(&closed, 10), Err(PlanError::Sample(_))));
     }
 }

@@ -21,7 +21,7 @@ pub use orders::{BatchPut, HistoryPage, Transition, order_item};
 #[cfg(feature = "testing")]
 pub use pending::ReadPlan;
 pub use pending::{PendingFilter, PendingRead};
-pub use provision::{ProvisionReport, TableCapacity};
+pub use provision::{ProvisionReport, TableCapacity, WarmThroughput};
 pub use reconcile::{CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot, TRANSACT_GET_MAX, Verdict};
 pub use recount::Recount;
 pub use stream::{StreamBatch, StreamShard};
@@ -190,6 +190,11 @@ pub(crate) async fn endpoint_sdk_config(endpoint: &str, timeouts: StoreTimeouts)
 }
 
 impl Store {
+    /// The GSI2 write shards a new day is given (`--shards`).
+    pub fn shards(&self) -> u32 {
+        self.shards
+    }
+
     pub fn orders_table(&self) -> &str {
         &self.orders_table
     }
@@ -229,7 +234,12 @@ impl Store {
         if !missing.is_empty() {
             let found = self.read_shard_counts(&missing).await?;
             for day in missing {
-                self.shard_counts.insert(day, found.get(&day).copied());
+                match found.get(&day) {
+                    Some(n) => self.shard_counts.insert(day, Some(*n)),
+                    // Never over a count a writer recorded meanwhile: this
+                    // read may have started before its write.
+                    None => drop(self.shard_counts.entry(day).or_insert(None)),
+                }
             }
         }
         // A value evicted between the two steps reads as unrecorded once.
@@ -296,10 +306,13 @@ impl Store {
             self.shard_counts.insert(day, Some(self.shards));
             return Ok(self.shards);
         }
-        // Someone else recorded it first: read theirs.
-        self.shard_counts.invalidate(&day);
-        match self.recorded_shards(&[day]).await?[0] {
-            Some(n) => Ok(n),
+        // Someone else recorded it first: read theirs, past the cache (which
+        // may hold a "not recorded" read before their write).
+        match self.read_shard_counts(&[day]).await?.get(&day) {
+            Some(n) => {
+                self.shard_counts.insert(day, Some(*n));
+                Ok(*n)
+            }
             None => Err(StoreError::Data(format!("the shard count of {day} vanished after it was recorded"))),
         }
     }

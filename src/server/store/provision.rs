@@ -37,6 +37,14 @@ impl fmt::Display for ProvisionReport {
     }
 }
 
+/// Warm throughput of a table (`orders`) or an index (`orders/GSI2`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WarmThroughput {
+    pub resource: String,
+    pub read_units_per_second: Option<i64>,
+    pub write_units_per_second: Option<i64>,
+}
+
 /// One index as the key design wants it.
 struct IndexSpec {
     name: &'static str,
@@ -101,6 +109,33 @@ impl Store {
             .send()
             .await?;
         Ok(())
+    }
+
+    /// The warm throughput DescribeTable reports for each table and index
+    /// (what it can take at once without scaling): AWS reports it, the local
+    /// engines may not, and then the figures are `None`.
+    pub async fn warm_throughput(&self) -> Result<Vec<WarmThroughput>, StoreError> {
+        let mut found = Vec::new();
+        for table in [&self.orders_table, &self.metrics_table] {
+            let Some(description) = self.describe(table).await? else {
+                return Err(StoreError::unavailable(Unavailable::NoTable, format!("table {table} does not exist")));
+            };
+            let warm = description.warm_throughput();
+            found.push(WarmThroughput {
+                resource: table.clone(),
+                read_units_per_second: warm.and_then(|w| w.read_units_per_second()),
+                write_units_per_second: warm.and_then(|w| w.write_units_per_second()),
+            });
+            for index in description.global_secondary_indexes() {
+                let warm = index.warm_throughput();
+                found.push(WarmThroughput {
+                    resource: format!("{table}/{}", index.index_name().unwrap_or("?")),
+                    read_units_per_second: warm.and_then(|w| w.read_units_per_second()),
+                    write_units_per_second: warm.and_then(|w| w.write_units_per_second()),
+                });
+            }
+        }
+        Ok(found)
     }
 
     /// Checks that the tables exist and match the key design.
