@@ -85,11 +85,12 @@ impl Store {
     }
 
     /// The figures a dashboard's headline shows (no per-minute history, the
-    /// largest counter item) and the day's `version`: what live pushes send.
+    /// largest counter item) and the day's `version`: what live pushes send,
+    /// read consistently, since a push must show the change it announces.
     pub async fn read_day_counts(&self, day: NaiveDate) -> Result<(DayCounts, i64), StoreError> {
         let (pending, daily, shards) = futures::try_join!(
             self.metric_item(keys::metric_pending_key(day), true),
-            self.metric_item(keys::metric_day_key(day), false),
+            self.metric_item(keys::metric_day_key(day), true),
             self.shards_for(day),
         )?;
         let counters = counters(day, pending, daily, None, shards);
