@@ -191,7 +191,8 @@ impl LiveHub {
         self.watched.lock().expect("watched days poisoned").contains_key(&day)
     }
 
-    /// The versions this instance has published; see `LiveHub::versions`.
+    /// How far this instance has published each followed day, locked: the
+    /// consumer holds the lock across each commit, the follower across its reads.
     pub async fn versions(&self) -> tokio::sync::MutexGuard<'_, Versions> {
         self.versions.lock().await
     }
