@@ -220,6 +220,12 @@ pub enum LiveEvent {
         date: NaiveDate,
         order_id: String,
     },
+    /// The day's orders changed in ways this server saw only as a number
+    /// (another instance applied them): page one is to be read again.
+    #[serde(rename_all = "camelCase")]
+    Changed {
+        date: NaiveDate,
+    },
     /// Events were missed: read the page again.
     Resync,
 }
@@ -228,7 +234,7 @@ impl LiveEvent {
     pub fn date(&self) -> Option<NaiveDate> {
         match self {
             LiveEvent::Counters(c) => Some(c.counts.date),
-            LiveEvent::Entered { date, .. } | LiveEvent::Left { date, .. } => Some(*date),
+            LiveEvent::Entered { date, .. } | LiveEvent::Left { date, .. } | LiveEvent::Changed { date } => Some(*date),
             LiveEvent::Resync => None,
         }
     }
@@ -622,6 +628,16 @@ pub mod iso_millis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_changed_event_names_its_day() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+        let event = LiveEvent::Changed { date: day };
+        let json = serde_json::to_string(&event).unwrap();
+        assert_eq!(json, r#"{"type":"changed","date":"2026-11-29"}"#);
+        assert_eq!(serde_json::from_str::<LiveEvent>(&json).unwrap(), event);
+        assert_eq!(event.date(), Some(day));
+    }
 
     #[test]
     fn status_round_trips_and_rejects_unknown() {

@@ -13,6 +13,7 @@ use northwind_ops::server::keys;
 use northwind_ops::server::store::{self, TableCapacity};
 use serde_json::{Value, json};
 use std::collections::HashSet;
+use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provisioning_creates_then_verifies_and_names_differences() {
@@ -396,5 +397,78 @@ async fn two_consumers_on_one_stream_count_once() {
         assert!(applied_a + applied_b >= 132, "{engine:?}: {applied_a} + {applied_b}");
         assert_exact(&app, day, created, &per_status).await;
         app.stop().await;
+    }
+}
+
+// ---- Live on every instance ------------------------------------------------
+
+use common::LiveStream;
+use northwind_ops::model::LiveEvent;
+use northwind_ops::server::consumer::{Consumer, ConsumerOptions};
+use northwind_ops::server::follower::{self, FOLLOW_EVERY};
+
+async fn until(mut stop: tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.changed().await;
+}
+
+fn count(events: &[(std::time::Instant, LiveEvent)], kind: fn(&LiveEvent) -> bool) -> usize {
+    events.iter().filter(|(_, e)| kind(e)).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_one_instance_applies_reaches_every_instances_live_stream_once() {
+    for engine in engines() {
+        let a = TestApp::spawn(engine.clone()).await;
+        let b = a.another_instance().await;
+        // A's consumer applies every change and pushes it row by row; both
+        // instances follow the day's version.
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let applier = Arc::new(Consumer::new(a.store.clone(), ConsumerOptions::new("a"), Some(a.service.live.clone())));
+        let tasks = [
+            tokio::spawn({
+                let (applier, stopped) = (applier.clone(), stopped.clone());
+                async move { applier.run(until(stopped)).await }
+            }),
+            tokio::spawn(follower::run(a.service.clone(), FOLLOW_EVERY, until(stopped.clone()))),
+            tokio::spawn(follower::run(b.service.clone(), FOLLOW_EVERY, until(stopped.clone()))),
+        ];
+        let (on_a, on_b) = (LiveStream::open(&a.http, &a.base, "").await, LiveStream::open(&b.http, &b.base, "").await);
+
+        let mut lags = Vec::new();
+        for i in 0..4u64 {
+            let (status, body) = b.post("/api/orders", new_order_json(&format!("live-{i}"), "c-live")).await;
+            assert_eq!(status, 201, "{body}");
+            let written = std::time::Instant::now();
+            let counted = |e: &LiveEvent| matches!(e, LiveEvent::Counters(c) if c.counts.created > i);
+            let seen = on_b.wait_for(std::time::Duration::from_secs(3), counted).await;
+            let seen = seen.unwrap_or_else(|| panic!("{engine:?}: order {i} not on B's live stream within 3 s"));
+            lags.push(seen.saturating_duration_since(written));
+        }
+        assert!(
+            on_b.wait_for(std::time::Duration::from_secs(3), |e| matches!(e, LiveEvent::Changed { .. }))
+                .await
+                .is_some(),
+            "{engine:?}: B was told to read page one"
+        );
+        // Two more rounds of both followers: nothing pushed twice.
+        tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+        let (events_a, events_b) = (on_a.events(), on_b.events());
+        let entered = |e: &LiveEvent| matches!(e, LiveEvent::Entered { .. });
+        let changed = |e: &LiveEvent| matches!(e, LiveEvent::Changed { .. });
+        assert_eq!(count(&events_a, entered), 4, "{engine:?}: A pushed each row once");
+        assert_eq!(count(&events_a, changed), 0, "{engine:?}: A's follower did not push A's own changes again");
+        assert_eq!(count(&events_b, entered), 0, "{engine:?}: B never saw the rows");
+        assert!((1..=4).contains(&count(&events_b, changed)), "{engine:?}: at most one `changed` a round");
+        let (_, metrics) = b.get("/api/metrics/pending").await;
+        let live = &metrics["live"];
+        println!("{engine:?}: lags on B {lags:?}; B's follower: {live}");
+        assert!(live["versionReads"].as_u64().unwrap() >= 3 && live["watchedDays"] == json!(1), "{live}");
+
+        let _ = stop.send(true);
+        for task in tasks {
+            task.await.unwrap();
+        }
+        b.stop().await;
+        a.stop().await;
     }
 }

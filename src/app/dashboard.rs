@@ -142,13 +142,19 @@ fn DashboardView(data: Dashboard, live: Live, selection: Selection, params: Pend
     let pushes =
         Pushes { day: page.date, on_page_one: raw("cursor").is_none(), limit, keeps: ListFilter::from_params(&params) };
     let applied = StoredValue::new(live.next_seq());
+    let dashboard = use_context::<DashboardResource>();
     Effect::new(move |_| {
-        live.events.with(|events| {
+        let reread = live.events.with(|events| {
+            let mut reread = false;
             for (seq, event) in events.iter().filter(|(seq, _)| *seq >= applied.get_value()) {
                 applied.set_value(seq + 1);
-                pushes.apply(event, shown);
+                reread |= pushes.apply(event, shown);
             }
+            reread
         });
+        if let (true, Some(dashboard)) = (reread, dashboard) {
+            dashboard.refetch();
+        }
     });
     let me = use_context::<MeResource>().and_then(|me| me.get_untracked()).and_then(Result::ok).flatten();
     let allowed = Allowed { cancel: can(&me, Permission::CancelOrder), confirm: can(&me, Permission::ChangeOrders) };
@@ -247,7 +253,9 @@ struct Pushes {
 }
 
 impl Pushes {
-    fn apply(&self, event: &LiveEvent, shown: Shown) {
+    /// Changes the view in place; `true` when page one is to be read again
+    /// (another instance changed its orders: only a read has the rows).
+    fn apply(&self, event: &LiveEvent, shown: Shown) -> bool {
         match event {
             LiveEvent::Counters(c) if c.counts.date == self.day => {
                 shown.headline.update(|h| h.counts = c.counts.clone());
@@ -262,8 +270,10 @@ impl Pushes {
                 }
             }
             LiveEvent::Left { order_id, .. } => shown.rows.update(|rows| rows.retain(|o| &o.order_id != order_id)),
+            LiveEvent::Changed { date } if *date == self.day => return self.on_page_one,
             _ => {}
         }
+        false
     }
 }
 

@@ -98,8 +98,9 @@ async fn pending_metrics(
     Ok(Json(state.service.pending_metrics(params.date.as_deref()).await?))
 }
 
-/// Server-sent events for one day: the counters first, then every change the
-/// stream consumer applies. Each event's data is one `LiveEvent` as JSON.
+/// Server-sent events for one day: the counters first, then every change this
+/// instance's stream consumer applies, and `changed` for those another
+/// instance applied (see `follower`). Each event's data is one `LiveEvent` as JSON.
 /// A stream ends after `--live-max-minutes`; the browser reconnects.
 async fn live(
     State(state): State<AppState>,
@@ -112,9 +113,13 @@ async fn live(
         Refused::Full => ApiError::Busy(refused.to_string()),
         Refused::TooManyFromClient => ApiError::TooManyRequests { retry_after_secs: 30, why: refused.to_string() },
     })?;
-    // Subscribe before reading the snapshot, so nothing falls in between.
+    // Subscribe and count the day as watched before reading the snapshot, so
+    // nothing falls in between; the follower starts from the snapshot's version.
     let receiver = state.service.live.subscribe();
-    let first = LiveEvent::Counters(state.service.live_counters(day).await?);
+    let watching = state.service.live.watch(day);
+    let (counters, version) = state.service.live_counters(day).await?;
+    state.service.live.versions().await.follow_from(day, version);
+    let first = LiveEvent::Counters(counters);
     let updates = futures::stream::unfold(receiver, move |mut receiver| async move {
         loop {
             match receiver.recv().await {
@@ -132,8 +137,8 @@ async fn live(
         .take_until(state.service.live.closed())
         .take_until(tokio::time::sleep(lifetime))
         .map(move |event| {
-            // The slot is held for as long as the stream is.
-            let _held = &admission;
+            // The slot, and the day's watch, are held for as long as the stream is.
+            let _held = (&admission, &watching);
             Ok(Event::default().data(serde_json::to_string(&event).unwrap_or_default()))
         });
     Ok(Sse::new(events).keep_alive(KeepAlive::default()))

@@ -10,6 +10,7 @@ use super::config::{
 use super::consumer::{Consumer, ConsumerOptions};
 use super::cursor::{CursorCodec, KeyFileError};
 use super::error::{ApiError, StoreError, Unavailable};
+use super::follower;
 use super::live::{LiveHub, LiveLimits};
 use super::reconcile::{FullOptions, FullOutcome, PendingOutcome, ReconcileError, ReconcileOptions, Reconciler};
 use super::rehearse;
@@ -295,13 +296,22 @@ fn owner_id() -> String {
     format!("{host}-{}-{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..8])
 }
 
-/// The stream consumer and the periodic reconciliation, stopped through `stop`.
+/// The live follower, the stream consumer and the periodic reconciliation,
+/// stopped through `stop`.
 fn start_background(
     service: &Service,
     args: &ServeArgs,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
+    // Whichever instance applies a change, this one's live connections hear of it.
+    let (follower_service, mut follower_stop) = (service.clone(), stop.clone());
+    tasks.push(tokio::spawn(async move {
+        follower::run(follower_service, follower::FOLLOW_EVERY, async move {
+            let _ = follower_stop.changed().await;
+        })
+        .await;
+    }));
     if !args.no_consumer {
         let consumer =
             Consumer::new(service.store.clone(), ConsumerOptions::new(owner_id()), Some(service.live.clone()));

@@ -1,6 +1,7 @@
 //! The consumer of the orders table's stream: it keeps the counters in the
 //! metrics table and tells the live hub about every order that enters or
-//! leaves a day's PENDING list.
+//! leaves a day's PENDING list. Its transactions also raise each changed
+//! day's `version`, which other instances' followers watch.
 //!
 //! A stream delivers records at least once, and a consumer may crash or run
 //! twice, so:
@@ -373,7 +374,9 @@ impl Consumer {
         Ok(prev)
     }
 
-    /// One transaction; the checkpoint it leaves.
+    /// One transaction; the checkpoint it leaves. Its raises of the days'
+    /// versions are counted as this instance's own while the follower cannot
+    /// read them (it holds the same lock), so they are pushed once.
     async fn commit(
         &self,
         lease: &Lease<'_>,
@@ -382,7 +385,14 @@ impl Consumer {
         finished: bool,
         deltas: &Deltas,
     ) -> Result<Option<String>, StoreError> {
+        let mut versions = match &self.hub {
+            Some(hub) => Some(hub.versions().await),
+            None => None,
+        };
         self.store.commit_batch(lease, prev.as_deref(), seq.as_deref(), finished, deltas).await?;
+        if let Some(versions) = versions.as_mut() {
+            versions.committed(&deltas.versions());
+        }
         // The checkpoint write renewed the lease too.
         self.mark_held(lease.shard_id, true);
         Ok(seq.or(prev))
@@ -409,9 +419,11 @@ impl Consumer {
             });
         }
         let behind_ms = self.status.lock().expect("status lock poisoned").behind_ms;
-        for day in batch.days {
-            match self.store.read_counters(day).await {
-                Ok(counters) => hub.send_counts(counters.day_counts(), behind_ms),
+        // Counters are read only for days someone watches; a connection
+        // opened after this check read them itself, after the commit.
+        for day in batch.days.into_iter().filter(|day| hub.is_watched(*day)) {
+            match self.store.read_day_counts(day).await {
+                Ok((counts, _)) => hub.send_counts(counts, behind_ms),
                 Err(err) => tracing::warn!(error = %err, "could not read the counters to push them"),
             }
         }

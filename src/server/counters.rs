@@ -102,16 +102,37 @@ impl Deltas {
     }
 
     /// Adds the effect of one change: the old state's counters down, the
-    /// new state's up (they cancel where nothing counted changed), and the
-    /// history of the minute.
+    /// new state's up (they cancel where nothing counted changed), the
+    /// history of the minute, and one on the `version` of every day whose
+    /// counters it moved (see `attr::VERSION`).
     pub fn record(&mut self, change: &Change) {
+        let mut own = Deltas::default();
         for (key, attribute) in change.old.iter().flat_map(state_counters) {
-            self.add(key, attribute, -1);
+            own.add(key, attribute, -1);
         }
         for (key, attribute) in change.new.iter().flat_map(state_counters) {
-            self.add(key, attribute, 1);
+            own.add(key, attribute, 1);
         }
-        self.record_history(change);
+        own.record_history(change);
+        for day in own.days() {
+            own.add(keys::metric_pending_key(day), attr::VERSION.to_string(), 1);
+        }
+        for (key, attributes) in own.items {
+            for (attribute, by) in attributes {
+                self.add(key.clone(), attribute, by);
+            }
+        }
+    }
+
+    /// How much this batch raises each day's `version`.
+    pub fn versions(&self) -> Vec<(NaiveDate, i64)> {
+        self.days()
+            .into_iter()
+            .filter_map(|day| {
+                let by = self.items.get(&keys::metric_pending_key(day))?.get(attr::VERSION)?;
+                Some((day, *by))
+            })
+            .collect()
     }
 
     /// `e<HHMM>` and `l<HHMM>`: orders of a day entering PENDING (at the
@@ -222,6 +243,24 @@ mod tests {
         assert_eq!(value(&deltas, "METRIC#MINUTES#2026-11-29", "c1015"), 1);
         assert_eq!(value(&deltas, "METRIC#MINUTES#2026-11-29", "e1015"), 1);
         assert_eq!(deltas.days(), vec![NaiveDate::from_ymd_opt(2026, 11, 29).unwrap()]);
+        assert_eq!(deltas.versions(), vec![(NaiveDate::from_ymd_opt(2026, 11, 29).unwrap(), 1)]);
+    }
+
+    #[test]
+    fn every_change_that_moves_a_days_counters_raises_its_version_even_when_they_cancel() {
+        let mut deltas = Deltas::default();
+        deltas.record(&Change { old: None, new: Some(image("PENDING", Some(3))), at: at("2026-11-29T10:15:31Z") });
+        deltas.record(&Change { old: Some(image("PENDING", Some(3))), new: None, at: at("2026-11-29T10:15:32Z") });
+        assert_eq!(value(&deltas, "METRIC#PENDING#2026-11-29", "pending"), 0);
+        assert_eq!(deltas.versions(), vec![(NaiveDate::from_ymd_opt(2026, 11, 29).unwrap(), 2)]);
+        let untouched = Change {
+            old: Some(image("PENDING", Some(1))),
+            new: Some(image("PENDING", Some(1))),
+            at: at("2026-11-29T12:00:00Z"),
+        };
+        let mut none = Deltas::default();
+        none.record(&untouched);
+        assert!(none.versions().is_empty(), "a change no counter sees raises nothing");
     }
 
     #[test]
@@ -260,7 +299,9 @@ mod tests {
         assert_eq!(value(&deltas, "METRIC#DAY#2026-11-29", "created"), -1);
         assert_eq!(value(&deltas, "METRIC#DAY#2026-11-29", "statusCONFIRMED"), -1);
         assert_eq!(value(&deltas, "METRIC#MINUTES#2026-11-29", "c1015"), -1);
-        assert_eq!(deltas.item_count(), 2, "nothing PENDING, no history");
+        assert_eq!(value(&deltas, "METRIC#PENDING#2026-11-29", "version"), 1, "the day changed");
+        assert_eq!(value(&deltas, "METRIC#PENDING#2026-11-29", "pending"), 0, "nothing PENDING");
+        assert_eq!(deltas.item_count(), 3, "no history");
     }
 
     #[test]

@@ -50,6 +50,10 @@ pub mod attr {
     pub const VERIFIED_DRIFT: &str = "verifiedDrift";
     pub const VERIFIED_REPAIRED: &str = "verifiedRepaired";
     pub const VERIFIED_BY: &str = "verifiedBy";
+    /// A day's PENDING counter item: raised by every consumer transaction
+    /// that changes any of the day's counters, so that every instance can
+    /// see, with one small read, that something changed.
+    pub const VERSION: &str = "version";
     /// Order attributes a reconciliation reads.
     pub const ORDER_ID: &str = "orderId";
     pub const CREATED_AT: &str = "createdAt";
@@ -374,8 +378,19 @@ mod tests {
         for name in ["pending", "created", "shard0", "shard99", "statusPENDING", "c0000", "c2359"] {
             assert!(is_state_attribute(name), "{name}");
         }
-        for name in ["e1015", "l1015", "repairs", "verifiedAt", "shard", "shardx", "status", "c123", "c12345", "cxxxx"]
-        {
+        for name in [
+            "e1015",
+            "l1015",
+            "repairs",
+            "verifiedAt",
+            "version",
+            "shard",
+            "shardx",
+            "status",
+            "c123",
+            "c12345",
+            "cxxxx",
+        ] {
             assert!(!is_state_attribute(name), "{name}");
         }
     }

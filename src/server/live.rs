@@ -1,11 +1,16 @@
-//! The live hub: the stream consumer publishes here, and every open
-//! `GET /api/live` connection receives what concerns its day. The hub also
-//! admits connections: a total cap and a cap per client address, so a
-//! runaway script cannot hold every slot.
+//! The live hub: the stream consumer and the follower publish here, and
+//! every open `GET /api/live` connection receives what concerns its day.
+//! The hub also admits connections: a total cap and a cap per client
+//! address, so a runaway script cannot hold every slot. And it keeps which
+//! days are watched, and how far this instance has published each of them
+//! (see `follower`), so that a change is pushed once: row by row by the
+//! instance whose consumer applied it, as a `changed` by every other.
 
 use crate::model::{DayCounts, LiveCounters, LiveEvent};
+use chrono::NaiveDate;
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 
@@ -30,6 +35,90 @@ pub struct LiveHub {
     closing: tokio::sync::watch::Sender<bool>,
     limits: LiveLimits,
     open: Arc<Mutex<Open>>,
+    /// Open connections per day they watch.
+    watched: Arc<Mutex<HashMap<NaiveDate, usize>>>,
+    /// Held by the consumer across each commit and by the follower across
+    /// each read of the versions, so that every raise of a version is either
+    /// counted as this instance's own or read as someone else's, never both.
+    versions: Arc<tokio::sync::Mutex<Versions>>,
+    follow_stats: Arc<FollowStats>,
+}
+
+/// How far this instance has published each followed day: the `version`
+/// last accounted for, and the raises its own consumer has committed since
+/// (it pushed those itself, row by row).
+#[derive(Debug, Default)]
+pub struct Versions {
+    days: HashMap<NaiveDate, Published>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Published {
+    version: i64,
+    own: i64,
+}
+
+impl Versions {
+    /// Starts following `day` from the version a new connection's first
+    /// counters were read at, unless it is followed already.
+    pub fn follow_from(&mut self, day: NaiveDate, version: i64) {
+        self.days.entry(day).or_insert(Published { version, own: 0 });
+    }
+
+    pub fn follows(&self, day: NaiveDate) -> bool {
+        self.days.contains_key(&day)
+    }
+
+    /// Forgets the days nobody watches any more.
+    pub fn keep(&mut self, watched: &[NaiveDate]) {
+        self.days.retain(|day, _| watched.contains(day));
+    }
+
+    /// Raises this instance's consumer committed (its own: pushed already).
+    pub fn committed(&mut self, raises: &[(NaiveDate, i64)]) {
+        for (day, by) in raises {
+            if let Some(published) = self.days.get_mut(day) {
+                published.own += by;
+            }
+        }
+    }
+
+    /// Takes the version just read for `day`: whether it moved by more than
+    /// this instance's own commits, so that someone else changed the day.
+    /// Anything unexplained counts as a change: a needless re-read costs
+    /// little, a missed change leaves a screen wrong.
+    pub fn moved(&mut self, day: NaiveDate, version: i64) -> bool {
+        let Some(published) = self.days.get_mut(&day) else { return false };
+        let moved = version != published.version + published.own;
+        *published = Published { version, own: 0 };
+        moved
+    }
+}
+
+/// What following costs: version reads made, and their read units.
+#[derive(Debug, Default)]
+struct FollowStats {
+    reads: AtomicU64,
+    /// Thousandths of a read unit (atomics hold integers).
+    milli_units: AtomicU64,
+}
+
+/// One connection watching a day; dropping it stops counting it.
+pub struct Watching {
+    watched: Arc<Mutex<HashMap<NaiveDate, usize>>>,
+    day: NaiveDate,
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let mut watched = self.watched.lock().expect("watched days poisoned");
+        if let Some(n) = watched.get_mut(&self.day) {
+            *n -= 1;
+            if *n == 0 {
+                watched.remove(&self.day);
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -79,7 +168,46 @@ impl LiveHub {
             closing: tokio::sync::watch::channel(false).0,
             limits,
             open: Arc::default(),
+            watched: Arc::default(),
+            versions: Arc::default(),
+            follow_stats: Arc::default(),
         }
+    }
+
+    /// Counts a connection as watching `day` for as long as the guard lives.
+    pub fn watch(&self, day: NaiveDate) -> Watching {
+        *self.watched.lock().expect("watched days poisoned").entry(day).or_default() += 1;
+        Watching { watched: self.watched.clone(), day }
+    }
+
+    /// Days some open connection watches, oldest first.
+    pub fn watched_days(&self) -> Vec<NaiveDate> {
+        let mut days: Vec<NaiveDate> = self.watched.lock().expect("watched days poisoned").keys().copied().collect();
+        days.sort_unstable();
+        days
+    }
+
+    pub fn is_watched(&self, day: NaiveDate) -> bool {
+        self.watched.lock().expect("watched days poisoned").contains_key(&day)
+    }
+
+    /// How far this instance has published each followed day, locked: the
+    /// consumer holds the lock across each commit, the follower across its reads.
+    pub async fn versions(&self) -> tokio::sync::MutexGuard<'_, Versions> {
+        self.versions.lock().await
+    }
+
+    /// Counts one version read and the read units it consumed.
+    pub fn count_read(&self, units: Option<f64>) {
+        self.follow_stats.reads.fetch_add(1, Ordering::Relaxed);
+        let milli = (units.unwrap_or(0.0) * 1000.0).round() as u64;
+        self.follow_stats.milli_units.fetch_add(milli, Ordering::Relaxed);
+    }
+
+    /// Version reads made since start, and the read units they consumed.
+    pub fn follow_cost(&self) -> (u64, f64) {
+        let stats = &self.follow_stats;
+        (stats.reads.load(Ordering::Relaxed), stats.milli_units.load(Ordering::Relaxed) as f64 / 1000.0)
     }
 
     pub fn send(&self, event: LiveEvent) {
@@ -146,5 +274,34 @@ mod tests {
         drop(first);
         assert_eq!(hub.connected(), 2);
         assert!(hub.admit(a).is_ok());
+    }
+
+    #[test]
+    fn watched_days_are_counted_per_connection() {
+        let hub = LiveHub::default();
+        let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+        let (first, second) = (hub.watch(day), hub.watch(day));
+        assert_eq!(hub.watched_days(), vec![day]);
+        drop(first);
+        assert!(hub.is_watched(day));
+        drop(second);
+        assert!(hub.watched_days().is_empty());
+    }
+
+    #[test]
+    fn a_version_moved_only_by_this_instances_own_commits_is_not_a_change() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+        let mut versions = Versions::default();
+        assert!(!versions.moved(day, 7), "a day not followed is not read");
+        versions.follow_from(day, 10);
+        versions.follow_from(day, 99);
+        assert!(!versions.moved(day, 10), "the first connection's own version");
+        versions.committed(&[(day, 3)]);
+        assert!(!versions.moved(day, 13), "its own consumer's raises: pushed row by row already");
+        versions.committed(&[(day, 2)]);
+        assert!(versions.moved(day, 16), "someone else's raise among its own");
+        assert!(versions.moved(day, 4), "a version gone back (the item rewritten) is a change too");
+        versions.keep(&[]);
+        assert!(!versions.follows(day));
     }
 }

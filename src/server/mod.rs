@@ -15,6 +15,7 @@ pub mod embedded;
 pub mod error;
 pub mod export;
 pub mod files;
+pub mod follower;
 pub mod keys;
 pub mod live;
 pub mod loadgen;

@@ -204,6 +204,20 @@ pub struct PendingMetrics {
     pub per_minute: PerMinute,
     pub freshness: Freshness,
     pub verification: Verification,
+    pub live: LiveFigures,
+}
+
+/// This instance's live connections and what following other instances'
+/// changes has cost it (see `follower`).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveFigures {
+    pub connections: usize,
+    pub watched_days: usize,
+    /// Strongly consistent reads of a day's `version` since start.
+    pub version_reads: u64,
+    /// The read units they consumed, as the store reported them.
+    pub read_units: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -251,6 +265,11 @@ impl Service {
         self
     }
 
+    /// How far this instance's consumer was behind at its last batch.
+    pub(crate) fn consumer_behind_ms(&self) -> Option<i64> {
+        self.consumer_status().behind_ms
+    }
+
     fn consumer_status(&self) -> ConsumerStatus {
         self.consumer
             .lock()
@@ -285,17 +304,25 @@ impl Service {
                 daily: counters.daily_verdict.as_ref().map(Checked::from),
                 per_minute: "not verifiable: history",
             },
+            live: self.live_figures(),
         })
     }
 
-    /// The counts of a day as `/api/live` first sends them.
-    pub async fn live_counters(&self, date: NaiveDate) -> Result<LiveCounters, ApiError> {
-        let counters = self.store.read_counters(date).await?;
-        Ok(LiveCounters {
-            counts: counters.day_counts(),
-            as_of: Utc::now(),
-            behind_ms: self.consumer_status().behind_ms,
-        })
+    fn live_figures(&self) -> LiveFigures {
+        let (version_reads, read_units) = self.live.follow_cost();
+        LiveFigures {
+            connections: self.live.connected(),
+            watched_days: self.live.watched_days().len(),
+            version_reads,
+            read_units,
+        }
+    }
+
+    /// The counts of a day as `/api/live` first sends them, and the day's
+    /// `version` they were read at (the follower starts from it).
+    pub async fn live_counters(&self, date: NaiveDate) -> Result<(LiveCounters, i64), ApiError> {
+        let (counts, version) = self.store.read_day_counts(date).await?;
+        Ok((LiveCounters { counts, as_of: Utc::now(), behind_ms: self.consumer_behind_ms() }, version))
     }
 
     pub fn parse_day(&self, date: Option<&str>) -> Result<NaiveDate, ApiError> {

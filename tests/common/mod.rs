@@ -7,7 +7,7 @@ pub mod counters;
 use chrono::{DateTime, Utc};
 use clap::Parser;
 use futures::StreamExt;
-use northwind_ops::model::{Actor, LineItem, Order, PendingPage, Role, Status};
+use northwind_ops::model::{Actor, LineItem, LiveEvent, Order, PendingPage, Role, Status};
 use northwind_ops::server::auth::accounts;
 use northwind_ops::server::config::{Cli, ServeArgs, StoreConfig};
 use northwind_ops::server::cursor::CursorCodec;
@@ -20,7 +20,8 @@ use northwind_ops::server::store::{self, Store, TableCapacity};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 pub const CURSOR_SECRET: &str = "integration-test-secret-of-32-chars";
@@ -267,5 +268,64 @@ pub async fn write_all(store: &Store, orders: Vec<Order>) {
         .await;
     for result in results {
         result.unwrap();
+    }
+}
+
+/// An open `GET /api/live`: every event, with when it arrived, collected in
+/// the background until dropped.
+pub struct LiveStream {
+    events: Arc<Mutex<Vec<(Instant, LiveEvent)>>>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl LiveStream {
+    /// Opens the stream and waits for its first event (the day's counters).
+    pub async fn open(http: &reqwest::Client, base: &str, query: &str) -> LiveStream {
+        let mut response = http.get(format!("{base}/api/live{query}")).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{base}/api/live{query}");
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let collected = events.clone();
+        let reader = tokio::spawn(async move {
+            let mut text = String::new();
+            while let Ok(Some(chunk)) = response.chunk().await {
+                text.push_str(&String::from_utf8_lossy(&chunk));
+                // Events end with a blank line; keep-alives are comment lines.
+                while let Some(end) = text.find("\n\n") {
+                    let block: String = text.drain(..end + 2).collect();
+                    for data in block.lines().filter_map(|line| line.strip_prefix("data:")) {
+                        let event: LiveEvent = serde_json::from_str(data.trim()).expect("a live event");
+                        collected.lock().unwrap().push((Instant::now(), event));
+                    }
+                }
+            }
+        });
+        let stream = LiveStream { events, reader };
+        assert!(stream.wait_for(Duration::from_secs(10), |_| true).await.is_some(), "no first event from {base}");
+        stream
+    }
+
+    /// Every event so far.
+    pub fn events(&self) -> Vec<(Instant, LiveEvent)> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// When the first event that `wanted` accepts arrived, waiting up to `limit` for it.
+    pub async fn wait_for(&self, limit: Duration, wanted: impl Fn(&LiveEvent) -> bool) -> Option<Instant> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some((at, _)) = self.events.lock().unwrap().iter().find(|(_, e)| wanted(e)) {
+                return Some(*at);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for LiveStream {
+    fn drop(&mut self) {
+        self.reader.abort();
     }
 }

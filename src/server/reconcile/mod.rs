@@ -240,7 +240,12 @@ impl PendingRun<'_> {
         let repaired = repair && !off.is_empty();
         if repair && (counter.exists || repaired) {
             let verdict = self.reconciler.verdict(total, repaired);
-            self.reconciler.repair(&[Plan::undo(key.clone(), counter, &off, verdict)]).await?;
+            let mut plan = Plan::undo(key.clone(), counter, &off, verdict);
+            if repaired {
+                // A repair is a change too: every instance's dashboards show it.
+                plan.adds.push((attr::VERSION.to_string(), 1));
+            }
+            self.reconciler.repair(&[plan]).await?;
         }
         let pending = counter.values.get(attr::PENDING).copied().unwrap_or(0);
         Ok(PendingOutcome {

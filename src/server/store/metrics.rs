@@ -6,7 +6,7 @@ use super::{Item, Store};
 use crate::model::{DayCounts, Status};
 use crate::server::error::StoreError;
 use crate::server::keys::{self, attr};
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 use chrono::NaiveDate;
 use std::collections::BTreeMap;
 
@@ -29,6 +29,16 @@ pub struct Counters {
     pub pending_verdict: Option<Verdict>,
     /// What the last full reconciliation (`created`, per status, per minute) found.
     pub daily_verdict: Option<Verdict>,
+    /// The PENDING item's `version` (see `attr::VERSION`).
+    pub version: i64,
+}
+
+/// A day's `version` as one strongly consistent read found it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct VersionRead {
+    pub version: i64,
+    /// Read capacity units the read consumed, when the engine says.
+    pub units: Option<f64>,
 }
 
 impl Counters {
@@ -71,23 +81,70 @@ impl Store {
             self.metric_item(keys::metric_minutes_key(day), false),
             self.shards_for(day),
         )?;
-        let empty = Item::new();
-        let pending_item = pending.as_ref().unwrap_or(&empty);
-        let daily = daily.unwrap_or_default();
-        let minutes = minutes.unwrap_or_default();
-        let per_minute = |kind: char| (0..1440).map(|m| number(&minutes, &keys::minute_attribute(kind, m))).collect();
-        Ok(Counters {
-            date: day,
-            exists: pending.is_some(),
-            pending: number(pending_item, attr::PENDING),
-            per_shard: (0..shards).map(|s| number(pending_item, &keys::shard_attribute(s))).collect(),
-            created: number(&daily, attr::CREATED),
-            per_status: Status::ALL.iter().map(|s| (*s, number(&daily, &keys::status_attribute(s.as_str())))).collect(),
-            created_per_minute: per_minute('c'),
-            entered_per_minute: per_minute('e'),
-            left_per_minute: per_minute('l'),
-            pending_verdict: pending.as_ref().and_then(verdict_of),
-            daily_verdict: verdict_of(&daily),
+        Ok(counters(day, pending, daily, minutes, shards))
+    }
+
+    /// The figures a dashboard's headline shows (no per-minute history, the
+    /// largest counter item) and the day's `version`: what live pushes send,
+    /// read consistently, since a push must show the change it announces.
+    pub async fn read_day_counts(&self, day: NaiveDate) -> Result<(DayCounts, i64), StoreError> {
+        let (pending, daily, shards) = futures::try_join!(
+            self.metric_item(keys::metric_pending_key(day), true),
+            self.metric_item(keys::metric_day_key(day), true),
+            self.shards_for(day),
+        )?;
+        let counters = counters(day, pending, daily, None, shards);
+        Ok((counters.day_counts(), counters.version))
+    }
+
+    /// The day's `version`: one strongly consistent GetItem of the PENDING
+    /// counter item (a few hundred bytes: one read unit), whatever the day's
+    /// traffic. 0 for a day nothing has been counted on.
+    pub async fn counters_version(&self, day: NaiveDate) -> Result<VersionRead, StoreError> {
+        let (pk, sk) = keys::metric_pending_key(day);
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .consistent_read(true)
+            .projection_expression("#version")
+            .expression_attribute_names("#version", attr::VERSION)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await?;
+        Ok(VersionRead {
+            version: out.item.as_ref().map_or(0, |item| number(item, attr::VERSION)),
+            units: out.consumed_capacity.and_then(|c| c.capacity_units),
         })
+    }
+}
+
+fn counters(
+    day: NaiveDate,
+    pending: Option<Item>,
+    daily: Option<Item>,
+    minutes: Option<Item>,
+    shards: u32,
+) -> Counters {
+    let empty = Item::new();
+    let pending_item = pending.as_ref().unwrap_or(&empty);
+    let daily = daily.unwrap_or_default();
+    let minutes = minutes.unwrap_or_default();
+    let per_minute = |kind: char| (0..1440).map(|m| number(&minutes, &keys::minute_attribute(kind, m))).collect();
+    Counters {
+        date: day,
+        exists: pending.is_some(),
+        pending: number(pending_item, attr::PENDING),
+        per_shard: (0..shards).map(|s| number(pending_item, &keys::shard_attribute(s))).collect(),
+        created: number(&daily, attr::CREATED),
+        per_status: Status::ALL.iter().map(|s| (*s, number(&daily, &keys::status_attribute(s.as_str())))).collect(),
+        created_per_minute: per_minute('c'),
+        entered_per_minute: per_minute('e'),
+        left_per_minute: per_minute('l'),
+        pending_verdict: pending.as_ref().and_then(verdict_of),
+        daily_verdict: verdict_of(&daily),
+        version: number(pending_item, attr::VERSION),
     }
 }

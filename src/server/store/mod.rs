@@ -16,7 +16,7 @@ mod stream;
 pub use accounts::{Account, AccountChange, AccountSource, Token};
 pub use audit::{AuditPage, AuditScope};
 pub use checkpoints::{Checkpoint, Lease};
-pub use metrics::Counters;
+pub use metrics::{Counters, VersionRead};
 pub use orders::{BatchPut, HistoryPage, Transition, order_item};
 #[cfg(feature = "testing")]
 pub use pending::ReadPlan;
