@@ -5,7 +5,10 @@
 //!   on-demand and provisioned (with auto scaling) would cost, and which mode
 //!   to choose;
 //! - `planner`: how many write shards GSI2 needs for a peak order rate, and
-//!   what that many shards cost a reader of the PENDING list.
+//!   what that many shards cost a reader of the PENDING list;
+//! - `usage`: what this process's calls consumed and how often they were
+//!   throttled, as the store's interceptor records it.
 
 pub mod advisor;
 pub mod planner;
+pub mod usage;
