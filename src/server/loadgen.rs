@@ -130,6 +130,9 @@ pub struct Throttles {
 impl Throttles {
     /// `count` attempts throttled for `throttles` (none named: `not named`).
     pub fn add(&mut self, throttles: &[Throttle], count: u64) {
+        if count == 0 {
+            return;
+        }
         let indexes: BTreeSet<String> = throttles.iter().map(Throttle::place).collect();
         let reasons: BTreeSet<String> = throttles.iter().map(|t| t.reason.clone()).collect();
         for (counts, names) in [(&mut self.by_index, indexes), (&mut self.by_reason, reasons)] {
@@ -535,6 +538,9 @@ mod tests {
         assert_eq!(throttles.by_index.get("table"), Some(&2));
         assert_eq!(throttles.by_index.get(NOT_NAMED), Some(&1), "a throttle without reasons names no place");
         assert_eq!(throttles.by_reason.get("ThrottlingException"), Some(&2));
+        let mut none = Throttles::default();
+        none.add(&[], 0);
+        assert_eq!(none, Throttles::default(), "no attempts, no entry");
     }
 
     #[derive(Parser)]
