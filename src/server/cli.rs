@@ -464,7 +464,7 @@ async fn run_advise(store: &Store, args: &AdviseArgs, config: &StoreConfig) -> R
     let days: Vec<chrono::NaiveDate> =
         (0..args.days).rev().filter_map(|back| today.checked_sub_days(chrono::Days::new(u64::from(back)))).collect();
     let recorded: Vec<store::CapacityDay> =
-        futures::future::try_join_all(days.iter().map(|d| store.capacity_day(*d))).await?;
+        futures::future::try_join_all(days.iter().map(|d| store.persisted_capacity_day(*d))).await?;
     let series = history::series(&recorded);
     let Some(first) = series.first() else {
         return Err(CliError::Usage(format!(

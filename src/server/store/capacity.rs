@@ -193,6 +193,19 @@ impl Store {
     /// flushed minutes and this one's unflushed.
     pub async fn capacity_day(&self, day: NaiveDate) -> Result<CapacityDay, StoreError> {
         let _gate = self.usage.gate.read().await;
+        let mut capacity = self.persisted_capacity_day(day).await?;
+        for (minute, tally) in self.usage.usage.unflushed() {
+            let start = minute_start(minute);
+            if start.date_naive() == day {
+                capacity.add((start.hour() * 60 + start.minute()) as usize, &tally);
+            }
+        }
+        Ok(capacity)
+    }
+
+    /// The minutes of `day` in the metrics table only: what `advise` weighs,
+    /// its own reads left out.
+    pub async fn persisted_capacity_day(&self, day: NaiveDate) -> Result<CapacityDay, StoreError> {
         let mut capacity = CapacityDay::empty(day);
         let mut pages = self
             .client
@@ -205,12 +218,6 @@ impl Store {
             .send();
         while let Some(item) = pages.next().await {
             add_item(&mut capacity, &item?);
-        }
-        for (minute, tally) in self.usage.usage.unflushed() {
-            let start = minute_start(minute);
-            if start.date_naive() == day {
-                capacity.add((start.hour() * 60 + start.minute()) as usize, &tally);
-            }
         }
         Ok(capacity)
     }
