@@ -75,8 +75,12 @@ async fn request_for(app: &TestApp, route: &str, n: &mut u32) -> (Need, Request,
         "order page" => (Need::Role(Role::Support), get(format!("/orders/{order}")), ok),
         "customer page" => (Need::Role(Role::Support), get("/customers/cust-matrix"), ok),
         "audit page" => (Need::Role(Role::Admin), get("/audit"), ok),
+        "capacity page" => (Need::Role(Role::Viewer), get("/capacity"), ok),
         "pending" => (Need::Role(Role::Viewer), get("/api/pending"), ok),
         "metrics" => (Need::Role(Role::Viewer), get("/api/metrics/pending"), ok),
+        "capacity" => (Need::Role(Role::Viewer), get("/api/capacity"), ok),
+        // Prometheus scrapes with an API token: a viewer's is enough.
+        "prometheus" => (Need::Role(Role::Viewer), get("/metrics"), ok),
         "order" => (Need::Role(Role::Support), get(format!("/api/orders/{order}")), ok),
         "history" => (Need::Role(Role::Support), get(format!("/api/orders/{order}/history")), ok),
         "customer" => (Need::Role(Role::Support), get("/api/customers/cust-matrix/orders"), ok),
@@ -149,6 +153,7 @@ async fn request_for(app: &TestApp, route: &str, n: &mut u32) -> (Need, Request,
             (Need::Role(Role::Ops), post("/api/fn/change-status", body), ok)
         }
         "fn audit" => (Need::Role(Role::Admin), post("/api/fn/audit", json!({"params": {}})), ok),
+        "fn capacity" => (Need::Role(Role::Viewer), post("/api/fn/capacity", json!({"date": null})), ok),
         "fn me" => (Need::Public, post("/api/fn/me", json!({})), ok),
         "fn sign-in options" => (Need::Public, post("/api/fn/sign-in-options", json!({})), ok),
         other => panic!("no request for {other}"),
@@ -162,8 +167,11 @@ const ROUTES: &[&str] = &[
     "order page",
     "customer page",
     "audit page",
+    "capacity page",
     "pending",
     "metrics",
+    "capacity",
+    "prometheus",
     "order",
     "history",
     "customer",
@@ -185,6 +193,7 @@ const ROUTES: &[&str] = &[
     "fn cancel",
     "fn confirm",
     "fn audit",
+    "fn capacity",
     "fn me",
     "fn sign-in options",
 ];
@@ -233,7 +242,9 @@ async fn every_route_answers_each_role_as_the_policy_says() {
                     Caller::Revoked => Some(revoked.clone()),
                 };
                 let (need, request, ok) = request_for(&app, route, &mut n).await;
-                let page = !request.path.starts_with("/api/") && request.path != "/healthz";
+                // `/metrics` answers like the API: a scraper gets a 401, not the sign-in page.
+                let page =
+                    !request.path.starts_with("/api/") && !["/healthz", "/metrics"].contains(&request.path.as_str());
                 let mut call = no_redirects(token.as_deref())
                     .request(request.method.clone(), format!("{}{}", app.base, request.path));
                 if let Some(body) = &request.body {

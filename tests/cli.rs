@@ -189,3 +189,115 @@ fn bad_settings_are_refused_with_a_message_that_names_them() {
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("--orders-table"), "{stderr}");
 }
+
+/// A known trace, written as the app writes its minutes: an hour of today
+/// with 70 write units a second on the orders table, and one minute of one
+/// write unit a second on GSI2.
+async fn write_trace(config: &northwind_ops::server::config::StoreConfig) {
+    use northwind_ops::server::capacity::advisor::Access;
+    use northwind_ops::server::capacity::usage::{Resource, minute_start};
+    let (store, embedded) = northwind_ops::server::store::connect(config).await.unwrap();
+    store.provision(Some(northwind_ops::server::store::TableCapacity::OnDemand)).await.unwrap();
+    let today = chrono::Utc::now().date_naive();
+    let orders = Resource::table(config.orders_table.clone());
+    let gsi2 = Resource::index(config.orders_table.clone(), "GSI2");
+    for minute in 0..60 {
+        let at = minute_start(northwind_ops::server::store::day_minute(today, minute));
+        store.usage().consumed(at, &orders, Access::Write, 4200.0);
+        if minute == 0 {
+            store.usage().consumed(at, &gsi2, Access::Write, 60.0);
+        }
+    }
+    assert!(store.flush_usage().await.unwrap() > 0);
+    drop(store);
+    if let Some(embedded) = embedded {
+        embedded.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advise_prices_a_known_trace_as_worked_by_hand() {
+    for engine in common::engines() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = common::store_config(&engine, dir.path(), &[]);
+        let mut store_args: Vec<String> = vec![
+            "--data-dir".into(),
+            dir.path().display().to_string(),
+            "--orders-table".into(),
+            config.orders_table.clone(),
+            "--metrics-table".into(),
+            config.metrics_table.clone(),
+        ];
+        match &engine {
+            common::Engine::Dynoxide => store_args.extend(["--store".into(), "embedded".into()]),
+            common::Engine::DynamoDbLocal(url) => store_args.extend(["--endpoint-url".into(), url.clone()]),
+        }
+        let advise = |extra: &[&str]| {
+            let output = Command::new(BIN)
+                .args(&store_args)
+                .arg("advise")
+                .args(extra)
+                .env("NORTHWIND_LOG", "error")
+                .env("NORTHWIND_CURSOR_SECRET", common::CURSOR_SECRET)
+                .output()
+                .unwrap();
+            let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
+            (output.status.code(), text(&output.stdout), text(&output.stderr))
+        };
+        // Nothing recorded yet: an error that names the table and the days.
+        let (store, embedded) = northwind_ops::server::store::connect(&config).await.unwrap();
+        store.provision(Some(northwind_ops::server::store::TableCapacity::OnDemand)).await.unwrap();
+        drop(store);
+        if let Some(embedded) = embedded {
+            embedded.shutdown().await;
+        }
+        let (code, _, stderr) = advise(&["--days", "3"]);
+        assert_eq!(code, Some(1), "{engine:?}: {stderr}");
+        assert!(
+            stderr.contains("no consumed capacity is recorded in the metrics table")
+                && stderr.contains(&config.metrics_table),
+            "{stderr}"
+        );
+
+        write_trace(&config).await;
+        let (code, stdout, stderr) = advise(&["--days", "1"]);
+        assert_eq!(code, Some(0), "{engine:?}: {stderr}");
+        println!("{engine:?}:\n{stdout}");
+        assert!(stdout.contains("from 60 minutes recorded"), "{stdout}");
+        // Orders: 4,200 write units a minute is 70/s, exactly the 70% target
+        // of 100 WCU, held all hour (no scaling). A month is 720 such hours:
+        // on demand 252,000 units × $0.625/M × 720 = $113.40; provisioned
+        // 100 WCU × $0.00065 × 720 = $46.80, plus the 1 RCU reads keep, ×
+        // $0.00013 × 720 = $0.0936: $46.8936.
+        let orders = section(&stdout, &config.orders_table);
+        assert!(orders.contains(": provisioned\n"), "{orders}");
+        assert!(orders.contains("on-demand $113.4000; provisioned with auto scaling $46.8936"), "{orders}");
+        assert!(orders.contains("writes        average 70.00/s, peak 70.00/s; 70.0% of provisioned"), "{orders}");
+        // GSI2: 60 write units in the first minute, then nothing. Auto
+        // scaling starts at 2 WCU, scales in to 1 after 15 minutes at or
+        // below 50%: 15 × 2 + 45 × 1 = 75 WCU-minutes, × $0.00065 / 60 × 720
+        // = $0.585, plus $0.0936 of reads: $0.6786; on demand 60 × $0.625/M
+        // × 720 = $0.0270.
+        let gsi2 = section(&stdout, &format!("{}/GSI2", config.orders_table));
+        assert!(gsi2.contains(": on-demand\n"), "{gsi2}");
+        assert!(gsi2.contains("on-demand $0.0270; provisioned with auto scaling $0.6786"), "{gsi2}");
+
+        // A prices file overrides what it names: on-demand writes at twice the price.
+        let prices = dir.path().join("prices.json");
+        std::fs::write(&prices, r#"{"onDemandWritePerMillion": 1.25}"#).unwrap();
+        let (code, stdout, stderr) = advise(&["--days", "1", "--prices", &prices.display().to_string()]);
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(section(&stdout, &config.orders_table).contains("on-demand $226.8000;"), "{stdout}");
+        std::fs::write(&prices, r#"{"provisionedWcuHour": -1}"#).unwrap();
+        let (code, _, stderr) = advise(&["--prices", &prices.display().to_string()]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains("provisionedWcuHour") && stderr.contains("positive"), "{stderr}");
+    }
+}
+
+/// The lines `advise` prints for one resource: its heading to the blank line.
+fn section(stdout: &str, resource: &str) -> String {
+    let start = stdout.find(&format!("\n{resource}: ")).unwrap_or_else(|| panic!("no {resource} in\n{stdout}"));
+    let rest = &stdout[start + 1..];
+    rest[..rest.find("\n\n").unwrap_or(rest.len())].to_string() + "\n"
+}

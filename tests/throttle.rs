@@ -326,3 +326,74 @@ async fn the_rehearsal_throttles_the_one_partition_design_and_not_the_sharded_on
         "{written}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_throttled_attempt_is_recorded_the_ones_the_sdk_retried_away_included() {
+    // The Prometheus recorder, installed before the first attempt is counted.
+    northwind_ops::server::telemetry::prometheus();
+    let rig = Rig::start(1).await;
+    let store = rig.proxied.clone();
+    let before = store.usage().throttle_totals();
+    // PutItem, which the SDK retries when throttled (a transaction's
+    // cancellation it does not): its standard mode, 3 attempts a call.
+    let max_attempts = store.client().config().retry_config().map_or(1, |r| r.max_attempts());
+    assert_eq!(max_attempts, 3);
+    let puts: Vec<bool> = futures::stream::iter(0..120)
+        .map(|i| {
+            let store = store.clone();
+            async move {
+                let order = pending(&format!("retried-{i:03}"), day() + Duration::milliseconds(i));
+                store
+                    .client()
+                    .put_item()
+                    .table_name(store.orders_table())
+                    .set_item(Some(order_item(&order, 1).unwrap()))
+                    .send()
+                    .await
+                    .is_ok()
+            }
+        })
+        .buffer_unordered(WRITERS)
+        .collect()
+        .await;
+    let failed = puts.iter().filter(|ok| !**ok).count() as u64;
+    let after = store.usage().throttle_totals();
+    let recorded: u64 = after.iter().map(|(k, n)| n - before.get(k).copied().unwrap_or(0)).sum();
+    let on_gsi2 = after
+        .iter()
+        .filter(|((reason, resource), _)| {
+            reason == "IndexWriteKeyRangeThroughputExceeded" && resource.ends_with("/index/GSI2")
+        })
+        .map(|(k, n)| n - before.get(k).copied().unwrap_or(0))
+        .sum::<u64>();
+    // The Prometheus counter saw them too (other tests of this binary may add to it).
+    let text = northwind_ops::server::telemetry::render(&northwind_ops::server::telemetry::Snapshot {
+        consumer_lag_seconds: None,
+        records_applied: 0,
+        bad_records: 0,
+        live_clients: 0,
+    });
+    let tally = rig.stop().await;
+    println!(
+        "{} puts, {failed} failed after {max_attempts} attempts each; the store recorded {recorded} throttled \
+         attempts ({on_gsi2} on GSI2), the proxy refused {}",
+        puts.len(),
+        tally.throttled_requests
+    );
+    // Only this store talks through the proxy: every refusal is one recorded attempt.
+    assert_eq!(recorded, tally.throttled_requests, "{tally}");
+    assert_eq!(on_gsi2, recorded, "every one named GSI2's key range");
+    // A call that failed was throttled on each of its attempts; more
+    // throttled attempts than that were retried away by the SDK, and counted.
+    assert!(recorded > failed * u64::from(max_attempts), "recorded {recorded}, failed {failed}");
+    let line = text
+        .lines()
+        .find(|l| {
+            l.starts_with("northwind_dynamodb_throttled_attempts_total{")
+                && l.contains("reason=\"IndexWriteKeyRangeThroughputExceeded\"")
+                && l.contains(&format!("table=\"{}\"", store.orders_table()))
+        })
+        .unwrap_or_else(|| panic!("no throttle counter for the table in\n{text}"));
+    let counted: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert_eq!(counted as u64, on_gsi2, "{line}");
+}

@@ -37,9 +37,14 @@ pub fn AccountBar(me: Option<Me>) -> impl IntoView {
         }
     });
     let audit = me.role.can(Permission::Administer).then(|| view! { <a href="/audit" class="nav">"Audit"</a> });
+    let capacity = me
+        .role
+        .can(Permission::ViewOperations)
+        .then(|| view! { <a href="/capacity" class="nav" data-testid="nav-capacity">"Capacity"</a> });
     view! {
         {search}
         <div class="account">
+            {capacity}
             {audit}
             <span class="who" data-testid="who">{me.name.clone()} " · " <span data-testid="role">{me.role.as_str()}</span></span>
             <form method="post" action="/auth/logout" class="sign-out">

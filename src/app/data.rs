@@ -5,8 +5,8 @@
 
 pub use crate::model::ErrorKind;
 use crate::model::{
-    AuditEntry, AuditListing, AuditParams, BulkReport, BulkRequest, Dashboard, Me, Order, OrderPage, PageParams,
-    PendingParams, SearchHit, Status,
+    AuditEntry, AuditListing, AuditParams, BulkReport, BulkRequest, CapacityReport, Dashboard, Me, Order, OrderPage,
+    PageParams, PendingParams, SearchHit, Status,
 };
 use leptos::prelude::*;
 use leptos::server_fn::codec::{Json, JsonEncoding};
@@ -122,6 +122,12 @@ async fn boxed<T>(call: Boxed<'_, T>) -> Result<T, PageError> {
 pub async fn get_dashboard(params: PendingParams) -> Result<Dashboard, PageError> {
     let settings = expect_context::<crate::server::serve::PageSettings>();
     boxed(Box::pin(service().dashboard(&params, settings.stuck_after_minutes))).await
+}
+
+/// A day's capacity figures (`date` `YYYY-MM-DD`, today when absent).
+#[server(prefix = "/api/fn", endpoint = "capacity", input = Json)]
+pub async fn get_capacity(date: Option<String>) -> Result<CapacityReport, PageError> {
+    boxed(Box::pin(service().capacity(date.as_deref()))).await
 }
 
 #[server(prefix = "/api/fn", endpoint = "order", input = Json)]

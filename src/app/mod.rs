@@ -2,6 +2,7 @@
 //! off), then hydrated in the browser.
 
 mod audit;
+mod capacity;
 mod common;
 mod customer;
 mod dashboard;
@@ -83,6 +84,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/search") view=search::SearchPage ssr=SsrMode::Async/>
                     <Route path=path!("/login") view=login::LoginPage ssr=SsrMode::Async/>
                     <Route path=path!("/audit") view=audit::AuditPage ssr=SsrMode::Async/>
+                    <Route path=path!("/capacity") view=capacity::CapacityPage ssr=SsrMode::Async/>
                 </Routes>
             </main>
         </Router>

@@ -9,8 +9,8 @@ use super::live::Refused;
 use super::serve::AppState;
 use super::service::{NewToken, PendingMetrics};
 use crate::model::{
-    AuditListing, AuditParams, BulkReport, BulkRequest, LiveEvent, Me, NewOrder, Order, OrderPage, PageParams,
-    PendingPage, PendingParams, StatusChange,
+    AuditListing, AuditParams, BulkReport, BulkRequest, CapacityReport, LiveEvent, Me, NewOrder, Order, OrderPage,
+    PageParams, PendingPage, PendingParams, StatusChange,
 };
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
@@ -44,6 +44,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/bulk/status", post(start_bulk))
         .route("/api/bulk/{id}", get(bulk_report).delete(cancel_bulk))
         .route("/api/metrics/pending", get(pending_metrics))
+        .route("/api/capacity", get(capacity))
         .route("/api/audit", get(audit))
         .route("/api/me", get(me))
         .route("/api/admin/users", get(accounts))
@@ -51,6 +52,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/admin/tokens", get(tokens).post(create_token))
         .route("/api/admin/tokens/{name}", delete(revoke_token))
         .route("/api/{*rest}", any(no_such_route))
+        .route("/metrics", get(metrics))
         .route("/healthz", get(health))
         .route("/readyz", get(ready))
 }
@@ -96,6 +98,22 @@ async fn pending_metrics(
 ) -> Result<Json<PendingMetrics>, ApiError> {
     let Query(params) = params.map_err(bad_query)?;
     Ok(Json(state.service.pending_metrics(params.date.as_deref()).await?))
+}
+
+/// A day's consumed capacity, throttles and shard heat, with the planner's
+/// and the advisor's tables.
+async fn capacity(
+    State(state): State<AppState>,
+    params: Result<Query<DateParam>, QueryRejection>,
+) -> Result<Json<CapacityReport>, ApiError> {
+    let Query(params) = params.map_err(bad_query)?;
+    Ok(Json(state.service.capacity(params.date.as_deref()).await?))
+}
+
+/// Prometheus text exposition of this instance's metrics.
+async fn metrics(State(state): State<AppState>) -> Response {
+    let body = super::telemetry::render(&state.service.telemetry());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
 }
 
 /// Server-sent events for one day: the counters first, then every change this

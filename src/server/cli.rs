@@ -2,9 +2,10 @@
 //! (the throttle proxy connects to nothing of its own).
 
 use super::auth::accounts;
-use super::capacity::planner;
+use super::capacity::advisor::{self, Advice, Prices};
+use super::capacity::{history, planner};
 use super::config::{
-    Cli, Command, PlanArgs, ProvisionArgs, ReconcileArgs, RehearseArgs, SeedArgs, ServeArgs, StoreConfig,
+    AdviseArgs, Cli, Command, PlanArgs, ProvisionArgs, ReconcileArgs, RehearseArgs, SeedArgs, ServeArgs, StoreConfig,
     ThrottleProxyArgs, TokenCommand, UserCommand,
 };
 use super::consumer::{Consumer, ConsumerOptions};
@@ -17,13 +18,18 @@ use super::rehearse;
 use super::seed::{SeedPlan, seed};
 use super::serve;
 use super::service::Service;
-use super::store::{self, AccountChange, AccountSource, Store};
+use super::store::{self, AccountChange, AccountSource, Store, UsageFlusher};
 use crate::model::{Role, iso_millis};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use clap::Parser;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a process adds the capacity its calls consumed to the metrics
+/// table (and once more when its command ends).
+const FLUSH_EVERY: Duration = Duration::from_secs(60);
 
 /// An error that ends the command, printed as one line that names the problem.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +52,10 @@ pub enum CliError {
     Rehearse(#[from] rehearse::RehearseError),
     #[error(transparent)]
     Plan(#[from] planner::PlanError),
+    #[error(transparent)]
+    Advice(#[from] advisor::AdviceError),
+    #[error(transparent)]
+    Prices(#[from] advisor::PricesError),
 }
 
 pub async fn main() -> ExitCode {
@@ -92,6 +102,10 @@ async fn run(cli: Cli) -> Result<(), CliError> {
 async fn run_with_store(mut config: StoreConfig, command: Command) -> Result<(), CliError> {
     config.resolve_secrets().map_err(CliError::Usage)?;
     let (store, embedded) = store::connect(&config).await?;
+    // `advise` reads the recorded capacity; recording its own reads would
+    // stretch the span it advises on up to every time it is run.
+    let records = !matches!(command, Command::Advise(_));
+    let (stop_flushing, flushing) = records.then(|| flush_periodically(store.usage_flusher())).unzip();
     let result = match command {
         Command::Serve(args) => run_serve(&config, store, &args).await,
         Command::Provision(args) => run_provision(&store, &args).await,
@@ -102,12 +116,49 @@ async fn run_with_store(mut config: StoreConfig, command: Command) -> Result<(),
         Command::Plan(args) => run_plan(&store, &args).await,
         Command::User(command) => run_user(&store, command).await,
         Command::Token(command) => run_token(&store, command).await,
+        Command::Advise(args) => run_advise(&store, &args, &config).await,
         Command::ThrottleProxy(_) | Command::Rehearse(_) => unreachable!("run() runs these without the store"),
     };
+    if let (Some(stop), Some(flushing)) = (stop_flushing, flushing) {
+        // The last flush, after the command's last call.
+        let _ = stop.send(());
+        let _ = flushing.await;
+    }
     if let Some(embedded) = embedded {
         embedded.shutdown().await;
     }
     result
+}
+
+/// Flushes the recorded capacity every `FLUSH_EVERY`, and once more when
+/// told to stop (never in the middle of a flush: a flush cut short would
+/// lose the minutes it had taken).
+fn flush_periodically(flusher: UsageFlusher) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(FLUSH_EVERY);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await;
+        loop {
+            let last = tokio::select! {
+                _ = ticks.tick() => false,
+                _ = &mut stopped => true,
+            };
+            match flusher.flush().await {
+                Ok(_) => {}
+                Err(StoreError::Unavailable { kind: Unavailable::NoTable, .. }) => {
+                    tracing::debug!("no metrics table: the consumed capacity is not recorded")
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "could not record the consumed capacity; kept for the next flush")
+                }
+            }
+            if last {
+                return;
+            }
+        }
+    });
+    (stop, task)
 }
 
 async fn run_provision(store: &Store, args: &ProvisionArgs) -> Result<(), CliError> {
@@ -266,8 +317,13 @@ async fn run_serve(config: &StoreConfig, store: Store, args: &ServeArgs) -> Resu
         total: args.limits.max_live as usize,
         per_client: args.limits.max_live_per_client as usize,
     });
-    let service =
-        Service::new(Arc::new(store), Arc::new(cursors), live.clone()).with_stuck_after(args.stuck_after_minutes);
+    let prices = match &args.prices {
+        Some(path) => Prices::from_json_file(path)?,
+        None => Prices::default(),
+    };
+    let service = Service::new(Arc::new(store), Arc::new(cursors), live.clone())
+        .with_stuck_after(args.stuck_after_minutes)
+        .with_prices(prices);
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let background = start_background(&service, args, stopped);
     let shutdown = async move {
@@ -338,9 +394,10 @@ fn start_background(
                 // The verdict is recorded on the counter item, for every instance to show.
                 match reconciler.pending(chrono::Utc::now().date_naive(), true).await {
                     Ok(r) if !r.off.is_empty() => {
+                        super::telemetry::reconciled(r.drift);
                         tracing::warn!(date = %r.day, drift = r.drift, off = ?r.off, "PENDING counters drifted; repaired")
                     }
-                    Ok(_) => {}
+                    Ok(r) => super::telemetry::reconciled(r.drift),
                     Err(err) => tracing::warn!(error = %err, "reconciliation failed"),
                 }
             }
@@ -476,6 +533,63 @@ async fn run_reconcile(store: Store, args: &ReconcileArgs) -> Result<(), CliErro
         return Err(CliError::Usage(format!("another reconciliation repaired {} first: run again", raced.join(", "))));
     }
     Ok(())
+}
+
+/// The recorded consumed capacity of the last `--days` days, per table and
+/// index: the mode to choose, what each costs a month, and why.
+async fn run_advise(store: &Store, args: &AdviseArgs, config: &StoreConfig) -> Result<(), CliError> {
+    let (prices, priced_by) = match &args.prices {
+        Some(path) => (Prices::from_json_file(path)?, path.display().to_string()),
+        None => (Prices::default(), "us-east-1 defaults (November 2024)".to_string()),
+    };
+    let today = chrono::Utc::now().date_naive();
+    let days: Vec<chrono::NaiveDate> =
+        (0..args.days).rev().filter_map(|back| today.checked_sub_days(chrono::Days::new(u64::from(back)))).collect();
+    let recorded: Vec<store::CapacityDay> =
+        futures::future::try_join_all(days.iter().map(|d| store.persisted_capacity_day(*d))).await?;
+    let series = history::series(&recorded);
+    let Some(first) = series.first() else {
+        return Err(CliError::Usage(format!(
+            "no consumed capacity is recorded in the metrics table {} for {} to {}: run the app (serve), \
+             consume, seed or loadgen against these tables first (each adds what it consumed once a minute \
+             and when it stops)",
+            config.metrics_table,
+            days.first().unwrap_or(&today),
+            today
+        )));
+    };
+    let end = first.start + chrono::Duration::minutes(first.minutes.len() as i64);
+    println!(
+        "Capacity mode advice from {} minutes recorded, {} to {} UTC; prices: {priced_by}.",
+        first.minutes.len(),
+        first.start.format("%Y-%m-%d %H:%M"),
+        end.format("%Y-%m-%d %H:%M"),
+    );
+    println!("Monthly figures scale those minutes to 30 days.");
+    for series in &series {
+        print_advice(&advisor::advise(series, &prices)?);
+    }
+    Ok(())
+}
+
+fn print_advice(advice: &Advice) {
+    let side = |u: &advisor::Utilisation| {
+        format!(
+            "average {:.2}/s, peak {:.2}/s; {:.1}% of provisioned capacity on average",
+            u.average_per_second,
+            u.peak_per_second,
+            u.average_utilisation * 100.0
+        )
+    };
+    println!();
+    println!("{}: {}", advice.resource, advice.mode);
+    println!(
+        "  monthly cost  on-demand ${:.4}; provisioned with auto scaling ${:.4}",
+        advice.on_demand_monthly, advice.provisioned_monthly
+    );
+    println!("  writes        {}", side(&advice.write));
+    println!("  reads         {}", side(&advice.read));
+    println!("  why           {}", advice.reason);
 }
 
 fn cli_date(flag: &str, text: Option<&str>) -> Result<chrono::NaiveDate, CliError> {

@@ -47,6 +47,9 @@ pub enum Command {
     /// API tokens for scripts and load generators.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Advise a capacity mode per table and index from the consumed capacity
+    /// recorded in the metrics table: on-demand or provisioned, at what cost.
+    Advise(AdviseArgs),
     /// Rehearse hot partitions: a proxy in front of any DynamoDB endpoint
     /// that throttles each partition key value at DynamoDB's per-partition
     /// limits (times --scale), answering as DynamoDB does.
@@ -149,6 +152,17 @@ pub enum TokenCommand {
     Revoke {
         name: String,
     },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct AdviseArgs {
+    /// Days of recorded capacity to read, today included
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=366))]
+    pub days: u32,
+    /// A JSON file of prices overriding the us-east-1 defaults, e.g.
+    /// {"provisionedWcuHour": 0.00074}
+    #[arg(long, env = "NORTHWIND_PRICES_FILE")]
+    pub prices: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -383,6 +397,11 @@ pub struct ServeArgs {
     /// Do not run the stream consumer in this process (run `consume` elsewhere)
     #[arg(long, env = "NORTHWIND_NO_CONSUMER")]
     pub no_consumer: bool,
+
+    /// A JSON file of prices for the capacity page's advisor, overriding the
+    /// us-east-1 defaults (as `advise --prices`)
+    #[arg(long, env = "NORTHWIND_PRICES_FILE")]
+    pub prices: Option<PathBuf>,
 
     /// Create the tables when they are missing (needs dynamodb:CreateTable);
     /// without it, serve only checks them

@@ -8,7 +8,14 @@
 //!   equal a recount of the table (and, for PENDING, of GSI2) by
 //!   construction, and reconciliation can check them;
 //! - history counters (`e<HHMM>`, `l<HHMM>`: entered and left PENDING per
-//!   minute) record events that no table keeps, and cannot be checked.
+//!   minute; `m<MM>s<k>` of `HEAT#<date>#<HH>`: writes to each GSI2 shard
+//!   per minute) record events that no table keeps, and cannot be checked.
+//!
+//! Shard heat counts the index writes DynamoDB makes on a day's GSI2
+//! partitions during that day: an order entering a partition is one write,
+//! leaving it another, and a change to an entry's projected attributes in
+//! place a third kind. Writes to a day's partitions after the day (orders
+//! leaving PENDING the next morning) are in no day's heat.
 //!
 //! An order counts as PENDING for a day while it is in that day's GSI2
 //! partitions (it has `GSI2PK`).
@@ -114,6 +121,7 @@ impl Deltas {
             own.add(key, attribute, 1);
         }
         own.record_history(change);
+        own.record_heat(change);
         for day in own.days() {
             own.add(keys::metric_pending_key(day), attr::VERSION.to_string(), 1);
         }
@@ -133,6 +141,16 @@ impl Deltas {
                 Some((day, *by))
             })
             .collect()
+    }
+
+    /// Writes to GSI2 shards during their own day, by minute (`HEAT#`).
+    fn record_heat(&mut self, change: &Change) {
+        for (day, shard) in index_writes(change) {
+            if change.at.date_naive() == day {
+                let key = keys::heat_key(day, change.at.hour());
+                self.add(key, keys::heat_attribute(change.at.minute(), shard), 1);
+            }
+        }
     }
 
     /// `e<HHMM>` and `l<HHMM>`: orders of a day entering PENDING (at the
@@ -183,6 +201,24 @@ impl Deltas {
         days.sort_unstable();
         days.dedup();
         days
+    }
+}
+
+/// The GSI2 partitions (day, shard) one change writes to, once per write:
+/// the entry put when an order enters, deleted when it leaves (both when it
+/// moves), rewritten when a projected attribute changes in place.
+pub fn index_writes(change: &Change) -> Vec<(NaiveDate, u32)> {
+    let old = change.old.as_ref().and_then(|i| i.pending.map(|p| (p, &i.row)));
+    let new = change.new.as_ref().and_then(|i| i.pending.map(|p| (p, &i.row)));
+    match (old, new) {
+        (Some((before, old_row)), Some((after, new_row))) if before == after => {
+            if old_row != new_row {
+                vec![after]
+            } else {
+                Vec::new()
+            }
+        }
+        (old, new) => old.into_iter().chain(new).map(|(partition, _)| partition).collect(),
     }
 }
 
@@ -327,6 +363,89 @@ mod tests {
         deltas.record(&change);
         assert_eq!(deltas.item_count(), 0);
         assert!(events(&change).is_empty());
+    }
+
+    fn heat(deltas: &Deltas, hour: u32, attribute: &str) -> i64 {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+        deltas.get(&keys::heat_key(day, hour)).and_then(|a| a.get(attribute)).copied().unwrap_or(0)
+    }
+
+    #[test]
+    fn heat_counts_each_index_write_on_its_shard_and_minute() {
+        let mut deltas = Deltas::default();
+        let enter =
+            |shard: u32, at: &str| Change { old: None, new: Some(image("PENDING", Some(shard))), at: self::at(at) };
+        deltas.record(&enter(3, "2026-11-29T10:15:31Z"));
+        deltas.record(&enter(3, "2026-11-29T10:15:59Z"));
+        deltas.record(&enter(4, "2026-11-29T10:15:40Z"));
+        deltas.record(&Change {
+            old: Some(image("PENDING", Some(3))),
+            new: Some(image("CONFIRMED", None)),
+            at: at("2026-11-29T10:16:02Z"),
+        });
+        assert_eq!(heat(&deltas, 10, "m15s3"), 2);
+        assert_eq!(heat(&deltas, 10, "m15s4"), 1);
+        assert_eq!(heat(&deltas, 10, "m16s3"), 1, "leaving deletes the entry: a write");
+        // Nothing in the index: no heat; the next day's departure: no day's heat.
+        let mut other = Deltas::default();
+        other.record(&Change {
+            old: Some(image("SHIPPED", None)),
+            new: Some(image("DELIVERED", None)),
+            at: at("2026-11-29T11:00:00Z"),
+        });
+        other.record(&Change {
+            old: Some(image("PENDING", Some(1))),
+            new: Some(image("CANCELLED", None)),
+            at: at("2026-11-30T00:05:00Z"),
+        });
+        assert!(other.items().all(|((pk, _), _)| !pk.starts_with("HEAT#")), "{other:?}");
+    }
+
+    #[test]
+    fn heat_counts_an_in_place_rewrite_only_when_a_projected_attribute_changed() {
+        let row = |total: i64| PendingOrder {
+            order_id: "o-1".into(),
+            customer_id: "c-1".into(),
+            created_at: at("2026-11-29T10:15:30Z"),
+            total,
+            currency: "USD".into(),
+            item_count: 1,
+            shipping_city: "Oslo".into(),
+            shipping_country: "NO".into(),
+        };
+        let with_row = |total: i64| Image { row: Some(row(total)), ..image("PENDING", Some(2)) };
+        let change =
+            |a: i64, b: i64| Change { old: Some(with_row(a)), new: Some(with_row(b)), at: at("2026-11-29T12:00:00Z") };
+        assert_eq!(index_writes(&change(100, 100)), vec![]);
+        assert_eq!(index_writes(&change(100, 200)), vec![(NaiveDate::from_ymd_opt(2026, 11, 29).unwrap(), 2)]);
+    }
+
+    #[test]
+    fn heat_is_exact_and_a_replayed_batch_is_counted_once_by_its_checkpoint() {
+        // The consumer applies a batch's deltas in one transaction with its
+        // checkpoint (see `Store::commit_batch`): a replay fails the
+        // checkpoint's condition and adds nothing. What it would add is
+        // the same every time: heat depends on the records alone.
+        let batch: Vec<Change> = (0..120)
+            .map(|i| Change {
+                old: None,
+                new: Some(image("PENDING", Some(i % 10))),
+                at: at("2026-11-29T10:15:00Z") + chrono::Duration::seconds(i64::from(i)),
+            })
+            .collect();
+        let apply = |changes: &[Change]| {
+            let mut deltas = Deltas::default();
+            changes.iter().for_each(|c| deltas.record(c));
+            deltas
+        };
+        let once = apply(&batch);
+        assert_eq!(once, apply(&batch), "the same records, the same increments");
+        let total: i64 = (0..10)
+            .flat_map(|s| (15..17).map(move |m| (m, s)))
+            .map(|(m, s)| heat(&once, 10, &format!("m{m}s{s}")))
+            .sum();
+        assert_eq!(total, 120, "one write per order entering PENDING, no more");
+        assert_eq!(heat(&once, 10, "m15s0"), 6, "seconds 0, 10, 20, 30, 40, 50 of 10:15 on shard 0");
     }
 
     #[test]

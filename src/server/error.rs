@@ -68,6 +68,10 @@ impl fmt::Display for Unavailable {
     }
 }
 
+/// The reason filed for a throttle that came without one (local engines;
+/// DynamoDB before 2025).
+pub const NOT_NAMED: &str = "not named";
+
 /// One reason DynamoDB gave for throttling a request: the limit that was
 /// reached (`IndexWriteKeyRangeThroughputExceeded`, `TableReadProvisionedThroughputExceeded`, ...)
 /// and the ARN of the table or index it was reached on. Its messages name
@@ -85,12 +89,13 @@ impl Throttle {
         self.resource.split_once("/index/").map(|(_, index)| index)
     }
 
-    /// Where it was throttled, as a tally names it: the index, `table`, or
-    /// for a cancelled transaction (whose reasons name only the action's
-    /// table) `<table> or its indexes`.
+    /// Where it was throttled, as a tally names it: the index, `table`, for
+    /// a cancelled transaction (whose reasons name only the action's table)
+    /// `<table> or its indexes`, or `not named` when DynamoDB named nothing.
     pub fn place(&self) -> String {
         match self.index() {
             Some(index) => index.to_string(),
+            None if self.reason == NOT_NAMED => NOT_NAMED.to_string(),
             None if self.reason.starts_with("Transaction") => {
                 let table = self.resource.rsplit('/').next().unwrap_or("unknown");
                 format!("{table} or its indexes")
@@ -181,12 +186,17 @@ where
 /// operation's error enum (`PutItemError`, `QueryError`, ...) gives as its
 /// `source()`; any operation's error is read the same way.
 fn throttles_of(err: &(dyn std::error::Error + 'static)) -> Vec<Throttle> {
+    throttling(err).unwrap_or_default()
+}
+
+/// `Some` (the reasons, perhaps none) when `err` or its source is one of the
+/// three throttling exceptions, `None` for any other error.
+pub(crate) fn throttling(err: &(dyn std::error::Error + 'static)) -> Option<Vec<Throttle>> {
     [Some(err), err.source()]
         .into_iter()
         .flatten()
         .find_map(throttling_reasons)
         .map(|reasons| reasons.iter().map(Throttle::from).collect())
-        .unwrap_or_default()
 }
 
 /// The reasons of the three exceptions that have them.
@@ -270,18 +280,24 @@ where
         return TransactionFailure::Conditions(failed);
     }
     let detail = format!("transaction cancelled: {}", codes.join(", "));
-    // A cancellation reason names neither the index nor the throttle's cause:
-    // only the action, so the throttle is told by its code and table.
-    let throttles: Vec<Throttle> = codes
-        .iter()
-        .zip(tables.iter().map(String::as_str).chain(std::iter::repeat("unknown")))
-        .filter(|(code, _)| matches!(**code, "ThrottlingError" | "ProvisionedThroughputExceeded"))
-        .map(|(code, table)| Throttle { reason: format!("Transaction{code}"), resource: format!("table/{table}") })
-        .collect();
+    let throttles = cancelled_throttles(&codes, tables);
     if throttles.is_empty() {
         return TransactionFailure::Failed(StoreError::unavailable(Unavailable::Busy, detail));
     }
     TransactionFailure::Failed(StoreError::Unavailable { kind: Unavailable::Throttled, detail, throttles })
+}
+
+/// The throttles of a cancelled transaction, from its reasons' codes (one
+/// per action) and the actions' tables. A cancellation reason names neither
+/// the index nor the throttle's cause: only the action, so the throttle is
+/// told by its code and table.
+pub(crate) fn cancelled_throttles(codes: &[&str], tables: &[String]) -> Vec<Throttle> {
+    codes
+        .iter()
+        .zip(tables.iter().map(String::as_str).chain(std::iter::repeat("unknown")))
+        .filter(|(code, _)| matches!(**code, "ThrottlingError" | "ProvisionedThroughputExceeded"))
+        .map(|(code, table)| Throttle { reason: format!("Transaction{code}"), resource: format!("table/{table}") })
+        .collect()
 }
 
 /// An error of the HTTP layer. Every variant is a client's mistake (4xx)

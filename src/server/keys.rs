@@ -7,7 +7,8 @@
 //! - GSI2, operations, sparse and write-sharded:
 //!   `GSI2PK` = `STATUS#PENDING#<yyyy-mm-dd>#<shard>`, `GSI2SK` = `<createdAt>#<orderId>`
 //! - metrics table (`PK`, `SK`): the shard count used for each day, the
-//!   stream's counters, the consumer's checkpoints.
+//!   stream's counters, the consumer's checkpoints, the consumed capacity
+//!   and throttles per minute, the GSI2 shard heat.
 //!
 //! Attribute names that expressions name (`attr`) live here too, so that a
 //! rename is one edit.
@@ -102,6 +103,11 @@ const AUDIT_ACTOR: &str = "AUDIT#ACTOR#";
 pub const AUDIT_SHARDS: u32 = 10;
 const RECONCILE: &str = "RECONCILE#";
 const READER_SK: &str = "READER";
+const CAPACITY: &str = "CAPACITY#";
+const CAPACITY_UNITS: &str = "UNITS#";
+const CAPACITY_THROTTLES: &str = "THROTTLES#";
+const HEAT: &str = "HEAT#";
+const HEAT_SK: &str = "COUNT";
 
 pub fn order_pk(order_id: &str) -> String {
     format!("{ORDER}{order_id}")
@@ -294,6 +300,80 @@ pub fn audit_actor_pk(actor: &str, shard: u32) -> String {
     format!("{AUDIT_ACTOR}{actor}#{shard}")
 }
 
+/// The partition of one day's consumed capacity and throttles: an item per
+/// table or index (`capacity_units_sk`) and per throttling reason and
+/// resource (`capacity_throttles_sk`), one attribute per minute
+/// (`capacity_minute_attribute`), added to once a minute by each process.
+pub fn capacity_pk(day: NaiveDate) -> String {
+    format!("{CAPACITY}{}", day.format("%Y-%m-%d"))
+}
+
+/// `resource` is a table name, or `<table>/<index>`.
+pub fn capacity_units_sk(resource: &str) -> String {
+    format!("{CAPACITY_UNITS}{resource}")
+}
+
+/// `resource` is what the throttle named, less its ARN's prefix
+/// (`table/<table>/index/<index>`).
+pub fn capacity_throttles_sk(reason: &str, resource: &str) -> String {
+    format!("{CAPACITY_THROTTLES}{reason}#{resource}")
+}
+
+/// What a capacity item's sort key holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CapacitySk<'a> {
+    Units { resource: &'a str },
+    Throttles { reason: &'a str, resource: &'a str },
+}
+
+pub fn parse_capacity_sk(sk: &str) -> Option<CapacitySk<'_>> {
+    if let Some(resource) = sk.strip_prefix(CAPACITY_UNITS) {
+        return (!resource.is_empty()).then_some(CapacitySk::Units { resource });
+    }
+    let (reason, resource) = sk.strip_prefix(CAPACITY_THROTTLES)?.split_once('#')?;
+    (!reason.is_empty() && !resource.is_empty()).then_some(CapacitySk::Throttles { reason, resource })
+}
+
+/// `kind` is `r` (read units), `w` (write units) or `t` (throttled
+/// attempts); `minute` counts from midnight, 0 to 1439.
+pub fn capacity_minute_attribute(kind: char, minute: u32) -> String {
+    minute_attribute(kind, minute)
+}
+
+/// The kind and minute of a capacity item's attribute (`w1015`).
+pub fn parse_minute_attribute(name: &str) -> Option<(char, u32)> {
+    let mut chars = name.chars();
+    let kind = chars.next()?;
+    let digits = chars.as_str();
+    if digits.len() != 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (hour, minute): (u32, u32) = (digits[..2].parse().ok()?, digits[2..].parse().ok()?);
+    (hour < 24 && minute < 60).then_some((kind, hour * 60 + minute))
+}
+
+/// Writes to each GSI2 shard in one hour of `day` (`hour` 0 to 23): one
+/// attribute per minute and shard (`heat_attribute`), at most 60 × 100.
+pub fn heat_key(day: NaiveDate, hour: u32) -> (String, String) {
+    (format!("{HEAT}{}#{hour:02}", day.format("%Y-%m-%d")), HEAT_SK.to_string())
+}
+
+/// `m<MM>s<shard>`: writes to `shard` during minute `minute` of the hour.
+pub fn heat_attribute(minute_of_hour: u32, shard: u32) -> String {
+    format!("m{minute_of_hour:02}s{shard}")
+}
+
+/// The minute of the hour and the shard a heat attribute names.
+pub fn parse_heat_attribute(name: &str) -> Option<(u32, u32)> {
+    let (minute, shard) = name.strip_prefix('m')?.split_once('s')?;
+    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if minute.len() != 2 || !all_digits(minute) || !all_digits(shard) {
+        return None;
+    }
+    let (minute, shard): (u32, u32) = (minute.parse().ok()?, shard.parse().ok()?);
+    (minute < 60 && shard < MAX_SHARDS).then_some((minute, shard))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -432,6 +512,39 @@ mod tests {
         }
     }
 
+    #[test]
+    fn capacity_and_heat_keys_round_trip() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+        assert_eq!(capacity_pk(day), "CAPACITY#2026-11-29");
+        assert_eq!(capacity_units_sk("orders/GSI2"), "UNITS#orders/GSI2");
+        assert_eq!(parse_capacity_sk("UNITS#orders/GSI2"), Some(CapacitySk::Units { resource: "orders/GSI2" }));
+        let sk = capacity_throttles_sk("IndexWriteKeyRangeThroughputExceeded", "table/orders/index/GSI2");
+        assert_eq!(sk, "THROTTLES#IndexWriteKeyRangeThroughputExceeded#table/orders/index/GSI2");
+        assert_eq!(
+            parse_capacity_sk(&sk),
+            Some(CapacitySk::Throttles {
+                reason: "IndexWriteKeyRangeThroughputExceeded",
+                resource: "table/orders/index/GSI2"
+            })
+        );
+        assert_eq!(parse_capacity_sk("UNITS#"), None);
+        assert_eq!(parse_capacity_sk("THROTTLES#reason"), None);
+        assert_eq!(capacity_minute_attribute('w', 615), "w1015");
+        assert_eq!(parse_minute_attribute("w1015"), Some(('w', 615)));
+        assert_eq!(parse_minute_attribute("r2359"), Some(('r', 1439)));
+        for bad in ["w2400", "w1060", "w101", "w10155", "wxxxx", ""] {
+            assert_eq!(parse_minute_attribute(bad), None, "{bad}");
+        }
+        assert_eq!(heat_key(day, 7), ("HEAT#2026-11-29#07".into(), "COUNT".into()));
+        assert_eq!(heat_attribute(5, 3), "m05s3");
+        assert_eq!(parse_heat_attribute("m05s3"), Some((5, 3)));
+        assert_eq!(parse_heat_attribute("m59s99"), Some((59, 99)));
+        for bad in ["m60s1", "m5s1", "m05s", "m05s100", "x05s1", "m05"] {
+            assert_eq!(parse_heat_attribute(bad), None, "{bad}");
+        }
+        assert!(!is_state_attribute("m05s3"), "heat is history");
+    }
+
     mod fuzz {
         use super::*;
         use proptest::prelude::*;
@@ -445,6 +558,9 @@ mod tests {
                 let _ = parse_shard_count_pk(&text);
                 let _ = parse_checkpoint_sk(&text);
                 let _ = just_below(&text);
+                let _ = parse_capacity_sk(&text);
+                let _ = parse_minute_attribute(&text);
+                let _ = parse_heat_attribute(&text);
             }
 
             #[test]

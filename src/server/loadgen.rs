@@ -3,7 +3,7 @@
 //! writers, and an operations side that moves them out of PENDING after a
 //! random delay, so the PENDING set rises and falls as in a real sale.
 
-use super::error::{StoreError, Throttle, Unavailable};
+use super::error::{NOT_NAMED, StoreError, Throttle, Unavailable};
 use super::seed::random_order;
 use super::store::{Store, Transition, backoff};
 use crate::model::{Actor, Status};
@@ -23,9 +23,6 @@ use tokio::sync::mpsc;
 const MAX_ATTEMPTS: u32 = 10;
 /// BatchWriteItem takes at most 25 items.
 const BATCH: usize = 25;
-/// Where a throttle counts when the store named no reason (local engines,
-/// and a batch's unprocessed items, never do).
-const NOT_NAMED: &str = "not named";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Profile {
@@ -114,11 +111,14 @@ struct Tally {
     retries: AtomicU64,
     errors: AtomicU64,
     capacity: Mutex<BTreeMap<String, f64>>,
-    throttled: AtomicU64,
-    throttles: Mutex<Throttles>,
     /// Microseconds from an order's creation (when it was due) to its
     /// write succeeding: queueing behind busy writers and every retry count.
     latency: Mutex<Option<Histogram<u64>>>,
+    /// Throttles that came back to loadgen after the SDK's own retries.
+    surfaced: AtomicU64,
+    /// Batch rounds that left items unprocessed (no error, so no attempt
+    /// the store's recorder counts).
+    unprocessed: AtomicU64,
 }
 
 /// Throttled attempts by the index and by the reason DynamoDB named; an
@@ -129,6 +129,40 @@ pub struct Throttles {
     pub by_index: BTreeMap<String, u64>,
     /// By reason, e.g. `IndexWriteKeyRangeThroughputExceeded`.
     pub by_reason: BTreeMap<String, u64>,
+}
+
+impl Throttles {
+    /// `count` attempts throttled for `throttles` (none named: `not named`).
+    pub fn add(&mut self, throttles: &[Throttle], count: u64) {
+        if count == 0 {
+            return;
+        }
+        let indexes: BTreeSet<String> = throttles.iter().map(Throttle::place).collect();
+        let reasons: BTreeSet<String> = throttles.iter().map(|t| t.reason.clone()).collect();
+        for (counts, names) in [(&mut self.by_index, indexes), (&mut self.by_reason, reasons)] {
+            if names.is_empty() {
+                *counts.entry(NOT_NAMED.into()).or_default() += count;
+            }
+            for name in names {
+                *counts.entry(name).or_default() += count;
+            }
+        }
+    }
+
+    /// Every attempt the store's recorder counted between two of its
+    /// totals (`Usage::throttle_totals`), each filed under one reason.
+    pub fn between(before: &BTreeMap<(String, String), u64>, after: &BTreeMap<(String, String), u64>) -> (u64, Self) {
+        let mut throttles = Throttles::default();
+        let mut attempts = 0;
+        for ((reason, resource), n) in after {
+            let n = n - before.get(&(reason.clone(), resource.clone())).copied().unwrap_or(0);
+            if n > 0 {
+                attempts += n;
+                throttles.add(&[Throttle { reason: reason.clone(), resource: resource.clone() }], n);
+            }
+        }
+        (attempts, throttles)
+    }
 }
 
 impl Tally {
@@ -150,22 +184,12 @@ impl Tally {
         }
     }
 
-    /// One throttled attempt (retried), with the reasons the store gave.
-    fn throttled(&self, throttles: &[Throttle]) {
-        self.throttled.fetch_add(1, Ordering::Relaxed);
+    /// A throttle that reached loadgen (the SDK gave up retrying, or does
+    /// not retry it: a cancelled transaction); loadgen retries it. Its
+    /// attempts are counted by the store's recorder.
+    fn surfaced(&self) {
+        self.surfaced.fetch_add(1, Ordering::Relaxed);
         self.retries.fetch_add(1, Ordering::Relaxed);
-        let indexes: BTreeSet<String> = throttles.iter().map(Throttle::place).collect();
-        let reasons: BTreeSet<String> = throttles.iter().map(|t| t.reason.clone()).collect();
-        let mut guard = self.throttles.lock().expect("tally poisoned");
-        let Throttles { by_index, by_reason } = &mut *guard;
-        for (counts, names) in [(by_index, indexes), (by_reason, reasons)] {
-            if names.is_empty() {
-                *counts.entry(NOT_NAMED.into()).or_default() += 1;
-            }
-            for name in names {
-                *counts.entry(name).or_default() += 1;
-            }
-        }
     }
 }
 
@@ -178,9 +202,14 @@ pub struct LoadReport {
     pub target_rate: Option<f64>,
     pub achieved_rate: f64,
     pub capacity: BTreeMap<String, f64>,
-    /// Attempts refused by throttling (each retried).
+    /// Every attempt refused by throttling: the store's recorder counts each
+    /// one, those the SDK retried away included, plus the batch rounds that
+    /// left items unprocessed.
     pub throttled: u64,
     pub throttles: Throttles,
+    /// Of those, the throttles that came back to loadgen after the SDK's
+    /// retries (loadgen retried them itself).
+    pub throttled_surfaced: u64,
     pub retries: u64,
     pub errors: u64,
     /// Orders found in the table at the end, of those created.
@@ -235,7 +264,11 @@ impl std::fmt::Display for LoadReport {
         for (name, units) in &self.capacity {
             writeln!(f, "capacity         {units:.1} WCU on {name}")?;
         }
-        writeln!(f, "throttles        {}", self.throttled)?;
+        writeln!(
+            f,
+            "throttles        {} attempts ({} reached loadgen after the SDK's retries)",
+            self.throttled, self.throttled_surfaced
+        )?;
         if self.throttled > 0 {
             writeln!(f, "  by index       {:?}", self.throttles.by_index)?;
             writeln!(f, "  by reason      {:?}", self.throttles.by_reason)?;
@@ -257,6 +290,10 @@ fn actor() -> Actor {
 /// Runs the load and checks, at the end, that every order it created is stored.
 pub async fn run(store: Arc<Store>, args: &LoadgenArgs) -> Result<LoadReport, StoreError> {
     let tally = Arc::new(Tally::default());
+    // Throttled attempts are read from the store's recorder, which sees
+    // every attempt, the SDK's retries included: counted here, a throttle
+    // the SDK retried away would never be seen.
+    let throttles_before = store.usage().throttle_totals();
     let (order_tx, order_rx) = mpsc::channel::<crate::model::Order>(4 * BATCH * args.writers as usize);
     let order_rx = Arc::new(tokio::sync::Mutex::new(order_rx));
     let (close_tx, close_rx) = mpsc::unbounded_channel::<(Instant, String)>();
@@ -298,6 +335,9 @@ pub async fn run(store: Arc<Store>, args: &LoadgenArgs) -> Result<LoadReport, St
     }
     let ids = std::mem::take(&mut *created_ids.lock().expect("ids poisoned"));
     let verified = store.count_orders(&ids).await?;
+    let (attempts, mut throttles) = Throttles::between(&throttles_before, &store.usage().throttle_totals());
+    let unprocessed = tally.unprocessed.load(Ordering::Relaxed);
+    throttles.add(&[], unprocessed);
     let created = tally.created.load(Ordering::Relaxed);
     let target_rate = (args.profile != Profile::Max).then(|| {
         // Over the profile's span, not the drain after it.
@@ -312,8 +352,9 @@ pub async fn run(store: Arc<Store>, args: &LoadgenArgs) -> Result<LoadReport, St
         target_rate,
         achieved_rate: created as f64 / elapsed.as_secs_f64().max(1e-9),
         capacity: tally.capacity.lock().expect("tally poisoned").clone(),
-        throttled: tally.throttled.load(Ordering::Relaxed),
-        throttles: tally.throttles.lock().expect("tally poisoned").clone(),
+        throttled: attempts + unprocessed,
+        throttles,
+        throttled_surfaced: tally.surfaced.load(Ordering::Relaxed),
         retries: tally.retries.load(Ordering::Relaxed),
         errors: tally.errors.load(Ordering::Relaxed),
         verified,
@@ -372,10 +413,8 @@ async fn write_one_by_one(
                     after_write(&order.order_id);
                     break;
                 }
-                Err(err @ StoreError::Unavailable { kind: Unavailable::Throttled, .. })
-                    if attempt + 1 < MAX_ATTEMPTS =>
-                {
-                    tally.throttled(err.throttles());
+                Err(StoreError::Unavailable { kind: Unavailable::Throttled, .. }) if attempt + 1 < MAX_ATTEMPTS => {
+                    tally.surfaced();
                     tokio::time::sleep(backoff(attempt)).await;
                 }
                 Err(err) => {
@@ -412,10 +451,9 @@ async fn write_in_batches(
                 for capacity in &put.capacity {
                     tally.consumed(Some(capacity));
                 }
-                // Unprocessed items come back without a reason.
-                for _ in 0..put.retries {
-                    tally.throttled(&[]);
-                }
+                // Unprocessed items come back without an error or a reason.
+                tally.unprocessed.fetch_add(put.retries, Ordering::Relaxed);
+                tally.retries.fetch_add(put.retries, Ordering::Relaxed);
                 tally.created.fetch_add(put.written as u64, Ordering::Relaxed);
                 for order in &batch {
                     after_write(&order.order_id);
@@ -514,15 +552,17 @@ mod tests {
     fn throttles_are_tallied_by_the_index_and_the_reason_dynamodb_names() {
         let table = "arn:aws:dynamodb:us-east-1:123456789012:table/northwind-orders";
         let gsi2 = format!("{table}/index/GSI2");
-        let tally = Tally::default();
-        tally.throttled(&[throttle("IndexWriteKeyRangeThroughputExceeded", &gsi2)]);
-        tally.throttled(&[
-            throttle("IndexWriteKeyRangeThroughputExceeded", &gsi2),
-            throttle("TableWriteKeyRangeThroughputExceeded", table),
-        ]);
-        tally.throttled(&[]);
+        let mut throttles = Throttles::default();
+        throttles.add(&[throttle("IndexWriteKeyRangeThroughputExceeded", &gsi2)], 1);
+        throttles.add(
+            &[
+                throttle("IndexWriteKeyRangeThroughputExceeded", &gsi2),
+                throttle("TableWriteKeyRangeThroughputExceeded", table),
+            ],
+            1,
+        );
+        throttles.add(&[], 1);
         let counts = |pairs: &[(&str, u64)]| pairs.iter().map(|(k, n)| (k.to_string(), *n)).collect();
-        let throttles = tally.throttles.lock().unwrap().clone();
         assert_eq!(throttles.by_index, counts(&[("GSI2", 2), ("table", 1), (NOT_NAMED, 1)]));
         assert_eq!(
             throttles.by_reason,
@@ -532,8 +572,26 @@ mod tests {
                 (NOT_NAMED, 1)
             ])
         );
-        assert_eq!(tally.throttled.load(Ordering::Relaxed), 3);
-        assert_eq!(tally.retries.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn a_runs_throttles_are_the_recorders_difference() {
+        let key = |reason: &str, resource: &str| (reason.to_string(), resource.to_string());
+        let before = BTreeMap::from([(key("ThrottlingException", "table/orders"), 4)]);
+        let after = BTreeMap::from([
+            (key("ThrottlingException", "table/orders"), 6),
+            (key("IndexWriteKeyRangeThroughputExceeded", "table/orders/index/GSI2"), 3),
+            (key(NOT_NAMED, "table/orders"), 1),
+        ]);
+        let (attempts, throttles) = Throttles::between(&before, &after);
+        assert_eq!(attempts, 6);
+        assert_eq!(throttles.by_index.get("GSI2"), Some(&3));
+        assert_eq!(throttles.by_index.get("table"), Some(&2));
+        assert_eq!(throttles.by_index.get(NOT_NAMED), Some(&1), "a throttle without reasons names no place");
+        assert_eq!(throttles.by_reason.get("ThrottlingException"), Some(&2));
+        let mut none = Throttles::default();
+        none.add(&[], 0);
+        assert_eq!(none, Throttles::default(), "no attempts, no entry");
     }
 
     #[derive(Parser)]

@@ -24,9 +24,10 @@ pub const REQUEST_ID: &str = "x-request-id";
 /// Largest error body read back to add the request id to it.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
-/// Paths whose answers are JSON, errors included.
+/// Paths whose answers are JSON, errors included (a scraper of `/metrics`
+/// gets a 401 with a JSON body, not the sign-in page).
 pub fn is_api(path: &str) -> bool {
-    path.starts_with("/api/") || matches!(path, "/healthz" | "/readyz")
+    path.starts_with("/api/") || matches!(path, "/healthz" | "/readyz" | "/metrics")
 }
 
 type RequestIdLayers = Stack<

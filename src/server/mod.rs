@@ -26,4 +26,5 @@ pub mod seed;
 pub mod serve;
 pub mod service;
 pub mod store;
+pub mod telemetry;
 pub mod throttle;

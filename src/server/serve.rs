@@ -91,6 +91,8 @@ pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::
         provider: oidc.map(Provider::new),
     };
     let state = AppState { service: service.clone(), leptos_options: leptos_options.clone(), limits, sign_in };
+    // Installed before the first request is counted.
+    super::telemetry::prometheus();
     let context = move || {
         provide_context(service.clone());
         provide_context(settings);
@@ -104,14 +106,16 @@ pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::
         .merge(api::routes())
         .merge(routes::routes())
         .leptos_routes_with_context(&state, generate_route_list(App), context.clone(), pages)
+        .route_layer(axum::middleware::from_fn(super::telemetry::mark_route))
         .fallback(leptos_axum::file_and_error_handler_with_context::<AppState, _>(context, shell))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             Duration::from_secs(limits.request_timeout_secs),
         ));
     let rate = middleware::RateLimit::new(limits.api_rate, limits.api_burst);
+    let live = api::live_routes().route_layer(axum::middleware::from_fn(super::telemetry::mark_route));
     Ok(timed
-        .merge(api::live_routes())
+        .merge(live)
         .layer(RequestBodyLimitLayer::new(limits.max_body_bytes as usize))
         .layer(axum::middleware::from_fn_with_state(auth.clone(), auth::guard))
         .layer(sessions(&auth))
@@ -120,6 +124,8 @@ pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::
         .layer(axum::middleware::from_fn(middleware::security_headers))
         .layer(axum::middleware::from_fn(middleware::json_errors))
         .layer(middleware::request_ids())
+        // Outermost: every request is counted, those refused before routing too.
+        .layer(axum::middleware::from_fn(super::telemetry::track_http))
         .with_state(state))
 }
 

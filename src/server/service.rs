@@ -6,6 +6,8 @@
 //! orders, page sizes are capped, and dashboard reads are shared.
 
 use super::auth::Principal;
+use super::capacity::advisor::Prices;
+use super::capacity::report;
 use super::consumer::ConsumerStatus;
 use super::cursor::{CursorCodec, CursorError};
 use super::error::ApiError;
@@ -15,9 +17,9 @@ use super::store::{
     Account, AccountChange, AccountSource, AuditScope, Counters, PendingFilter, Store, Token, Transition, Verdict,
 };
 use crate::model::{
-    Activity, AuditEntry, AuditListing, AuditParams, DEFAULT_PAGE_SIZE, Dashboard, DayCounts, LiveCounters, MAX_DAYS,
-    MAX_PAGE_SIZE, NewOrder, Order, OrderPage, PageParams, PendingOrder, PendingPage, PendingParams, Permission, Role,
-    SearchHit, Status, StatusChange, Summary, iso_millis, validate_id,
+    Activity, AuditEntry, AuditListing, AuditParams, CapacityReport, DEFAULT_PAGE_SIZE, Dashboard, DayCounts,
+    LiveCounters, MAX_DAYS, MAX_PAGE_SIZE, NewOrder, Order, OrderPage, PageParams, PendingOrder, PendingPage,
+    PendingParams, Permission, Role, SearchHit, Status, StatusChange, Summary, iso_millis, validate_id,
 };
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use serde::Serialize;
@@ -54,6 +56,8 @@ pub struct Service {
     dashboards: moka::future::Cache<DashboardKey, Arc<Dashboard>>,
     /// How long an order may stay PENDING before it counts as stuck.
     stuck_after: chrono::Duration,
+    /// What the capacity-mode advisor prices with.
+    prices: Prices,
 }
 
 /// A PENDING list query, parsed and checked: the normal form every cache
@@ -256,7 +260,33 @@ impl Service {
                 .time_to_live(DASHBOARD_TTL)
                 .build(),
             stuck_after: chrono::Duration::minutes(30),
+            prices: Prices::default(),
         }
+    }
+
+    /// The advisor's prices (checked by whoever read them).
+    pub fn with_prices(mut self, prices: Prices) -> Self {
+        self.prices = prices;
+        self
+    }
+
+    /// A day's consumed capacity, throttles and shard heat, with the
+    /// planner's and the advisor's tables over them.
+    pub async fn capacity(&self, date: Option<&str>) -> Result<CapacityReport, ApiError> {
+        let now = Utc::now();
+        let day = parse_date(date, now)?;
+        let (capacity, heat, counters) =
+            futures::try_join!(self.store.capacity_day(day), self.store.heat_day(day), self.store.read_counters(day))?;
+        let recent = if day == now.date_naive() { self.store.usage().recent(now) } else { Vec::new() };
+        Ok(report::report(&report::Inputs {
+            capacity: &capacity,
+            heat: &heat,
+            entered_per_minute: &counters.entered_per_minute,
+            current_shards: counters.per_shard.len() as u32,
+            recent: &recent,
+            prices: &self.prices,
+            as_of: now,
+        }))
     }
 
     /// Orders PENDING longer than `minutes` count as stuck.
@@ -268,6 +298,17 @@ impl Service {
     /// How far this instance's consumer was behind at its last batch.
     pub(crate) fn consumer_behind_ms(&self) -> Option<i64> {
         self.consumer_status().behind_ms
+    }
+
+    /// What a metrics scrape reads from this instance now.
+    pub fn telemetry(&self) -> super::telemetry::Snapshot {
+        let status = self.consumer_status();
+        super::telemetry::Snapshot {
+            consumer_lag_seconds: status.behind_ms.map(|ms| ms as f64 / 1000.0),
+            records_applied: status.records_applied,
+            bad_records: status.bad_records,
+            live_clients: self.live.connected(),
+        }
     }
 
     fn consumer_status(&self) -> ConsumerStatus {

@@ -24,7 +24,8 @@ pub fn access(method: &Method, path: &str) -> Access {
         ["pkg", ..] | ["auth", ..] => Access::Public,
         ["api", "fn", name] => server_function(name),
         ["api", rest @ ..] => api(method, rest),
-        [""] | ["capacity"] => Access::Needs(Permission::ViewOperations),
+        // Prometheus scrapes it with an API token (viewer is enough).
+        [""] | ["capacity"] | ["metrics"] => Access::Needs(Permission::ViewOperations),
         ["orders", _] | ["customers", _] | ["search"] => Access::Needs(Permission::ViewOrders),
         ["audit"] | ["admin"] => Access::Needs(Permission::Administer),
         _ => Access::SignedIn,
@@ -34,7 +35,7 @@ pub fn access(method: &Method, path: &str) -> Access {
 fn server_function(name: &str) -> Access {
     match name {
         "me" | "sign-in-options" => Access::Public,
-        "dashboard" => Access::Needs(Permission::ViewOperations),
+        "dashboard" | "capacity" => Access::Needs(Permission::ViewOperations),
         "order" | "order-history" | "customer-orders" | "search" => Access::Needs(Permission::ViewOrders),
         // Cancelling is the least a status change needs; the service checks
         // the change asked for (see `Permission::to_change_status`).
@@ -80,6 +81,10 @@ mod tests {
             (&get, "/audit", Access::Needs(Permission::Administer)),
             (&get, "/api/pending", Access::Needs(Permission::ViewOperations)),
             (&get, "/api/live", Access::Needs(Permission::ViewOperations)),
+            (&get, "/api/capacity", Access::Needs(Permission::ViewOperations)),
+            (&get, "/capacity", Access::Needs(Permission::ViewOperations)),
+            (&get, "/metrics", Access::Needs(Permission::ViewOperations)),
+            (&post, "/api/fn/capacity", Access::Needs(Permission::ViewOperations)),
             (&get, "/api/orders/o-1", Access::Needs(Permission::ViewOrders)),
             (&post, "/api/orders", Access::Needs(Permission::ChangeOrders)),
             (&post, "/api/orders/o-1/status", Access::Needs(Permission::CancelOrder)),

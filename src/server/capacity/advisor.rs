@@ -51,7 +51,7 @@ const MINUTES_PER_DAY: usize = 24 * 60;
 const MONTH_MINUTES: f64 = 30.0 * MINUTES_PER_DAY as f64;
 
 /// Reads or writes: each is billed, provisioned and scaled on its own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Access {
     Read,

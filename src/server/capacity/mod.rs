@@ -5,7 +5,15 @@
 //!   on-demand and provisioned (with auto scaling) would cost, and which mode
 //!   to choose;
 //! - `planner`: how many write shards GSI2 needs for a peak order rate, and
-//!   what that many shards cost a reader of the PENDING list.
+//!   what that many shards cost a reader of the PENDING list;
+//! - `usage`: what this process's calls consumed and how often they were
+//!   throttled, as the store's interceptor records it;
+//! - `history`: the persisted minutes as the advisor's series;
+//! - `report`: the capacity page's figures, the planner and the advisor run
+//!   over a day of them.
 
 pub mod advisor;
+pub mod history;
 pub mod planner;
+pub mod report;
+pub mod usage;

@@ -4,7 +4,9 @@
 mod accounts;
 mod audit;
 mod bulk;
+mod capacity;
 mod checkpoints;
+mod interceptor;
 mod metrics;
 mod orders;
 mod pending;
@@ -15,7 +17,9 @@ mod stream;
 
 pub use accounts::{Account, AccountChange, AccountSource, Token};
 pub use audit::{AuditPage, AuditScope};
+pub use capacity::{CapacityDay, HeatDay, UsageFlusher, day_minute};
 pub use checkpoints::{Checkpoint, Lease};
+pub use interceptor::units_of;
 pub use metrics::{Counters, VersionRead};
 pub use orders::{BatchPut, HistoryPage, Transition, order_item};
 #[cfg(feature = "testing")]
@@ -26,6 +30,7 @@ pub use reconcile::{CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot
 pub use recount::Recount;
 pub use stream::{StreamBatch, StreamShard};
 
+use super::capacity::usage::Usage;
 use super::config::{StoreConfig, StoreKind};
 use super::embedded::{Embedded, EmbeddedError};
 use super::error::{StoreError, unless_condition_failed};
@@ -36,6 +41,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use chrono::NaiveDate;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Region for local engines, which accept any.
@@ -57,6 +63,9 @@ pub struct Store {
     shards: u32,
     /// Shard counts per day as recorded (`None`: nothing recorded yet).
     shard_counts: moka::sync::Cache<NaiveDate, Option<u32>>,
+    /// What every call consumed and how often it was throttled, as the
+    /// clients' interceptor records it, and its flush to the metrics table.
+    usage: UsageFlusher,
 }
 
 /// Recorded counts never change; an unrecorded day may be recorded any time.
@@ -123,12 +132,18 @@ pub async fn connect(config: &StoreConfig) -> Result<(Store, Option<Embedded>), 
     };
     // The stream has its own endpoint on AWS; local engines serve both on
     // one, and a test may put a recorded stream in front of the consumer.
+    // Every call of both clients passes the recorder (see `interceptor`).
+    let usage = Arc::new(Usage::default());
+    let recorder = interceptor::Recorder::new(usage.clone());
+    let streams = aws_sdk_dynamodbstreams::config::Builder::from(&sdk_config).interceptor(recorder.clone());
     let streams = match config.streams_endpoint_url.as_deref() {
-        Some(url) => aws_sdk_dynamodbstreams::config::Builder::from(&sdk_config).endpoint_url(url).build(),
-        None => aws_sdk_dynamodbstreams::config::Builder::from(&sdk_config).build(),
+        Some(url) => streams.endpoint_url(url).build(),
+        None => streams.build(),
     };
+    let client = Client::from_conf(aws_sdk_dynamodb::config::Builder::from(&sdk_config).interceptor(recorder).build());
     let store = Store {
-        client: Client::new(&sdk_config),
+        usage: UsageFlusher::new(client.clone(), config.metrics_table.clone(), usage),
+        client,
         streams: aws_sdk_dynamodbstreams::Client::from_conf(streams),
         orders_table: config.orders_table.clone(),
         metrics_table: config.metrics_table.clone(),

@@ -1,0 +1,267 @@
+//! The capacity page's figures (`model::CapacityReport`) from what the store
+//! read: the day's units and throttles, its shard heat, its orders per
+//! minute, with the planner and the advisor run over them. Pure: no store
+//! access, no clock.
+
+use super::advisor::{self, Access, Prices};
+use super::history;
+use super::planner::{self, PlanInput};
+use super::usage::{Resource, Tally};
+use crate::model::{
+    AccessUse, CapacityReport, HeatMinute, HotShard, ModeAdvice, RecentUnits, ResourceUnits, ShardHeat, ShardPlan,
+    ThrottleCount, UnitsMinute,
+};
+use crate::server::error::Throttle;
+use crate::server::store::{CapacityDay, HeatDay};
+use chrono::{DateTime, Utc};
+use std::collections::BTreeSet;
+
+/// The share of a partition's write limit above which the page warns.
+pub const WARN_ABOVE: f64 = 0.8;
+
+/// What the report is made of.
+pub struct Inputs<'a> {
+    pub capacity: &'a CapacityDay,
+    pub heat: &'a HeatDay,
+    /// Orders of the day that entered PENDING, per minute (1440).
+    pub entered_per_minute: &'a [i64],
+    /// The day's recorded shard count.
+    pub current_shards: u32,
+    /// This process's last seconds (`Usage::recent`), empty for another day.
+    pub recent: &'a [(i64, Tally)],
+    pub prices: &'a Prices,
+    pub as_of: DateTime<Utc>,
+}
+
+pub fn report(inputs: &Inputs<'_>) -> CapacityReport {
+    CapacityReport {
+        date: inputs.capacity.date,
+        as_of: inputs.as_of,
+        resources: resources(inputs.capacity),
+        throttles: throttles(inputs.capacity),
+        heat: heat(inputs.heat, units_per_write()),
+        plan: plan(inputs.entered_per_minute, inputs.current_shards),
+        advice: advice(inputs.capacity, inputs.prices),
+        recent: recent(inputs.recent),
+    }
+}
+
+/// Bytes of the typical order's GSI2 entry (the planner's sizing; the
+/// shard number's digits do not change it).
+fn typical_entry_bytes(shards: u32) -> Option<u32> {
+    planner::gsi2_entry_bytes(&planner::typical_order(), shards).ok()
+}
+
+/// Write units of one GSI2 entry of a typical order.
+fn units_per_write() -> u32 {
+    typical_entry_bytes(1).map_or(1, |bytes| bytes.div_ceil(1024).max(1))
+}
+
+fn resources(capacity: &CapacityDay) -> Vec<ResourceUnits> {
+    let names: BTreeSet<&Resource> = capacity.units.keys().map(|(r, _)| r).collect();
+    names
+        .into_iter()
+        .map(|resource| {
+            let side = |access| capacity.units.get(&(resource.clone(), access));
+            let (read, write) = (side(Access::Read), side(Access::Write));
+            let at = |series: Option<&Vec<f64>>, minute: usize| series.map_or(0.0, |s| s[minute]);
+            let minutes = (0..1440)
+                .map(|m| UnitsMinute { minute: m as u16, read: at(read, m), write: at(write, m) })
+                .filter(|m| m.read > 0.0 || m.write > 0.0)
+                .collect();
+            let total = |series: Option<&Vec<f64>>| series.map_or(0.0, |s| s.iter().sum());
+            ResourceUnits {
+                resource: resource.to_string(),
+                table: resource.table.clone(),
+                index: resource.index.clone(),
+                minutes,
+                read_total: total(read),
+                write_total: total(write),
+            }
+        })
+        .collect()
+}
+
+fn throttles(capacity: &CapacityDay) -> Vec<ThrottleCount> {
+    let mut counts: Vec<ThrottleCount> = capacity
+        .throttles
+        .iter()
+        .map(|((reason, resource), per_minute)| {
+            let throttle = Throttle { reason: reason.clone(), resource: resource.clone() };
+            ThrottleCount {
+                reason: reason.clone(),
+                place: throttle.place(),
+                resource: resource.clone(),
+                total: per_minute.iter().sum(),
+                minutes: per_minute.iter().enumerate().filter(|(_, n)| **n > 0).map(|(m, n)| (m as u16, *n)).collect(),
+            }
+        })
+        .collect();
+    counts.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.reason.cmp(&b.reason)));
+    counts
+}
+
+fn heat(day: &HeatDay, units_per_write: u32) -> ShardHeat {
+    let minutes: Vec<HeatMinute> = day
+        .writes
+        .iter()
+        .enumerate()
+        .filter(|(_, shards)| shards.iter().any(|n| *n > 0))
+        .map(|(minute, shards)| HeatMinute { minute: minute as u16, writes: shards.clone() })
+        .collect();
+    // Ties go to the earliest minute and the lowest shard.
+    let hottest = minutes
+        .iter()
+        .flat_map(|m| m.writes.iter().enumerate().map(move |(shard, n)| (*n, m.minute, shard as u32)))
+        .fold(None::<(u64, u16, u32)>, |best, candidate| match best {
+            Some(best) if best.0 >= candidate.0 => Some(best),
+            _ => Some(candidate),
+        })
+        .map(|(writes, minute, shard)| {
+            let units_per_second = writes as f64 * f64::from(units_per_write) / 60.0;
+            let utilisation = units_per_second / planner::PARTITION_WRITE_LIMIT;
+            HotShard { minute, shard, writes, units_per_second, utilisation, warning: utilisation > WARN_ABOVE }
+        });
+    ShardHeat {
+        shards: day.shards,
+        minutes,
+        units_per_write,
+        partition_limit: planner::PARTITION_WRITE_LIMIT,
+        warn_above: WARN_ABOVE,
+        hottest,
+    }
+}
+
+/// The planner at the day's busiest minute of orders entering PENDING.
+fn plan(entered_per_minute: &[i64], current_shards: u32) -> Option<ShardPlan> {
+    let (minute, &peak) = entered_per_minute.iter().enumerate().max_by_key(|(m, n)| (**n, std::cmp::Reverse(*m)))?;
+    if peak <= 0 {
+        return None;
+    }
+    let peak_orders_per_second = peak as f64 / 60.0;
+    let index_item_bytes = typical_entry_bytes(current_shards.max(1))?;
+    // As `plan` does: the app writes every index entry in a transaction.
+    let plan = planner::plan(&PlanInput::for_app(peak_orders_per_second, index_item_bytes)).ok()?;
+    Some(ShardPlan {
+        peak_orders_per_second,
+        peak_minute: minute as u16,
+        index_item_bytes,
+        shards: plan.shards,
+        capped: plan.capped,
+        current_shards,
+        steps: plan.steps,
+    })
+}
+
+fn advice(capacity: &CapacityDay, prices: &Prices) -> Vec<ModeAdvice> {
+    history::series(std::slice::from_ref(capacity))
+        .iter()
+        .filter_map(|series| match advisor::advise(series, prices) {
+            Ok(advice) => Some(advice),
+            Err(err) => {
+                tracing::warn!(resource = series.resource, error = %err, "no advice");
+                None
+            }
+        })
+        .map(|advice| {
+            let side = |u: &advisor::Utilisation| AccessUse {
+                average_per_second: u.average_per_second,
+                peak_per_second: u.peak_per_second,
+                average_utilisation: u.average_utilisation,
+            };
+            ModeAdvice {
+                resource: advice.resource.clone(),
+                mode: advice.mode.to_string(),
+                minutes: advice.minutes,
+                on_demand_monthly: advice.on_demand_monthly,
+                provisioned_monthly: advice.provisioned_monthly,
+                read: side(&advice.read),
+                write: side(&advice.write),
+                reason: advice.reason.clone(),
+            }
+        })
+        .collect()
+}
+
+fn recent(seconds: &[(i64, Tally)]) -> Vec<RecentUnits> {
+    let names: BTreeSet<&Resource> = seconds.iter().flat_map(|(_, t)| t.units.keys().map(|(r, _)| r)).collect();
+    names
+        .into_iter()
+        .map(|resource| {
+            let of = |access| {
+                seconds.iter().map(|(_, t)| t.units.get(&(resource.clone(), access)).copied().unwrap_or(0.0)).collect()
+            };
+            RecentUnits { resource: resource.to_string(), read: of(Access::Read), write: of(Access::Write) }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::NaiveDate;
+
+    fn date() -> NaiveDate {
+        NaiveDate::from_ymd_opt(2026, 11, 29).unwrap()
+    }
+
+    #[test]
+    fn the_hottest_shard_minute_is_measured_against_the_partition_limit() {
+        let mut writes = vec![vec![0u64; 4]; 1440];
+        writes[600][2] = 30;
+        writes[601][1] = 49_000;
+        writes[602][3] = 49_000;
+        let heat = heat(&HeatDay { date: date(), shards: 4, writes }, 1);
+        assert_eq!(heat.minutes.len(), 3);
+        let hot = heat.hottest.unwrap();
+        assert_eq!((hot.minute, hot.shard, hot.writes), (601, 1, 49_000), "the earliest of a tie");
+        // 49,000 writes in a minute: 816.7 WCU/s of 1,000, above 80%.
+        assert!((hot.units_per_second - 816.666).abs() < 0.01);
+        assert!(hot.warning);
+        let mut calm = vec![vec![0u64; 1]; 1440];
+        calm[0][0] = 48_000;
+        assert!(
+            !super::heat(&HeatDay { date: date(), shards: 1, writes: calm }, 1).hottest.unwrap().warning,
+            "exactly 80%"
+        );
+    }
+
+    #[test]
+    fn the_plan_is_for_the_busiest_minute() {
+        let mut entered = vec![0i64; 1440];
+        entered[615] = 60_000;
+        let plan = plan(&entered, 10).unwrap();
+        assert_eq!((plan.peak_minute, plan.peak_orders_per_second), (615, 1000.0));
+        // 1,000 orders/s × 2 index writes × 2 WCU (1 WCU, doubled in a
+        // transaction) × 1.5 headroom / 1,000 = 6 shards.
+        assert_eq!(plan.shards, 6);
+        assert!(plan.steps.iter().any(|s| s.starts_with("shards = ceil(")), "{:?}", plan.steps);
+        assert!(super::plan(&[0; 1440], 10).is_none(), "no orders, no plan");
+    }
+
+    #[test]
+    fn units_and_throttles_are_listed_per_resource_and_reason() {
+        let mut capacity = CapacityDay { date: date(), ..CapacityDay::default() };
+        let mut writes = vec![0.0; 1440];
+        writes[10] = 120.0;
+        capacity.units.insert((Resource::index("orders", "GSI2"), Access::Write), writes);
+        let mut reads = vec![0.0; 1440];
+        reads[11] = 0.5;
+        capacity.units.insert((Resource::table("orders"), Access::Read), reads);
+        let mut throttled = vec![0u64; 1440];
+        throttled[10] = 7;
+        capacity
+            .throttles
+            .insert(("IndexWriteKeyRangeThroughputExceeded".into(), "table/orders/index/GSI2".into()), throttled);
+        let listed = resources(&capacity);
+        assert_eq!(listed.iter().map(|r| r.resource.as_str()).collect::<Vec<_>>(), ["orders", "orders/GSI2"]);
+        assert_eq!(listed[1].minutes, vec![UnitsMinute { minute: 10, read: 0.0, write: 120.0 }]);
+        assert_eq!((listed[0].read_total, listed[1].write_total), (0.5, 120.0));
+        let counts = throttles(&capacity);
+        assert_eq!((counts[0].place.as_str(), counts[0].total), ("GSI2", 7));
+        assert_eq!(counts[0].minutes, vec![(10, 7)]);
+        let advice = advice(&capacity, &Prices::default());
+        assert_eq!(advice.len(), 2, "one verdict per table and index");
+        assert_eq!(advice[1].minutes, 2, "minutes 10 and 11: the span with data");
+    }
+}

@@ -1,0 +1,360 @@
+//! Consumed capacity and throttles, persisted a minute at a time, and the
+//! GSI2 shard heat the stream consumer counts.
+//!
+//! Each process adds its own minutes to the day's `CAPACITY#<date>` items
+//! (`ADD`, so processes sum) once a minute and at shutdown; a read merges the
+//! minutes this process has not flushed yet. A flush that fails keeps its
+//! minutes for the next one. An `ADD` the SDK retries after a lost answer
+//! may count twice: the figures are for capacity planning, not billing.
+
+use super::{Item, Store};
+use crate::server::capacity::advisor::Access;
+use crate::server::capacity::usage::{Resource, Tally, Usage, epoch_minute, minute_start};
+use crate::server::error::StoreError;
+use crate::server::keys::{self, CapacitySk};
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+use chrono::{NaiveDate, Timelike};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+const MINUTES: usize = 1440;
+/// Attributes one `ADD` update sets at most: the expression stays far below
+/// DynamoDB's 4 KB.
+const ADDS_PER_UPDATE: usize = 100;
+
+/// One day's consumed capacity and throttled attempts, minute by minute
+/// (1440 each), from every process that flushed, and this one's unflushed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CapacityDay {
+    pub date: NaiveDate,
+    pub units: BTreeMap<(Resource, Access), Vec<f64>>,
+    /// By (reason, resource as filed: `table/<t>[/index/<i>]`).
+    pub throttles: BTreeMap<(String, String), Vec<u64>>,
+}
+
+impl CapacityDay {
+    fn empty(date: NaiveDate) -> Self {
+        Self { date, ..Self::default() }
+    }
+
+    /// Adds one minute's tally (its minute of the day is `minute`).
+    fn add(&mut self, minute: usize, tally: &Tally) {
+        for ((resource, access), units) in &tally.units {
+            self.units.entry((resource.clone(), *access)).or_insert_with(|| vec![0.0; MINUTES])[minute] += units;
+        }
+        for (key, n) in &tally.throttles {
+            self.throttles.entry(key.clone()).or_insert_with(|| vec![0; MINUTES])[minute] += n;
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.units.is_empty() && self.throttles.is_empty()
+    }
+}
+
+/// Writes to each GSI2 shard per minute of one day.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HeatDay {
+    pub date: NaiveDate,
+    /// The day's shard count (at least one more than the highest shard seen).
+    pub shards: u32,
+    /// `writes[minute][shard]`, 1440 minutes.
+    pub writes: Vec<Vec<u64>>,
+}
+
+/// What the periodic flush needs of the store, cheap to clone into a task.
+#[derive(Clone)]
+pub struct UsageFlusher {
+    client: Client,
+    metrics_table: String,
+    usage: Arc<Usage>,
+    /// Held for writing by a flush, for reading by a reader that merges the
+    /// unflushed minutes: a minute is never seen twice, nor missed.
+    gate: Arc<tokio::sync::RwLock<()>>,
+}
+
+/// One update of a flush, and the minutes it carries (given back if it fails).
+struct Write {
+    pk: String,
+    sk: String,
+    adds: Vec<(String, String)>,
+    carries: BTreeMap<i64, Tally>,
+}
+
+impl UsageFlusher {
+    pub(super) fn new(client: Client, metrics_table: String, usage: Arc<Usage>) -> Self {
+        Self { client, metrics_table, usage, gate: Arc::default() }
+    }
+
+    /// Adds every unflushed minute to the metrics table; the number of
+    /// updates made. What could not be written stays for the next flush.
+    pub async fn flush(&self) -> Result<usize, StoreError> {
+        let _gate = self.gate.write().await;
+        let writes = writes(&self.usage.take_minutes());
+        for (done, write) in writes.iter().enumerate() {
+            if let Err(err) = self.update(write).await {
+                for write in &writes[done..] {
+                    self.usage.restore(write.carries.clone());
+                }
+                return Err(err);
+            }
+        }
+        Ok(writes.len())
+    }
+
+    async fn update(&self, write: &Write) -> Result<(), StoreError> {
+        let mut update = self
+            .client
+            .update_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(write.pk.clone()))
+            .key(keys::SK, AttributeValue::S(write.sk.clone()));
+        let mut adds = Vec::with_capacity(write.adds.len());
+        for (i, (attribute, value)) in write.adds.iter().enumerate() {
+            adds.push(format!("#a{i} :v{i}"));
+            update = update
+                .expression_attribute_names(format!("#a{i}"), attribute)
+                .expression_attribute_values(format!(":v{i}"), AttributeValue::N(value.clone()));
+        }
+        update.update_expression(format!("ADD {}", adds.join(", "))).send().await?;
+        Ok(())
+    }
+}
+
+/// The updates that add `minutes` to their days' items: one per item (and
+/// per `ADDS_PER_UPDATE` attributes), each carrying its share of the minutes.
+fn writes(minutes: &BTreeMap<i64, Tally>) -> Vec<Write> {
+    let mut items: BTreeMap<(String, String), Vec<(String, String, i64, Tally)>> = BTreeMap::new();
+    for (&minute, tally) in minutes {
+        let start = minute_start(minute);
+        let (pk, of_day) = (keys::capacity_pk(start.date_naive()), start.hour() * 60 + start.minute());
+        for ((resource, access), units) in &tally.units {
+            let kind = match access {
+                Access::Read => 'r',
+                Access::Write => 'w',
+            };
+            let mut share = Tally::default();
+            share.units.insert((resource.clone(), *access), *units);
+            let sk = keys::capacity_units_sk(&resource.to_string());
+            let attribute = keys::capacity_minute_attribute(kind, of_day);
+            items.entry((pk.clone(), sk)).or_default().push((attribute, number(*units), minute, share));
+        }
+        for ((reason, resource), n) in &tally.throttles {
+            let mut share = Tally::default();
+            share.throttles.insert((reason.clone(), resource.clone()), *n);
+            let sk = keys::capacity_throttles_sk(reason, resource);
+            let attribute = keys::capacity_minute_attribute('t', of_day);
+            items.entry((pk.clone(), sk)).or_default().push((attribute, n.to_string(), minute, share));
+        }
+    }
+    let mut writes = Vec::new();
+    for ((pk, sk), adds) in items {
+        for chunk in adds.chunks(ADDS_PER_UPDATE) {
+            let mut carries: BTreeMap<i64, Tally> = BTreeMap::new();
+            for (_, _, minute, share) in chunk {
+                carries.entry(*minute).or_default().merge(share);
+            }
+            let adds = chunk.iter().map(|(a, v, _, _)| (a.clone(), v.clone())).collect();
+            writes.push(Write { pk: pk.clone(), sk: sk.clone(), adds, carries });
+        }
+    }
+    writes
+}
+
+/// A unit count as DynamoDB's number text: Rust prints floats without an
+/// exponent, and units are halves or whole numbers in practice.
+fn number(units: f64) -> String {
+    format!("{units}")
+}
+
+fn float(item: &Item, attribute: &str) -> f64 {
+    item.get(attribute).and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok()).unwrap_or(0.0)
+}
+
+impl Store {
+    /// What this process's calls consumed, not yet flushed, and its
+    /// per-second ring.
+    pub fn usage(&self) -> &Arc<Usage> {
+        &self.usage.usage
+    }
+
+    /// The flush, for a task of its own.
+    pub fn usage_flusher(&self) -> UsageFlusher {
+        self.usage.clone()
+    }
+
+    /// Adds this process's unflushed minutes to the metrics table.
+    pub async fn flush_usage(&self) -> Result<usize, StoreError> {
+        self.usage.flush().await
+    }
+
+    /// The consumed capacity and throttles of `day`: every process's
+    /// flushed minutes and this one's unflushed.
+    pub async fn capacity_day(&self, day: NaiveDate) -> Result<CapacityDay, StoreError> {
+        let _gate = self.usage.gate.read().await;
+        let mut capacity = self.persisted_capacity_day(day).await?;
+        for (minute, tally) in self.usage.usage.unflushed() {
+            let start = minute_start(minute);
+            if start.date_naive() == day {
+                capacity.add((start.hour() * 60 + start.minute()) as usize, &tally);
+            }
+        }
+        Ok(capacity)
+    }
+
+    /// The minutes of `day` in the metrics table only: what `advise` weighs,
+    /// its own reads left out.
+    pub async fn persisted_capacity_day(&self, day: NaiveDate) -> Result<CapacityDay, StoreError> {
+        let mut capacity = CapacityDay::empty(day);
+        let mut pages = self
+            .client
+            .query()
+            .table_name(&self.metrics_table)
+            .key_condition_expression("PK = :pk")
+            .expression_attribute_values(":pk", AttributeValue::S(keys::capacity_pk(day)))
+            .into_paginator()
+            .items()
+            .send();
+        while let Some(item) = pages.next().await {
+            add_item(&mut capacity, &item?);
+        }
+        Ok(capacity)
+    }
+
+    /// Writes to each GSI2 shard per minute of `day`: the 24 hourly heat
+    /// items in one BatchGetItem.
+    pub async fn heat_day(&self, day: NaiveDate) -> Result<HeatDay, StoreError> {
+        let keys = (0..24).map(|hour| super::key_item(keys::heat_key(day, hour))).collect();
+        let request = KeysAndAttributes::builder().set_keys(Some(keys)).build()?;
+        let days = [day];
+        let (items, recorded) =
+            futures::try_join!(self.batch_get(&self.metrics_table, request), self.recorded_shards(&days))?;
+        let mut writes: HashMap<(usize, u32), u64> = HashMap::new();
+        for item in &items {
+            let hour = item.get(keys::PK).and_then(|v| v.as_s().ok()).and_then(|pk| pk.rsplit('#').next());
+            let Some(hour) = hour.and_then(|h| h.parse::<usize>().ok()).filter(|h| *h < 24) else { continue };
+            for (name, value) in item {
+                let Some((minute, shard)) = keys::parse_heat_attribute(name) else { continue };
+                let n = value.as_n().ok().and_then(|n| n.parse::<i64>().ok()).unwrap_or(0).max(0) as u64;
+                writes.insert((hour * 60 + minute as usize, shard), n);
+            }
+        }
+        let seen = writes.keys().map(|(_, shard)| shard + 1).max().unwrap_or(0);
+        let shards = recorded[0].unwrap_or(0).max(seen);
+        let mut grid = vec![vec![0; shards as usize]; MINUTES];
+        for ((minute, shard), n) in writes {
+            grid[minute][shard as usize] = n;
+        }
+        Ok(HeatDay { date: day, shards, writes: grid })
+    }
+}
+
+/// One persisted capacity item into the day's figures.
+fn add_item(capacity: &mut CapacityDay, item: &Item) {
+    let Some(sk) = item.get(keys::SK).and_then(|v| v.as_s().ok()) else { return };
+    match keys::parse_capacity_sk(sk) {
+        Some(CapacitySk::Units { resource }) => {
+            let Some(resource) = Resource::parse(resource) else { return };
+            for name in item.keys() {
+                let access = match keys::parse_minute_attribute(name) {
+                    Some(('r', minute)) => (Access::Read, minute),
+                    Some(('w', minute)) => (Access::Write, minute),
+                    _ => continue,
+                };
+                let units = float(item, name);
+                let series = capacity.units.entry((resource.clone(), access.0)).or_insert_with(|| vec![0.0; MINUTES]);
+                series[access.1 as usize] += units;
+            }
+        }
+        Some(CapacitySk::Throttles { reason, resource }) => {
+            let key = (reason.to_string(), resource.to_string());
+            for name in item.keys() {
+                if let Some(('t', minute)) = keys::parse_minute_attribute(name) {
+                    let n = float(item, name).max(0.0) as u64;
+                    capacity.throttles.entry(key.clone()).or_insert_with(|| vec![0; MINUTES])[minute as usize] += n;
+                }
+            }
+        }
+        None => {}
+    }
+}
+
+/// The epoch minute a day's minute is (for tests and tools that write
+/// known traces).
+pub fn day_minute(day: NaiveDate, minute_of_day: u32) -> i64 {
+    epoch_minute(day.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc()) + i64::from(minute_of_day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::error::Throttle;
+
+    #[test]
+    fn a_flush_is_one_add_per_item_and_carries_its_minutes() {
+        let usage = Usage::default();
+        let at = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
+        let gsi2 = Resource::index("orders", "GSI2");
+        usage.consumed(at("2026-11-29T10:15:30Z"), &gsi2, Access::Write, 1.5);
+        usage.consumed(at("2026-11-29T10:16:30Z"), &gsi2, Access::Write, 2.0);
+        usage.consumed(at("2026-11-29T23:59:59Z"), &gsi2, Access::Read, 0.5);
+        usage.consumed(at("2026-11-30T00:00:00Z"), &gsi2, Access::Read, 0.5);
+        usage.throttled(
+            at("2026-11-29T10:15:31Z"),
+            &Throttle { reason: "ThrottlingException".into(), resource: "table/orders".into() },
+        );
+        let minutes = usage.take_minutes();
+        let writes = writes(&minutes);
+        let summary: Vec<(String, String, Vec<(String, String)>)> =
+            writes.iter().map(|w| (w.pk.clone(), w.sk.clone(), w.adds.clone())).collect();
+        let pair = |a: &str, v: &str| (a.to_string(), v.to_string());
+        assert_eq!(
+            summary,
+            vec![
+                (
+                    "CAPACITY#2026-11-29".into(),
+                    "THROTTLES#ThrottlingException#table/orders".into(),
+                    vec![pair("t1015", "1")]
+                ),
+                (
+                    "CAPACITY#2026-11-29".into(),
+                    "UNITS#orders/GSI2".into(),
+                    vec![pair("w1015", "1.5"), pair("w1016", "2"), pair("r2359", "0.5")]
+                ),
+                ("CAPACITY#2026-11-30".into(), "UNITS#orders/GSI2".into(), vec![pair("r0000", "0.5")]),
+            ]
+        );
+        // What the writes carry is exactly what was taken.
+        let mut carried: BTreeMap<i64, Tally> = BTreeMap::new();
+        for write in &writes {
+            for (minute, tally) in &write.carries {
+                carried.entry(*minute).or_default().merge(tally);
+            }
+        }
+        assert_eq!(carried, minutes);
+    }
+
+    #[test]
+    fn persisted_items_read_back_per_minute() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+        let mut capacity = CapacityDay::empty(day);
+        let n = |v: &str| AttributeValue::N(v.into());
+        let item: Item = HashMap::from([
+            (keys::SK.to_string(), AttributeValue::S("UNITS#orders/GSI2".into())),
+            ("w1015".to_string(), n("3.5")),
+            ("r0000".to_string(), n("0.5")),
+            ("junk".to_string(), n("9")),
+        ]);
+        add_item(&mut capacity, &item);
+        assert_eq!(capacity.units[&(Resource::index("orders", "GSI2"), Access::Write)][615], 3.5);
+        assert_eq!(capacity.units[&(Resource::index("orders", "GSI2"), Access::Read)][0], 0.5);
+        let throttles: Item = HashMap::from([
+            (keys::SK.to_string(), AttributeValue::S("THROTTLES#ThrottlingException#table/orders".into())),
+            ("t1015".to_string(), n("2")),
+        ]);
+        add_item(&mut capacity, &throttles);
+        assert_eq!(capacity.throttles[&("ThrottlingException".into(), "table/orders".into())][615], 2);
+        assert_eq!(day_minute(day, 615), epoch_minute("2026-11-29T10:15:00Z".parse().unwrap()));
+    }
+}

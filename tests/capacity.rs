@@ -1,0 +1,345 @@
+//! Consumed capacity, shard heat, `/api/capacity` and `/metrics`, against
+//! both engines (Dynoxide embedded and DynamoDB Local): what each engine
+//! reports per operation is recorded per table and index, the minutes
+//! persist and read back from a new store, the heat is exact and a replayed
+//! batch adds none, and the Prometheus page parses with the figures moving.
+
+mod common;
+
+use aws_sdk_dynamodb::types::{AttributeValue, Get, TransactGetItem};
+use chrono::{NaiveDate, Timelike, Utc};
+use common::counters::{consumer, drain, read_batch};
+use common::{TestApp, engines, new_order_json, order, write_all};
+use northwind_ops::model::{CapacityReport, Status};
+use northwind_ops::server::capacity::advisor::Access;
+use northwind_ops::server::capacity::usage::{Resource, Tally, minute_start};
+use northwind_ops::server::error::StoreError;
+use northwind_ops::server::keys;
+use northwind_ops::server::store::{self, PendingFilter, Store};
+use openmetrics_parser::{MetricsExposition, PrometheusType, PrometheusValue};
+use std::collections::BTreeMap;
+
+/// The units each resource got from the calls made since the last look,
+/// summed over the minutes (taken, so the next look starts afresh).
+fn taken(store: &Store) -> BTreeMap<(Resource, Access), f64> {
+    let mut sums = BTreeMap::new();
+    for tally in store.usage().take_minutes().values() {
+        for (key, units) in &tally.units {
+            *sums.entry(key.clone()).or_default() += units;
+        }
+    }
+    sums
+}
+
+fn units(sums: &BTreeMap<(Resource, Access), f64>, resource: &Resource, access: Access) -> f64 {
+    sums.get(&(resource.clone(), access)).copied().unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_operation_records_its_units_per_table_and_index() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let store = &app.store;
+        let orders = Resource::table(app.config.orders_table.clone());
+        let gsi1 = Resource::index(app.config.orders_table.clone(), keys::GSI1);
+        let gsi2 = Resource::index(app.config.orders_table.clone(), keys::GSI2);
+        let metrics = Resource::table(app.config.metrics_table.clone());
+        let now = Utc::now();
+        let day = now.date_naive();
+        taken(store);
+        let mut seen = Vec::new();
+        let mut check = |operation: &str, sums: BTreeMap<(Resource, Access), f64>, expect: &[(&Resource, Access)]| {
+            for (resource, access) in expect {
+                assert!(
+                    units(&sums, resource, *access) > 0.0,
+                    "{engine:?}: {operation} recorded no {access} units on {resource}: {sums:?}"
+                );
+            }
+            seen.push(format!("{operation}: {sums:?}"));
+        };
+
+        write_all(store, vec![order("u-1", "c-1", Status::Pending, now)]).await;
+        check(
+            "TransactWriteItems (create)",
+            taken(store),
+            &[(&orders, Access::Write), (&gsi1, Access::Write), (&gsi2, Access::Write), (&metrics, Access::Write)],
+        );
+        store.get_order("u-1").await.unwrap();
+        check("GetItem", taken(store), &[(&orders, Access::Read)]);
+        store.pending_page(&[day], 10, None, &PendingFilter::default()).await.unwrap();
+        check("Query GSI2", taken(store), &[(&gsi2, Access::Read)]);
+        store.customer_orders("c-1", 10, None).await.unwrap();
+        check("Query GSI1", taken(store), &[(&gsi1, Access::Read)]);
+        store.put_orders(&[order("u-2", "c-2", Status::Pending, now)]).await.unwrap();
+        check("BatchWriteItem", taken(store), &[(&orders, Access::Write), (&gsi2, Access::Write)]);
+        store.count_orders(&["u-1".into(), "u-2".into()]).await.unwrap();
+        check("BatchGetItem", taken(store), &[(&orders, Access::Read)]);
+        store.scan_orders(0, 1, None, 10).await.unwrap();
+        check("Scan", taken(store), &[(&orders, Access::Read)]);
+        let key = |pk: &str| {
+            std::collections::HashMap::from([
+                ("PK".to_string(), AttributeValue::S(pk.into())),
+                ("SK".to_string(), AttributeValue::S("X".into())),
+            ])
+        };
+        let client = store.client();
+        let metrics_table = &app.config.metrics_table;
+        client.put_item().table_name(metrics_table).set_item(Some(key("probe"))).send().await.unwrap();
+        check("PutItem", taken(store), &[(&metrics, Access::Write)]);
+        let add = client.update_item().table_name(metrics_table).set_key(Some(key("probe")));
+        add.update_expression("ADD n :one")
+            .expression_attribute_values(":one", AttributeValue::N("1".into()))
+            .send()
+            .await
+            .unwrap();
+        check("UpdateItem", taken(store), &[(&metrics, Access::Write)]);
+        let get = Get::builder().table_name(metrics_table).set_key(Some(key("probe"))).build().unwrap();
+        client.transact_get_items().transact_items(TransactGetItem::builder().get(get).build()).send().await.unwrap();
+        check("TransactGetItems", taken(store), &[(&metrics, Access::Read)]);
+        client.delete_item().table_name(metrics_table).set_key(Some(key("probe"))).send().await.unwrap();
+        check("DeleteItem", taken(store), &[(&metrics, Access::Write)]);
+        println!("{engine:?} reports ConsumedCapacity with INDEXES for:\n  {}", seen.join("\n  "));
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushed_minutes_read_back_after_a_restart_and_none_twice() {
+    for engine in engines() {
+        // The store alone: no server holding the embedded engine's file.
+        let dir = tempfile::tempdir().unwrap();
+        let config = common::store_config(&engine, dir.path(), &[]);
+        let (store, embedded) = store::connect(&config).await.unwrap();
+        store.provision(Some(store::TableCapacity::OnDemand)).await.unwrap();
+        let now = Utc::now();
+        let day = now.date_naive();
+        let orders: Vec<_> = (0..5).map(|i| order(&format!("r-{i}"), "c-1", Status::Pending, now)).collect();
+        write_all(&store, orders).await;
+        store.get_order("r-1").await.unwrap();
+        let written: BTreeMap<i64, Tally> = store.usage().unflushed();
+        let orders_table = config.orders_table.clone();
+        let ours = |capacity: &store::CapacityDay| -> BTreeMap<(Resource, Access), Vec<f64>> {
+            capacity
+                .units
+                .iter()
+                .filter(|((r, _), _)| r.table == orders_table)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        // Unflushed minutes are read as they are, before and after a flush.
+        let before = ours(&store.capacity_day(day).await.unwrap());
+        assert!(store.flush_usage().await.unwrap() > 0, "{engine:?}");
+        let after = ours(&store.capacity_day(day).await.unwrap());
+        assert_eq!(before, after, "{engine:?}: a flushed minute is read once, not twice");
+        let mut expected: BTreeMap<(Resource, Access), Vec<f64>> = BTreeMap::new();
+        for (minute, tally) in &written {
+            let start = minute_start(*minute);
+            for ((resource, access), n) in &tally.units {
+                if resource.table == config.orders_table && start.date_naive() == day {
+                    let series = expected.entry((resource.clone(), *access)).or_insert_with(|| vec![0.0; 1440]);
+                    series[(start.hour() * 60 + start.minute()) as usize] += n;
+                }
+            }
+        }
+        assert_eq!(after, expected, "{engine:?}");
+        assert!(expected.keys().any(|(r, a)| r.index.as_deref() == Some("GSI2") && *a == Access::Write));
+
+        // A restart: the store dropped, the embedded engine shut down and
+        // opened again from its file.
+        drop(store);
+        if let Some(embedded) = embedded {
+            embedded.shutdown().await;
+        }
+        let (again, embedded) = store::connect(&config).await.unwrap();
+        let read_back = ours(&again.capacity_day(day).await.unwrap());
+        assert_eq!(read_back, expected, "{engine:?}: the minutes survive a restart");
+        drop(again);
+        if let Some(embedded) = embedded {
+            embedded.shutdown().await;
+        }
+    }
+}
+
+/// Writes to each shard of `day` over the day, from the heat items.
+async fn heat_per_shard(store: &Store, day: NaiveDate) -> Vec<u64> {
+    let heat = store.heat_day(day).await.unwrap();
+    (0..heat.shards as usize).map(|s| heat.writes.iter().map(|m| m[s]).sum()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_heat_is_exact_and_a_replayed_batch_adds_none() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let store = app.store.clone();
+        let now = Utc::now();
+        let day = now.date_naive();
+        let ids: Vec<String> = (0..30).map(|i| format!("h-{i:03}")).collect();
+        let orders = ids.iter().map(|id| order(id, "c-heat", Status::Pending, now)).collect();
+        write_all(&store, orders).await;
+        let first = consumer(&store, "heat-1", 5_000);
+        drain(&first).await;
+        let shards = store.shards_for(day).await.unwrap();
+        let mut expected = vec![0u64; shards as usize];
+        for id in &ids {
+            expected[keys::shard_of(id, shards) as usize] += 1;
+        }
+        assert_eq!(heat_per_shard(&store, day).await, expected, "{engine:?}: one write per order entering");
+
+        // The first batch again, from the shard's start, as a consumer that
+        // crashed before its checkpoint would replay it: refused, nothing added.
+        let arn = first.stream_arn().await.unwrap();
+        let shard = store.stream_shards(&arn).await.unwrap()[0].id.clone();
+        let (records, _) = read_batch(&store, &arn, &shard, None, 10).await;
+        assert!(!records.is_empty());
+        let replay = first.apply(&arn, &shard, None, &records, false).await;
+        assert!(matches!(replay, Err(StoreError::Conflict(_))), "{engine:?}: {replay:?}");
+        assert_eq!(heat_per_shard(&store, day).await, expected, "{engine:?}: a replay adds no heat");
+
+        // Ten leave PENDING: ten more writes, on their shards.
+        for id in &ids[..10] {
+            let (status, body) = app
+                .post(&format!("/api/orders/{id}/status"), serde_json::json!({"from": "PENDING", "to": "CONFIRMED"}))
+                .await;
+            assert_eq!(status, 200, "{body}");
+            expected[keys::shard_of(id, shards) as usize] += 1;
+        }
+        drain(&first).await;
+        assert_eq!(heat_per_shard(&store, day).await, expected, "{engine:?}: leaving is a write too");
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_capacity_api_reports_the_day_and_refuses_a_bad_date() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        for bad in ["2026-13-01", "yesterday", "1999-12-31", "9999-01-01"] {
+            let (status, body) = app.get(&format!("/api/capacity?date={bad}")).await;
+            assert_eq!(status, 400, "{engine:?} {bad}: {body}");
+            assert!(body["error"].as_str().is_some_and(|e| !e.is_empty()), "{body}");
+        }
+        for i in 0..12 {
+            let (status, _) = app.post("/api/orders", new_order_json(&format!("a-{i:03}"), "c-api")).await;
+            assert_eq!(status, 201);
+        }
+        let watcher = consumer(&app.store, "api-1", 5_000);
+        drain(&watcher).await;
+        let (status, body) = app.get("/api/capacity").await;
+        assert_eq!(status, 200, "{engine:?}: {body}");
+        let report: CapacityReport = serde_json::from_value(body).unwrap();
+        assert_eq!(report.date, Utc::now().date_naive());
+        let gsi2 = format!("{}/GSI2", app.config.orders_table);
+        let gsi2_units = report.resources.iter().find(|r| r.resource == gsi2).expect("GSI2 is listed");
+        assert!(gsi2_units.write_total > 0.0, "{engine:?}: {gsi2_units:?}");
+        assert!(gsi2_units.minutes.iter().any(|m| m.write > 0.0));
+        let heat: u64 = report.heat.minutes.iter().flat_map(|m| m.writes.iter()).sum();
+        assert_eq!(heat, 12, "{engine:?}: twelve orders entered PENDING");
+        let hottest = report.heat.hottest.as_ref().unwrap();
+        assert!(!hottest.warning && hottest.utilisation < 0.01, "{hottest:?}");
+        let plan = report.plan.as_ref().expect("a peak to plan for");
+        assert!(plan.peak_orders_per_second > 0.0 && plan.shards >= 1, "{plan:?}");
+        assert_eq!(plan.current_shards, 10);
+        assert!(report.advice.iter().any(|a| a.resource == gsi2), "{:?}", report.advice);
+        assert!(report.throttles.is_empty(), "the local engines never throttle: {:?}", report.throttles);
+        assert!(report.recent.iter().any(|r| r.resource == gsi2 && r.write.iter().sum::<f64>() > 0.0));
+        // Another day reads empty, and as that day.
+        let (status, body) = app.get("/api/capacity?date=2001-02-03").await;
+        assert_eq!(status, 200);
+        let old: CapacityReport = serde_json::from_value(body).unwrap();
+        assert!(old.resources.is_empty() && old.plan.is_none() && old.recent.is_empty(), "{old:?}");
+        app.stop().await;
+    }
+}
+
+type Scrape = MetricsExposition<PrometheusType, PrometheusValue>;
+
+/// The sum of the samples of `family` whose labels include `labels` (0 when
+/// none): a counter's or gauge's value, a histogram's count.
+fn value(scrape: &Scrape, family: &str, labels: &[(&str, &str)]) -> f64 {
+    let Some(family) = scrape.families.get(family) else { return 0.0 };
+    family
+        .iter_samples()
+        .filter(|s| {
+            let set = s.get_labelset().unwrap();
+            labels.iter().all(|(k, v)| set.get_label_value(k) == Some(*v))
+        })
+        .map(|s| match &s.value {
+            PrometheusValue::Counter(c) => c.value.as_f64(),
+            PrometheusValue::Gauge(n) | PrometheusValue::Unknown(n) => n.as_f64(),
+            PrometheusValue::Histogram(h) => h.count.unwrap_or(0) as f64,
+            PrometheusValue::Summary(_) => 0.0,
+        })
+        .sum()
+}
+
+/// `/metrics` as a Prometheus server scrapes it, with `client`'s token.
+async fn scrape(app: &TestApp, client: &reqwest::Client) -> Scrape {
+    let response = client.get(format!("{}/metrics", app.base)).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let content_type = response.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(content_type.starts_with("text/plain; version=0.0.4"), "{content_type}");
+    let text = response.text().await.unwrap();
+    openmetrics_parser::prometheus::parse_prometheus(&text).unwrap_or_else(|e| panic!("{e:?} in\n{text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_parse_as_prometheus_text_and_move_with_the_work() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let viewer = app.client_as(Some(northwind_ops::model::Role::Viewer));
+        let running = consumer(&app.store, "metrics-1", 5_000);
+        *app.service.consumer.lock().unwrap() = Some(running.status());
+        let before = scrape(&app, &viewer).await;
+        let posts = 7;
+        for i in 0..posts {
+            let (status, _) = app.post("/api/orders", new_order_json(&format!("p-{i:03}"), "c-metrics")).await;
+            assert_eq!(status, 201);
+        }
+        let (status, _) = app.get("/api/orders/p-000").await;
+        assert_eq!(status, 200);
+        drain(&running).await;
+        let after = scrape(&app, &viewer).await;
+
+        for family in [
+            "northwind_http_requests_total",
+            "northwind_http_request_duration_seconds",
+            "northwind_store_calls_total",
+            "northwind_store_call_duration_seconds",
+            "northwind_dynamodb_consumed_capacity_units_total",
+            "northwind_stream_consumer_lag_seconds",
+            "northwind_stream_records_applied_total",
+            "northwind_live_clients",
+        ] {
+            assert!(after.families.contains_key(family), "{engine:?}: {family} missing: {:?}", after.families.keys());
+        }
+        // Requests are counted by their route's pattern, never the raw path.
+        let created = [("route", "/api/orders"), ("method", "POST"), ("status", "201")];
+        let moved = value(&after, "northwind_http_requests_total", &created)
+            - value(&before, "northwind_http_requests_total", &created);
+        assert!(moved >= f64::from(posts), "{engine:?}: {moved}");
+        assert!(value(&after, "northwind_http_requests_total", &[("route", "/api/orders/{order_id}")]) >= 1.0);
+        assert_eq!(value(&after, "northwind_http_requests_total", &[("route", "/api/orders/p-000")]), 0.0);
+        let histogram = &after.families["northwind_http_request_duration_seconds"];
+        assert_eq!(histogram.family_type, PrometheusType::Histogram);
+        assert!(
+            value(&after, "northwind_store_calls_total", &[("operation", "TransactWriteItems"), ("outcome", "ok")])
+                >= f64::from(posts)
+        );
+        // This test's tables are its own: their units are exactly what the store recorded, in whole units.
+        let table = app.config.orders_table.as_str();
+        let gsi2 = value(
+            &after,
+            "northwind_dynamodb_consumed_capacity_units_total",
+            &[("table", table), ("index", "GSI2"), ("access", "write")],
+        );
+        assert!(gsi2 >= f64::from(posts), "{engine:?}: {gsi2}");
+        let applied = value(&after, "northwind_stream_records_applied_total", &[]);
+        assert!(applied >= f64::from(posts), "{engine:?}: {applied}");
+        // No credentials: 401, in JSON, not the sign-in page.
+        let anonymous = reqwest::Client::new().get(format!("{}/metrics", app.base)).send().await.unwrap();
+        assert_eq!(anonymous.status(), 401);
+        let body: serde_json::Value = anonymous.json().await.unwrap();
+        assert!(body["error"].as_str().is_some());
+        app.stop().await;
+    }
+}
