@@ -39,7 +39,7 @@ pub fn CapacityPage() -> impl IntoView {
         <div class="title-row">
             <h1>"Capacity"</h1>
             <form class="filters" method="get" action="/capacity">
-                <label>"Day (UTC) " <input type="date" name="date" value=move || date()/></label>
+                <label>"Day (UTC) " <input type="date" name="date" value=date/></label>
                 <button type="submit">"Show"</button>
             </form>
         </div>

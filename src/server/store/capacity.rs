@@ -122,10 +122,19 @@ impl UsageFlusher {
     }
 }
 
+/// One attribute an update adds to: its name, the value added, and the
+/// minute (with its share of that minute's tally) it carries.
+struct Add {
+    attribute: String,
+    value: String,
+    minute: i64,
+    share: Tally,
+}
+
 /// The updates that add `minutes` to their days' items: one per item (and
 /// per `ADDS_PER_UPDATE` attributes), each carrying its share of the minutes.
 fn writes(minutes: &BTreeMap<i64, Tally>) -> Vec<Write> {
-    let mut items: BTreeMap<(String, String), Vec<(String, String, i64, Tally)>> = BTreeMap::new();
+    let mut items: BTreeMap<(String, String), Vec<Add>> = BTreeMap::new();
     for (&minute, tally) in minutes {
         let start = minute_start(minute);
         let (pk, of_day) = (keys::capacity_pk(start.date_naive()), start.hour() * 60 + start.minute());
@@ -138,24 +147,24 @@ fn writes(minutes: &BTreeMap<i64, Tally>) -> Vec<Write> {
             share.units.insert((resource.clone(), *access), *units);
             let sk = keys::capacity_units_sk(&resource.to_string());
             let attribute = keys::capacity_minute_attribute(kind, of_day);
-            items.entry((pk.clone(), sk)).or_default().push((attribute, number(*units), minute, share));
+            items.entry((pk.clone(), sk)).or_default().push(Add { attribute, value: number(*units), minute, share });
         }
         for ((reason, resource), n) in &tally.throttles {
             let mut share = Tally::default();
             share.throttles.insert((reason.clone(), resource.clone()), *n);
             let sk = keys::capacity_throttles_sk(reason, resource);
             let attribute = keys::capacity_minute_attribute('t', of_day);
-            items.entry((pk.clone(), sk)).or_default().push((attribute, n.to_string(), minute, share));
+            items.entry((pk.clone(), sk)).or_default().push(Add { attribute, value: n.to_string(), minute, share });
         }
     }
     let mut writes = Vec::new();
     for ((pk, sk), adds) in items {
         for chunk in adds.chunks(ADDS_PER_UPDATE) {
             let mut carries: BTreeMap<i64, Tally> = BTreeMap::new();
-            for (_, _, minute, share) in chunk {
-                carries.entry(*minute).or_default().merge(share);
+            for add in chunk {
+                carries.entry(add.minute).or_default().merge(&add.share);
             }
-            let adds = chunk.iter().map(|(a, v, _, _)| (a.clone(), v.clone())).collect();
+            let adds = chunk.iter().map(|add| (add.attribute.clone(), add.value.clone())).collect();
             writes.push(Write { pk: pk.clone(), sk: sk.clone(), adds, carries });
         }
     }
@@ -306,8 +315,8 @@ mod tests {
         );
         let minutes = usage.take_minutes();
         let writes = writes(&minutes);
-        let summary: Vec<(String, String, Vec<(String, String)>)> =
-            writes.iter().map(|w| (w.pk.clone(), w.sk.clone(), w.adds.clone())).collect();
+        type Summary = (String, String, Vec<(String, String)>);
+        let summary: Vec<Summary> = writes.iter().map(|w| (w.pk.clone(), w.sk.clone(), w.adds.clone())).collect();
         let pair = |a: &str, v: &str| (a.to_string(), v.to_string());
         assert_eq!(
             summary,
