@@ -25,6 +25,17 @@ async function all(request: APIRequestContext, query: string): Promise<string[]>
   return ids;
 }
 
+/** The PENDING count once the stream consumer has caught up: the same twice, a second apart. */
+async function settledPendingCount(request: APIRequestContext): Promise<number> {
+  let last = -1;
+  let now = await pendingCount(request);
+  for (let i = 0; i < 30 && now !== last; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    [last, now] = [now, await pendingCount(request)];
+  }
+  return now;
+}
+
 async function waitForRun(page: Page) {
   await expect(page.getByTestId('bulk-progress')).not.toHaveAttribute('data-state', 'running', { timeout: 20_000 });
 }
@@ -34,7 +45,7 @@ test('thirty stuck orders selected across two pages are cancelled with a reason,
   request,
 }) => {
   await expect.poll(() => pendingCount(request), { timeout: 15_000 }).toBeGreaterThan(100);
-  const before = await pendingCount(request);
+  const before = await settledPendingCount(request);
   await page.goto('/?stuck=1&limit=25');
   await hydrated(page);
   const firstPage = await page.locator('[data-testid="pending-table"] tbody tr').evaluateAll((trs) =>
