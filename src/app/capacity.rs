@@ -429,7 +429,7 @@ fn AdviceSection(advice: Vec<ModeAdvice>) -> impl IntoView {
             </p>
             {empty.then(|| view! { <p class="empty">"Nothing recorded to advise on."</p> })}
             {(!empty).then(|| view! {
-                <table class="orders" data-testid="advice-table">
+                <table class="orders advice" data-testid="advice-table">
                     <caption class="visually-hidden">"Recommended capacity mode per table and index"</caption>
                     <TableHead columns=&[
                         ("Table or index", false),
