@@ -31,10 +31,11 @@ test-rust:
 test-e2e:
 	cd end2end && npx playwright test
 
-# Every speed goal, measured side by side; writes BENCHMARKS.md. The wasm
-# bundle is measured as shipped (release, wasm-opt), then the dev one restored.
+# Every speed goal, measured side by side; writes BENCHMARKS.md. The server
+# is measured as built both ways and the wasm bundle as shipped (release,
+# wasm-opt); then the dev bundle is restored for the tests.
 bench: build
-	cargo leptos build --release --frontend-only
+	cargo leptos build --release
 	$(TEST_ENV) cargo bench --profile dev --features ssr,testing --bench northwind
 	cargo leptos build --frontend-only
 
