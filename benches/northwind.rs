@@ -6,7 +6,8 @@
 //! per request, default 5), NORTHWIND_BENCH_QUICK=1 (fewer samples).
 //! The server's own figures (tables 3, 4, 6 and 7) run its binaries as
 //! built: `target/debug` and, when `make bench` has built it,
-//! `target/release`.
+//! `target/release`. NORTHWIND_BENCH_ONLY=fanout,reads,server,ingest,wasm,live
+//! runs only those parts and prints them, writing nothing.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{NaiveDate, Utc};
@@ -286,8 +287,8 @@ async fn fanout(settings: &Settings, out: &mut String) {
             for shards in [1u32, 4, 10, 20] {
                 let store = open_store(&running, shards, &format!("n{shards}")).await;
                 fill(&store, day, settings.orders_per_day).await;
-                let days = [day];
-                let mut fan = time_ms(settings.iterations, || store.pending_page(&days, 25, None)).await;
+                let (days, none) = ([day], store::PendingFilter::default());
+                let mut fan = time_ms(settings.iterations, || store.pending_page(&days, 25, None, &none)).await;
                 let (p50, p99) = (percentile(&mut fan, 50.0), percentile(&mut fan, 99.0));
                 let line = format!(
                     "| {} | {} | {shards} | {p50:.2} | {p99:.2} | {plain_p50:.2} | {plain_p99:.2} | {:.2}x | {:.2}x |",
@@ -540,8 +541,9 @@ async fn server_side(settings: &Settings, out: &mut String) {
         settings.viewers_seconds
     )
     .unwrap();
-    let mut table = "| build | viewers | requests/s | p50 ms | p99 ms | errors | requests |\n|---|---|---|---|---|---|---|\n"
-        .to_string();
+    let mut table =
+        "| build | viewers | requests/s | p50 ms | p99 ms | errors | requests |\n|---|---|---|---|---|---|---|\n"
+            .to_string();
     let (mut lag_table, mut memory_table) = (String::new(), String::new());
     for build in builds {
         let dir = tempfile::tempdir().unwrap();
@@ -741,10 +743,14 @@ async fn live_crowd(settings: &Settings, out: &mut String) {
             http.post(url).json(&body).send().await.is_ok_and(|r| r.status().as_u16() == 201)
         }));
     }
-    let mut created = 0u64;
-    for put in puts {
-        created += u64::from(put.await.unwrap_or(false));
+    // Only orders the API answered 201 for are expected on the streams.
+    let mut created_ids = std::collections::HashSet::new();
+    for ((id, _), put) in sent.iter().zip(puts) {
+        if put.await.unwrap_or(false) {
+            created_ids.insert(id.clone());
+        }
     }
+    let created = created_ids.len() as u64;
     let wall = started.elapsed().as_secs_f64();
     // The last events drain; then every client stops.
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -760,9 +766,10 @@ async fn live_crowd(settings: &Settings, out: &mut String) {
         watched.arrivals.iter().map(|(id, at)| (id.as_str(), *at)).collect();
     let mut lags: Vec<f64> = sent
         .iter()
+        .filter(|(id, _)| created_ids.contains(id))
         .filter_map(|(id, at)| Some((*arrivals.get(id.as_str())? - *at).as_secs_f64() * 1000.0))
         .collect();
-    let missing_at_last = sent.len() - lags.len();
+    let missing_at_last = created as usize - lags.len();
     let fewest = seen.iter().map(|s| s.entered).min().unwrap_or(0);
     let resyncs: u64 = seen.iter().map(|s| s.resyncs).sum();
     let resynced = seen.iter().filter(|s| s.resyncs > 0).count();
@@ -934,6 +941,24 @@ async fn main() {
         live_clients: if quick { 200 } else { 1_000 },
         live_seconds: if quick { 5 } else { 15 },
     };
+    // NORTHWIND_BENCH_ONLY=live,server (say) runs those parts and prints
+    // them, writing nothing: for working on one measurement.
+    if let Ok(only) = std::env::var("NORTHWIND_BENCH_ONLY") {
+        let mut out = String::new();
+        for part in only.split(',') {
+            match part.trim() {
+                "fanout" => fanout(&settings, &mut out).await,
+                "reads" => read_efficiency(&settings, &mut out).await,
+                "server" => server_side(&settings, &mut out).await,
+                "ingest" => ingest(&settings, &mut out).await,
+                "wasm" => wasm_size(&mut out),
+                "live" => live_crowd(&settings, &mut out).await,
+                other => panic!("NORTHWIND_BENCH_ONLY: no part {other:?} (fanout, reads, server, ingest, wasm, live)"),
+            }
+        }
+        println!("\n{out}");
+        return;
+    }
     let mut out = String::new();
     writeln!(out, "# Benchmarks\n").unwrap();
     writeln!(

@@ -3,7 +3,7 @@
 //! its partition's limit, and the shard planner's and the capacity-mode
 //! advisor's tables over the day. Read again every few seconds while open.
 
-use super::common::{ErrorView, TableHead};
+use super::common::{ErrorView, TableHead, svg_num};
 use super::data::get_capacity;
 use crate::model::{
     CapacityReport, HeatMinute, ModeAdvice, RecentUnits, ResourceUnits, ShardHeat, ShardPlan, ThrottleCount,
@@ -155,14 +155,14 @@ fn UnitsChart(resource: ResourceUnits) -> impl IntoView {
         for m in &resource.minutes {
             // Down to zero across minutes without data, so gaps read as gaps.
             if previous.is_none_or(|p| p + 1 < m.minute) {
-                points.push(format!("{:.1},{H}", x(f64::from(m.minute))));
+                points.push(format!("{},{H}", svg_num(x(f64::from(m.minute)))));
             }
-            points.push(format!("{:.1},{:.1}", x(f64::from(m.minute)), y(value(m))));
+            points.push(format!("{},{}", svg_num(x(f64::from(m.minute))), svg_num(y(value(m)))));
             previous = Some(m.minute);
-            points.push(format!("{:.1},{:.1}", x(f64::from(m.minute) + 1.0), y(value(m))));
+            points.push(format!("{},{}", svg_num(x(f64::from(m.minute) + 1.0)), svg_num(y(value(m)))));
         }
         if let Some(last) = previous {
-            points.push(format!("{:.1},{H}", x(f64::from(last) + 1.0)));
+            points.push(format!("{},{H}", svg_num(x(f64::from(last) + 1.0))));
         }
         points.join(" ")
     };
@@ -361,8 +361,8 @@ fn Heatmap(heat: ShardHeat) -> impl IntoView {
         .map(|(column, shard, n)| {
             let shade = 0.15 + 0.85 * n as f64 / top;
             view! {
-                <rect x=format!("{:.1}", column as f64 * width) y=format!("{:.1}", shard as f64 * ROW)
-                    width=format!("{width:.1}") height=format!("{ROW}") fill-opacity=format!("{shade:.2}")/>
+                <rect x=svg_num(column as f64 * width) y=svg_num(shard as f64 * ROW)
+                    width=svg_num(width) height=format!("{ROW}") fill-opacity=format!("{shade:.2}")/>
             }
         })
         .collect_view();

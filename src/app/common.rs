@@ -61,6 +61,16 @@ const TRAIL_SEPARATOR: char = '~';
 
 /// Builds `path?k=v&…` from the pairs that have a value. Every value the
 /// pages put in a URL (dates, numbers, ids, cursors) is URL-safe already.
+/// An SVG coordinate to one decimal. Written as an integer of tenths:
+/// `format!("{:.1}")` of a float took a tenth of the server's time drawing
+/// the dashboard (the profile in BENCHMARKS.md's reading).
+pub fn svg_num(value: f64) -> String {
+    let tenths = (value * 10.0).round() as i64;
+    let sign = if tenths < 0 { "-" } else { "" };
+    let tenths = tenths.unsigned_abs();
+    format!("{sign}{}.{}", tenths / 10, tenths % 10)
+}
+
 pub fn href(path: &str, pairs: &[(&str, Option<String>)]) -> String {
     let query: Vec<String> = pairs
         .iter()
@@ -190,6 +200,14 @@ pub fn StoreDown(message: String) -> impl IntoView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn svg_numbers_have_one_decimal_as_format_would_give() {
+        for value in [0.0, 0.04, 0.05, 1.25, 7.5, 159.96, 720.0, 12_345.678, -3.26] {
+            assert_eq!(svg_num(value), format!("{:.1}", (value * 10.0_f64).round() / 10.0), "{value}");
+        }
+        assert_eq!(svg_num(-0.04), "0.0");
+    }
 
     #[test]
     fn paging_keeps_the_trail_of_visited_pages() {

@@ -1,7 +1,7 @@
 //! The PENDING dashboard: headline figures, the spread over shards, and the
 //! newest-first list, refreshed every few seconds while it is on screen.
 
-use super::common::{ErrorView, MeResource, Pager, TableHead, can, href, paging};
+use super::common::{ErrorView, MeResource, Pager, TableHead, can, href, paging, svg_num};
 use super::data::get_dashboard;
 use super::live::{Live, LiveStatus};
 use super::queue::{Allowed, Selection};
@@ -518,14 +518,14 @@ fn ActivityChart(activity: Activity) -> impl IntoView {
         .enumerate()
         .filter(|(_, n)| **n > 0)
         .map(|(i, n)| {
-            view! { <rect class="created" x=format!("{:.1}", i as f64 * step) y=format!("{:.1}", bar_y(*n)) width=format!("{:.1}", step.max(1.0)) height=format!("{:.1}", H - bar_y(*n))/> }
+            view! { <rect class="created" x=svg_num(i as f64 * step) y=svg_num(bar_y(*n)) width=svg_num(step.max(1.0)) height=svg_num(H - bar_y(*n))/> }
         })
         .collect_view();
     let line: Vec<String> = activity
         .backlog
         .iter()
         .enumerate()
-        .map(|(i, v)| format!("{:.1},{:.1}", (i as f64 + 1.0) * step, y(*v)))
+        .map(|(i, v)| format!("{},{}", svg_num((i as f64 + 1.0) * step), svg_num(y(*v))))
         .collect();
     let peak_created = activity.created.iter().copied().max().unwrap_or(0);
     let peak_backlog = activity.backlog.iter().copied().max().unwrap_or(0);
