@@ -238,7 +238,8 @@ async fn pending_pages_stay_exact_whatever_the_read_hints_say() {
         write_all(store, orders.clone()).await;
 
         let newest = |at: &str| Some((format!("{at}#x"), std::time::Instant::now()));
-        let hints: Vec<(&str, Option<Vec<u64>>, Option<store::Pace>)> = vec![
+        type Hint = (&'static str, Option<Vec<u64>>, Option<store::Pace>);
+        let hints: Vec<Hint> = vec![
             ("none", None, None),
             ("far too fast a pace", None, Some(store::Pace { per_ms: 100.0, newest: None })),
             ("far too slow a pace", None, Some(store::Pace { per_ms: 1e-6, newest: None })),

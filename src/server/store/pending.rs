@@ -158,7 +158,7 @@ fn paced_floor(pace: &Pace, now: Instant, ceiling: &str, day_start: &str, needed
         _ => ceiling_at()?,
     };
     let target = f64::from(needed) + PACED_SPREAD * f64::from(needed).sqrt();
-    if !(pace.per_ms > 0.0) {
+    if pace.per_ms.is_nan() || pace.per_ms <= 0.0 {
         return None;
     }
     let span = chrono::Duration::milliseconds((target / pace.per_ms).ceil().min(1e12) as i64);
