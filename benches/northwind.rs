@@ -349,7 +349,7 @@ async fn read_efficiency(settings: &Settings, out: &mut String) {
         out,
         "\nTrade-off at page size 25, with the {} ms proxy delay: how each shard's first read is sized, against items \
          read and latency of the first page. \"share + k sd\": the shard's binomial share of the page plus k standard \
-         deviations, no key range (what the default does before a pace is known, with k = 1).\n",
+         deviations, no key range (what the default does before a pace is known, with k = 2).\n",
         settings.delay.as_millis()
     )
     .unwrap();
@@ -359,8 +359,8 @@ async fn read_efficiency(settings: &Settings, out: &mut String) {
     let shares = |spread| ReadPlan { spread, paced: false, naive: false };
     let plans = [
         ("share + 0 sd, no pace", shares(0.0)),
-        ("share + 1 sd, no pace (cold default)", shares(1.0)),
-        ("share + 2 sd, no pace", shares(2.0)),
+        ("share + 1 sd, no pace", shares(1.0)),
+        ("share + 2 sd, no pace (cold default)", shares(2.0)),
         ("share + 3 sd, no pace", shares(3.0)),
         ("paced key range (default)", ReadPlan::default()),
         ("a full page (naive)", ReadPlan { spread: 0.0, paced: false, naive: true }),
