@@ -261,7 +261,9 @@ async fn fanout(settings: &Settings, out: &mut String) {
     writeln!(out, "## 1. PENDING first page: fan-out over N shards vs one plain Query\n").unwrap();
     writeln!(
         out,
-        "{} PENDING orders in one day; page size 25; {} timed requests each, after a warm-up.\n",
+        "{} PENDING orders in one day; page size 25; {} timed requests each, after a warm-up that leaves the \
+         day's pace (the steady state of a dashboard that reads the list over and over; the counters are read \
+         first too).\n",
         settings.orders_per_day, settings.iterations
     )
     .unwrap();

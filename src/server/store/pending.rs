@@ -11,7 +11,8 @@
 //! partition holds a binomial share of the page: its expected share (from
 //! the day's per-shard PENDING counters when they have been read lately,
 //! else an even share) plus `SPREAD` standard deviations, and never more
-//! than it is known to hold plus one. Once the orders in hand number at
+//! than it is known to hold plus one (counts size only a page's first
+//! round, so a stale one costs a round at most). Once the orders in hand number at
 //! least what the page still needs, the worst of those best ones is a floor
 //! the page cannot go below, and one more round reads, from each partition
 //! that could hold keys above it, only the keys between that floor and what
@@ -23,12 +24,14 @@
 //! show it is done, and the largest of N binomial shares sets the round):
 //! so the first round is a key range when the day's pace is known. Each
 //! page read without item filters leaves the day's pace (orders per
-//! millisecond on the page, and the newest key seen); the next page of that
-//! day first reads, from every partition, the keys between its ceiling and a
-//! floor far enough below it to hold the page with a statistical margin, each
-//! query capped as above. A guess too high or too low costs reads or a second
-//! round, never exactness: the floor becomes each partition's ceiling, as in
-//! the second round.
+//! millisecond on the page, and the newest key a top page showed); for
+//! `PACE_TTL` the next such page of that day first reads, from every partition,
+//! the keys between its ceiling and a floor far enough below the top (the
+//! newest key moved on by the time since it was seen, or the ceiling if
+//! lower) to hold the page plus `PACED_SPREAD` standard deviations, each
+//! query capped at the partition's share plus `PACED_CAP_SPREAD` sd. A guess
+//! too high or too low costs reads or a second round, never exactness: the
+//! floor becomes each partition's ceiling, as in the second round.
 //!
 //! Filters: "stuck only" is a key range (orders created before a moment), so
 //! the index serves it; country, minimum total and customer are applied to
