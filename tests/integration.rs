@@ -277,6 +277,24 @@ async fn pending_pages_stay_exact_whatever_the_read_hints_say() {
             assert_eq!(ids, want, "{engine:?}: {name}, stuck only");
         }
 
+        // A newer day is not read once the cursor is below it.
+        let next = day.succ_opt().unwrap();
+        let next_orders: Vec<Order> = (0..3u32)
+            .map(|i| order(&format!("x-{i}"), "c-3", Status::Pending, next.and_hms_opt(1, 0, i).unwrap().and_utc()))
+            .collect();
+        write_all(store, next_orders).await;
+        let all = PendingFilter::default();
+        let first = store.pending_page(&[next, day], 25, None, &all).await.unwrap();
+        assert_eq!(first.orders.len(), 25);
+        let after = first.next_after.as_deref();
+        store.hint_pending(day, None, None);
+        let both = store.pending_page(&[next, day], 25, after, &all).await.unwrap();
+        store.hint_pending(day, None, None);
+        let alone = store.pending_page(&[day], 25, after, &all).await.unwrap();
+        let ids = |page: &store::PendingRead| page.orders.iter().map(|o| o.order_id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&both), ids(&alone));
+        assert_eq!(both.rounds, alone.rounds, "{engine:?}: the newer day is not read again");
+
         // What the pages learn goes stale as newer orders arrive.
         store.hint_pending(day, None, None);
         let (ids, _) = walk_pending(store, day, 25, &PendingFilter::default()).await;

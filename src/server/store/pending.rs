@@ -301,7 +301,8 @@ impl Store {
 
     /// Every (day, shard) partition, each capped at the end of its day, at
     /// the cursor and at the filter's key bound. A day nothing PENDING was
-    /// ever written to has no shard count recorded and is not read at all.
+    /// ever written to has no shard count recorded and is not read at all;
+    /// nor is a day the cursor or the bound has already gone below.
     async fn partitions(
         &self,
         days: &[NaiveDate],
@@ -315,6 +316,11 @@ impl Store {
             let day_end = day.checked_add_days(Days::new(1)).map(keys::day_start).unwrap_or_else(|| "9".into());
             let ceiling = [Some(day_end), after.map(str::to_string), bound.clone()].into_iter().flatten().min();
             let ceiling = ceiling.expect("the day's end is always there");
+            if ceiling <= keys::day_start(*day) {
+                // Every key of the day sorts at or above its start: a cursor
+                // or a bound before the day leaves nothing of it to read.
+                continue;
+            }
             for shard in 0..shards {
                 partitions.push(Partition {
                     day: *day,
