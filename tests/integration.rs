@@ -10,7 +10,7 @@ use common::{Engine, TestApp, engines, new_order_json, order, write_all};
 use northwind_ops::model::{Order, OrderPage, Status, iso_millis};
 use northwind_ops::server::error::StoreError;
 use northwind_ops::server::keys;
-use northwind_ops::server::store::{self, TableCapacity};
+use northwind_ops::server::store::{self, PendingFilter, TableCapacity};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -199,6 +199,119 @@ async fn paging_the_pending_list_returns_every_order_once_newest_first() {
         let (ids, _) = app.all_pending(&format!("date={today}&limit=100")).await;
         assert_eq!(ids.len(), 450);
         assert!(ids.iter().all(|id| id.starts_with(&format!("pg-{today}"))));
+        app.stop().await;
+    }
+}
+
+/// Every page of `day` through the store, `limit` at a time.
+async fn walk_pending(store: &store::Store, day: NaiveDate, limit: u32, filter: &PendingFilter) -> (Vec<String>, u64) {
+    let (mut ids, mut read, mut after) = (Vec::new(), 0, None::<String>);
+    loop {
+        let page = store.pending_page(&[day], limit, after.as_deref(), filter).await.unwrap();
+        assert!(page.orders.len() <= limit as usize);
+        ids.extend(page.orders.iter().map(|o| o.order_id.clone()));
+        read += page.items_read;
+        match page.next_after {
+            Some(next) => after = Some(next),
+            None => return (ids, read),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_pages_stay_exact_whatever_the_read_hints_say() {
+    for engine in engines() {
+        let app = TestApp::spawn_with(engine.clone(), &["--shards", "10"], &[]).await;
+        let store = &app.store;
+        let day = NaiveDate::from_ymd_opt(2026, 3, 14).unwrap();
+        let base = day.and_hms_opt(9, 0, 0).unwrap().and_utc();
+        // Bursts and lulls, and ties broken by order id.
+        let orders: Vec<Order> = (0..240u32)
+            .map(|i| {
+                let at = base + Duration::seconds(i64::from(i / 4) * if i < 120 { 3 } else { 200 });
+                order(&format!("h-{i:03}"), "c-1", Status::Pending, at)
+            })
+            .collect();
+        let mut expected: Vec<&Order> = orders.iter().collect();
+        expected.sort_by(|a, b| (b.created_at, &b.order_id).cmp(&(a.created_at, &a.order_id)));
+        let expected: Vec<String> = expected.iter().map(|o| o.order_id.clone()).collect();
+        write_all(store, orders.clone()).await;
+
+        let newest = |at: &str| Some((format!("{at}#x"), std::time::Instant::now()));
+        type Hint = (&'static str, Option<Vec<u64>>, Option<store::Pace>);
+        let hints: Vec<Hint> = vec![
+            ("none", None, None),
+            ("far too fast a pace", None, Some(store::Pace { per_ms: 100.0, newest: None })),
+            ("far too slow a pace", None, Some(store::Pace { per_ms: 1e-6, newest: None })),
+            (
+                "a newest key long gone",
+                None,
+                Some(store::Pace { per_ms: 0.01, newest: newest("2026-03-14T00:00:01.000Z") }),
+            ),
+            (
+                "a newest key to come",
+                None,
+                Some(store::Pace { per_ms: 0.001, newest: newest("2026-03-14T23:00:00.000Z") }),
+            ),
+            ("every order on one shard", Some(vec![240, 0, 0, 0, 0, 0, 0, 0, 0, 0]), None),
+            ("counts far too low", Some(vec![1; 10]), Some(store::Pace { per_ms: 0.002, newest: None })),
+            ("counts for other shards", Some(vec![5, 5, 5]), None),
+            ("counts of nothing", Some(vec![0; 10]), None),
+        ];
+        for (name, counts, pace) in hints {
+            for limit in [1, 7, 25, 100] {
+                store.hint_pending(day, counts.as_deref(), pace.clone());
+                let (ids, _) = walk_pending(store, day, limit, &PendingFilter::default()).await;
+                assert_eq!(ids, expected, "{engine:?}: {name}, pages of {limit}");
+            }
+            // Stuck only: a key range under the same hints.
+            store.hint_pending(day, counts.as_deref(), pace.clone());
+            let before = base + Duration::seconds(100);
+            let stuck = PendingFilter { created_before: Some(before), ..PendingFilter::default() };
+            let (ids, _) = walk_pending(store, day, 10, &stuck).await;
+            let want: Vec<String> = expected
+                .iter()
+                .filter(|id| orders.iter().any(|o| &&o.order_id == id && o.created_at < before))
+                .cloned()
+                .collect();
+            assert_eq!(ids, want, "{engine:?}: {name}, stuck only");
+        }
+
+        // A newer day is not read once the cursor is below it.
+        let next = day.succ_opt().unwrap();
+        let next_orders: Vec<Order> = (0..3u32)
+            .map(|i| order(&format!("x-{i}"), "c-3", Status::Pending, next.and_hms_opt(1, 0, i).unwrap().and_utc()))
+            .collect();
+        write_all(store, next_orders).await;
+        let all = PendingFilter::default();
+        let first = store.pending_page(&[next, day], 25, None, &all).await.unwrap();
+        assert_eq!(first.orders.len(), 25);
+        let after = first.next_after.as_deref();
+        store.hint_pending(day, None, None);
+        let both = store.pending_page(&[next, day], 25, after, &all).await.unwrap();
+        store.hint_pending(day, None, None);
+        let alone = store.pending_page(&[day], 25, after, &all).await.unwrap();
+        let ids = |page: &store::PendingRead| page.orders.iter().map(|o| o.order_id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&both), ids(&alone));
+        assert_eq!(both.rounds, alone.rounds, "{engine:?}: the newer day is not read again");
+
+        // What the pages learn goes stale as newer orders arrive.
+        store.hint_pending(day, None, None);
+        let (ids, _) = walk_pending(store, day, 25, &PendingFilter::default()).await;
+        assert_eq!(ids, expected);
+        let later = base + Duration::hours(3);
+        let newer: Vec<Order> = (0..60u32)
+            .map(|i| order(&format!("n-{i:03}"), "c-2", Status::Pending, later + Duration::seconds(i64::from(i) / 2)))
+            .collect();
+        write_all(store, newer.clone()).await;
+        let mut all: Vec<&Order> = orders.iter().chain(&newer).collect();
+        all.sort_by(|a, b| (b.created_at, &b.order_id).cmp(&(a.created_at, &a.order_id)));
+        let all: Vec<String> = all.iter().map(|o| o.order_id.clone()).collect();
+        for limit in [5, 25] {
+            let (ids, read) = walk_pending(store, day, limit, &PendingFilter::default()).await;
+            assert_eq!(ids, all, "{engine:?}: a stale pace, pages of {limit}");
+            println!("{engine:?}: pages of {limit} after a stale pace read {read} items for {}", ids.len());
+        }
         app.stop().await;
     }
 }

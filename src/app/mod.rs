@@ -26,6 +26,9 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
             <head>
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                // From `public/` (cargo-leptos copies it into the site root).
+                <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
+                <link rel="icon" href="/favicon.ico" sizes="32x32"/>
                 <AutoReload options=options.clone()/>
                 <HydrationScripts options/>
                 <MetaTags/>

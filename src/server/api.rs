@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::time::Duration;
-use tokio::sync::broadcast::error::RecvError;
+use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -138,16 +138,12 @@ async fn live(
     let (counters, version) = state.service.live_counters(day).await?;
     state.service.live.versions().await.follow_from(day, version);
     let first = LiveEvent::Counters(counters);
-    let updates = futures::stream::unfold(receiver, move |mut receiver| async move {
-        loop {
-            match receiver.recv().await {
-                Ok(event) if event.date().is_none_or(|d| d == day) => return Some((event, receiver)),
-                Ok(_) => continue,
-                // This subscriber fell behind and missed events: say so.
-                Err(RecvError::Lagged(_)) => return Some((LiveEvent::Resync, receiver)),
-                Err(RecvError::Closed) => return None,
-            }
-        }
+    let updates = BroadcastStream::new(receiver).filter_map(move |received| {
+        std::future::ready(match received {
+            Ok(event) => event.date().is_none_or(|d| d == day).then_some(event),
+            // This subscriber fell behind and missed events: say so.
+            Err(BroadcastStreamRecvError::Lagged(_)) => Some(LiveEvent::Resync),
+        })
     });
     let lifetime = Duration::from_secs(state.limits.live_max_minutes * 60);
     let events = futures::stream::once(async move { first })

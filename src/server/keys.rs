@@ -141,6 +141,12 @@ pub fn pending_pk(day: NaiveDate, shard: u32) -> String {
     format!("{PENDING}{}#{shard}", day.format("%Y-%m-%d"))
 }
 
+/// The GSI2 sort key bound at the start of `day`: every key of the day sorts
+/// at or above it, every key of the day before below it.
+pub fn day_start(day: NaiveDate) -> String {
+    format!("{}T00:00:00.000Z", day.format("%Y-%m-%d"))
+}
+
 pub fn parse_pending_pk(pk: &str) -> Option<(NaiveDate, u32)> {
     let rest = pk.strip_prefix(PENDING)?;
     let (day, shard) = rest.split_once('#')?;

@@ -42,8 +42,11 @@ pub const DEFAULT_HEADROOM: f64 = 0.5;
 pub const WRITES_PER_ORDER: f64 = 2.0;
 /// The PENDING list's default page size (`model::DEFAULT_PAGE_SIZE`).
 pub const DEFAULT_PAGE_SIZE: u32 = 25;
-/// Items each shard is read beyond its even share of a page in the first
-/// round (`READ_MARGIN` of the PENDING merge in `store::pending`).
+/// Items each shard is read beyond its even share of a page in this plan's
+/// model of a first round: a round figure on the high side. The PENDING
+/// merge (`store::pending`) sizes its first round from the day's per-shard
+/// counts and, once a page of the day has been read, its pace: then it reads
+/// about page + 2·sqrt(page) items in all (BENCHMARKS.md, table 2).
 pub const READ_MARGIN: u32 = 2;
 /// Storage overhead of each index entry: storage billing only, not capacity.
 pub const INDEX_ENTRY_STORAGE_OVERHEAD: u32 = 100;

@@ -81,7 +81,16 @@ impl Store {
             self.metric_item(keys::metric_minutes_key(day), false),
             self.shards_for(day),
         )?;
-        Ok(counters(day, pending, daily, minutes, shards))
+        let counters = counters(day, pending, daily, minutes, shards);
+        self.saw_counts(&counters);
+        Ok(counters)
+    }
+
+    /// Leaves the per-shard PENDING counts for sizing the list's reads.
+    fn saw_counts(&self, counters: &Counters) {
+        if counters.exists {
+            self.saw_pending_counts(counters.date, &counters.day_counts().per_shard);
+        }
     }
 
     /// The figures a dashboard's headline shows (no per-minute history, the
@@ -94,6 +103,7 @@ impl Store {
             self.shards_for(day),
         )?;
         let counters = counters(day, pending, daily, None, shards);
+        self.saw_counts(&counters);
         Ok((counters.day_counts(), counters.version))
     }
 

@@ -24,7 +24,7 @@ pub use metrics::{Counters, VersionRead};
 pub use orders::{BatchPut, HistoryPage, Transition, order_item};
 #[cfg(feature = "testing")]
 pub use pending::ReadPlan;
-pub use pending::{PendingFilter, PendingRead};
+pub use pending::{Pace, PendingFilter, PendingRead};
 pub use provision::{ProvisionReport, TableCapacity, WarmThroughput};
 pub use reconcile::{CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot, TRANSACT_GET_MAX, Verdict};
 pub use recount::Recount;
@@ -66,6 +66,9 @@ pub struct Store {
     /// What every call consumed and how often it was throttled, as the
     /// clients' interceptor records it, and its flush to the metrics table.
     usage: UsageFlusher,
+    /// What the PENDING merge knows of recent days: per-shard counts as last
+    /// read, and the pace its last page showed (see `pending`).
+    pending_hints: pending::Hints,
 }
 
 /// Recorded counts never change; an unrecorded day may be recorded any time.
@@ -152,6 +155,7 @@ pub async fn connect(config: &StoreConfig) -> Result<(Store, Option<Embedded>), 
             .max_capacity(SHARD_CACHE_DAYS)
             .expire_after(ShardCountExpiry)
             .build(),
+        pending_hints: pending::Hints::default(),
     };
     Ok((store, embedded))
 }

@@ -7,14 +7,31 @@
 //! returned: no order is repeated or skipped, whatever the spread.
 //!
 //! To read no more than a page needs, the newest day's partitions are first
-//! read a few items each (an even share of the page, plus a margin). Once the
-//! orders in hand number at least what the page still needs, the worst of
-//! those best ones is a floor the page cannot go below, and one more round
-//! reads, from each partition that could hold keys above it, only the keys
-//! between that floor and what the partition already gave. So a page takes
-//! two rounds at most in the common case, and reads little beyond what it
-//! shows. A partition whose unread keys all sort below the best order in hand
-//! (an older day, say) is not read at all.
+//! read a few items each. An order's shard is uniform by hash, so a
+//! partition holds a binomial share of the page: its expected share (from
+//! the day's per-shard PENDING counters when they have been read lately,
+//! else an even share) plus `SPREAD` standard deviations, and never more
+//! than it is known to hold plus one (counts size only a page's first
+//! round, so a stale one costs a round at most). Once the orders in hand number at
+//! least what the page still needs, the worst of those best ones is a floor
+//! the page cannot go below, and one more round reads, from each partition
+//! that could hold keys above it, only the keys between that floor and what
+//! the partition already gave. A partition whose unread keys all sort below
+//! the best order in hand (an older day, say) is not read at all.
+//!
+//! Per-partition counts cannot make one round likely at a read cost near
+//! the page (each partition must read one item past its part of the page to
+//! show it is done, and the largest of N binomial shares sets the round):
+//! so the first round is a key range when the day's pace is known. Each
+//! page read without item filters leaves the day's pace (orders per
+//! millisecond on the page, and the newest key a top page showed); for
+//! `PACE_TTL` the next such page of that day first reads, from every partition,
+//! the keys between its ceiling and a floor far enough below the top (the
+//! newest key moved on by the time since it was seen, or the ceiling if
+//! lower) to hold the page plus `PACED_SPREAD` standard deviations, each
+//! query capped at the partition's share plus `PACED_CAP_SPREAD` sd. A guess
+//! too high or too low costs reads or a second round, never exactness: the
+//! floor becomes each partition's ceiling, as in the second round.
 //!
 //! Filters: "stuck only" is a key range (orders created before a moment), so
 //! the index serves it; country, minimum total and customer are applied to
@@ -31,10 +48,24 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use futures::future::try_join_all;
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
 
-/// Extra items read per partition beyond its even share of what is still
-/// needed: fewer second rounds for a small over-read.
-const READ_MARGIN: u32 = 2;
+/// Standard deviations of its binomial share of the page a partition is
+/// read beyond its expected share when no pace is known: the trade-off
+/// between items read and second rounds (BENCHMARKS.md, table 2: at a page of
+/// 25 over 10 shards, 1 sd reads 1.70 items per item shown and always takes a
+/// second round, 2 sd reads 2.42 and takes one in 30% of pages). Such a page
+/// is the first of its day in a while, so its latency is what is chosen.
+pub const SPREAD: f64 = 2.0;
+/// The same, for the caps of a paced first round: high, since there the key
+/// range, not the cap, is meant to end each read.
+const PACED_CAP_SPREAD: f64 = 2.5;
+/// Standard deviations of the page's size a paced first round's key range
+/// is meant to hold beyond the page (orders arrive about as a Poisson process).
+const PACED_SPREAD: f64 = 2.0;
+/// How long a day's learned pace is used: a page read refreshes it.
+pub(super) const PACE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 /// Rounds a page takes at most once it holds an order (a filter that
 /// matches little would otherwise read on and on): the page is then
 /// shorter, and the next continues after it.
@@ -63,19 +94,142 @@ impl PendingFilter {
     fn key_bound(&self) -> Option<String> {
         self.created_before.as_ref().map(iso_millis::format)
     }
+
+    /// Whether every item read is kept: only then do items read measure the
+    /// pace of the list.
+    fn keeps_all(&self) -> bool {
+        self.country.is_none() && self.min_total.is_none() && self.customer.is_none()
+    }
 }
 
-/// How each partition is read: its even share of what the page still needs
-/// plus `margin` items, or (`naive`) a whole page from every partition.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a page's first round is sized.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ReadPlan {
-    pub margin: u32,
+    /// Standard deviations of its share each partition is read beyond its
+    /// expected share of the page.
+    pub spread: f64,
+    /// Whether the first round is a key range from the day's learned pace.
+    pub paced: bool,
+    /// A whole page from every partition (for comparison only).
     pub naive: bool,
 }
 
 impl Default for ReadPlan {
     fn default() -> Self {
-        Self { margin: READ_MARGIN, naive: false }
+        Self { spread: SPREAD, paced: true, naive: false }
+    }
+}
+
+/// Items to ask one partition for so that it likely holds its part of
+/// `needed` orders: it gets each of them with probability `share`, so its
+/// part is binomial; its mean plus `spread` standard deviations, rounded up,
+/// and at least one. A partition known to hold `held` orders in all is read
+/// for all of them plus one, which ends it in one query.
+pub fn share_size(needed: u32, share: f64, spread: f64, held: Option<u64>) -> u32 {
+    let n = f64::from(needed);
+    let share = share.clamp(0.0, 1.0);
+    let size = (n * share + spread * (n * share * (1.0 - share)).sqrt()).ceil().max(1.0) as u32;
+    match held {
+        Some(held) if held < u64::from(size) => held as u32 + 1,
+        _ => size,
+    }
+}
+
+/// How fast a day's PENDING list runs, as the last page read of it showed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pace {
+    /// Orders per millisecond of `createdAt` on that page.
+    pub per_ms: f64,
+    /// The newest key a first page of the day showed, and when.
+    pub newest: Option<(String, Instant)>,
+}
+
+/// The floor of a paced first round: far enough below the top of what the
+/// partitions may hold to hold `needed` orders at `pace` with a margin. The
+/// top is the newest key known, moved on by the time since it was seen (at
+/// the pace, that time brought orders too), or `ceiling` when that is lower.
+/// `None` when the floor reaches the start of the day (then there is nothing
+/// to save) or the ceiling.
+fn paced_floor(pace: &Pace, now: Instant, ceiling: &str, day_start: &str, needed: u32) -> Option<String> {
+    let ceiling_at = || iso_millis::parse(ceiling.get(..24)?).ok();
+    let top = match &pace.newest {
+        Some((newest, seen)) if newest.as_str() < ceiling => {
+            let since = chrono::Duration::from_std(now.saturating_duration_since(*seen).min(PACE_TTL)).ok()?;
+            let moved = iso_millis::parse(newest.get(..24)?).ok()?.checked_add_signed(since)?;
+            match ceiling_at() {
+                Some(ceiling) if ceiling < moved => ceiling,
+                _ => moved,
+            }
+        }
+        _ => ceiling_at()?,
+    };
+    let target = f64::from(needed) + PACED_SPREAD * f64::from(needed).sqrt();
+    if pace.per_ms.is_nan() || pace.per_ms <= 0.0 {
+        return None;
+    }
+    let span = chrono::Duration::milliseconds((target / pace.per_ms).ceil().min(1e12) as i64);
+    let floor = iso_millis::format(&top.checked_sub_signed(span)?);
+    (floor.as_str() > day_start && floor.as_str() < ceiling).then_some(floor)
+}
+
+/// Days whose hints are kept.
+const HINT_DAYS: u64 = 1_000;
+/// How long per-shard counts are used after they were read: the dashboard
+/// reads them every second or so; a stale count only sizes a read.
+const COUNTS_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What earlier reads left for sizing the next page's first round.
+pub(super) struct Hints {
+    counts: moka::sync::Cache<NaiveDate, Arc<[u64]>>,
+    paces: moka::sync::Cache<NaiveDate, Pace>,
+}
+
+impl Default for Hints {
+    fn default() -> Self {
+        Self {
+            counts: moka::sync::Cache::builder().max_capacity(HINT_DAYS).time_to_live(COUNTS_TTL).build(),
+            paces: moka::sync::Cache::builder().max_capacity(HINT_DAYS).time_to_live(PACE_TTL).build(),
+        }
+    }
+}
+
+impl Store {
+    /// The day's PENDING orders per shard, as the counters were last read.
+    fn pending_counts(&self, day: NaiveDate) -> Option<Arc<[u64]>> {
+        self.pending_hints.counts.get(&day)
+    }
+
+    /// Keeps the day's per-shard counts the counters were just read at.
+    pub(super) fn saw_pending_counts(&self, day: NaiveDate, per_shard: &[u64]) {
+        self.pending_hints.counts.insert(day, per_shard.into());
+    }
+
+    fn pace(&self, day: NaiveDate) -> Option<Pace> {
+        self.pending_hints.paces.get(&day)
+    }
+
+    /// A page's pace, and the day's newest key when the page was the top of
+    /// the day (it was the newest just now); else the newest stays as known.
+    fn learn_pace(&self, day: NaiveDate, per_ms: f64, newest: Option<String>) {
+        let newest = match newest {
+            Some(newest) => Some((newest, Instant::now())),
+            None => self.pending_hints.paces.get(&day).and_then(|p| p.newest),
+        };
+        self.pending_hints.paces.insert(day, Pace { per_ms, newest });
+    }
+
+    /// Sets (or, with `None`, forgets) what the PENDING list's reads are
+    /// sized by for `day`: for tests that pages stay exact whatever it says.
+    #[doc(hidden)]
+    pub fn hint_pending(&self, day: NaiveDate, per_shard: Option<&[u64]>, pace: Option<Pace>) {
+        match per_shard {
+            Some(counts) => self.saw_pending_counts(day, counts),
+            None => self.pending_hints.counts.invalidate(&day),
+        }
+        match pace {
+            Some(pace) => self.pending_hints.paces.insert(day, pace),
+            None => self.pending_hints.paces.invalidate(&day),
+        }
     }
 }
 
@@ -91,6 +245,7 @@ pub struct PendingRead {
 
 struct Partition {
     day: NaiveDate,
+    shard: u32,
     pk: String,
     /// Kept orders read and not yet placed on the page.
     buffer: VecDeque<(String, PendingOrder)>,
@@ -127,7 +282,7 @@ impl Store {
         filter: &PendingFilter,
     ) -> Result<PendingRead, StoreError> {
         let partitions = self.partitions(days, after, filter).await?;
-        Merge::new(self, partitions, limit, filter, ReadPlan::default()).run().await
+        Merge::new(self, partitions, limit, filter, ReadPlan::default()).run(after).await
     }
 
     /// `pending_page` with another read plan, for the benchmark's trade-off table.
@@ -141,12 +296,13 @@ impl Store {
     ) -> Result<PendingRead, StoreError> {
         let filter = PendingFilter::default();
         let partitions = self.partitions(days, after, &filter).await?;
-        Merge::new(self, partitions, limit, &filter, plan).run().await
+        Merge::new(self, partitions, limit, &filter, plan).run(after).await
     }
 
     /// Every (day, shard) partition, each capped at the end of its day, at
     /// the cursor and at the filter's key bound. A day nothing PENDING was
-    /// ever written to has no shard count recorded and is not read at all.
+    /// ever written to has no shard count recorded and is not read at all;
+    /// nor is a day the cursor or the bound has already gone below.
     async fn partitions(
         &self,
         days: &[NaiveDate],
@@ -157,15 +313,18 @@ impl Store {
         let bound = filter.key_bound();
         let mut partitions = Vec::new();
         for (day, shards) in days.iter().zip(counts).filter_map(|(d, n)| Some((d, n?))) {
-            let day_end = day
-                .checked_add_days(Days::new(1))
-                .map(|next| format!("{}T00:00:00.000Z", next.format("%Y-%m-%d")))
-                .unwrap_or_else(|| "9".into());
+            let day_end = day.checked_add_days(Days::new(1)).map(keys::day_start).unwrap_or_else(|| "9".into());
             let ceiling = [Some(day_end), after.map(str::to_string), bound.clone()].into_iter().flatten().min();
             let ceiling = ceiling.expect("the day's end is always there");
+            if ceiling <= keys::day_start(*day) {
+                // Every key of the day sorts at or above its start: a cursor
+                // or a bound before the day leaves nothing of it to read.
+                continue;
+            }
             for shard in 0..shards {
                 partitions.push(Partition {
                     day: *day,
+                    shard,
                     pk: keys::pending_pk(*day, shard),
                     buffer: VecDeque::new(),
                     ceiling: ceiling.clone(),
@@ -231,6 +390,7 @@ struct Merge<'a> {
     limit: u32,
     plan: ReadPlan,
     orders: Vec<PendingOrder>,
+    first_key: Option<String>,
     last_key: Option<String>,
     items_read: u64,
     rounds: u32,
@@ -245,10 +405,21 @@ impl<'a> Merge<'a> {
         plan: ReadPlan,
     ) -> Self {
         let orders = Vec::with_capacity(limit as usize);
-        Self { store, partitions, filter, limit, plan, orders, last_key: None, items_read: 0, rounds: 0 }
+        Self {
+            store,
+            partitions,
+            filter,
+            limit,
+            plan,
+            orders,
+            first_key: None,
+            last_key: None,
+            items_read: 0,
+            rounds: 0,
+        }
     }
 
-    async fn run(mut self) -> Result<PendingRead, StoreError> {
+    async fn run(mut self, after: Option<&str>) -> Result<PendingRead, StoreError> {
         while self.orders.len() < self.limit as usize {
             let best = best_partition(&self.partitions);
             let best_key = best.and_then(|i| self.partitions[i].head()).map(str::to_string);
@@ -257,6 +428,7 @@ impl<'a> Merge<'a> {
                 let Some(best) = best else { break };
                 let (key, order) = self.partitions[best].buffer.pop_front().expect("best has a head");
                 self.orders.push(order);
+                self.first_key.get_or_insert_with(|| key.clone());
                 self.last_key = Some(key);
                 continue;
             }
@@ -272,6 +444,7 @@ impl<'a> Merge<'a> {
             }
         }
         let more = self.partitions.iter().any(|p| !p.buffer.is_empty() || !p.exhausted);
+        self.learn_pace(after);
         Ok(self.finish(more))
     }
 
@@ -284,6 +457,21 @@ impl<'a> Merge<'a> {
         }
     }
 
+    /// Leaves the day's pace for its next page: the orders shown per
+    /// millisecond, and the newest key when this was the top of the day.
+    fn learn_pace(&self, after: Option<&str>) {
+        let (Some(first), Some(last)) = (self.orders.first(), self.orders.last()) else { return };
+        let day = first.created_at.date_naive();
+        let one_day = last.created_at.date_naive() == day;
+        if !self.plan.paced || !self.filter.keeps_all() || self.orders.len() < 2 || !one_day {
+            return;
+        }
+        let span_ms = (first.created_at - last.created_at).num_milliseconds().max(1) as f64;
+        let per_ms = (self.orders.len() - 1) as f64 / span_ms;
+        let top_of_day = after.is_none() && self.filter.created_before.is_none();
+        self.store.learn_pace(day, per_ms, self.first_key.clone().filter(|_| top_of_day));
+    }
+
     /// Enough orders are in hand that the page cannot reach below the
     /// `needed`-th best of them: read, from every partition that could hold
     /// keys above that floor, exactly the keys between the floor and what it
@@ -292,8 +480,19 @@ impl<'a> Merge<'a> {
         let targets: Vec<usize> = (0..self.partitions.len())
             .filter(|&i| !self.partitions[i].exhausted && self.partitions[i].ceiling.as_str() > floor)
             .collect();
+        let sizes = vec![needed + 1; targets.len()];
+        self.read_above(&targets, floor, &sizes).await
+    }
+
+    /// Reads `targets` between `floor` and their ceilings, each for at most
+    /// its size. A partition that gave all it holds there continues below
+    /// the floor; one that gave its size continues below its last key.
+    async fn read_above(&mut self, targets: &[usize], floor: &str, sizes: &[u32]) -> Result<(), StoreError> {
         let (store, filter) = (self.store, self.filter);
-        let reads = targets.iter().map(|&i| store.read_partition(&self.partitions[i], Some(floor), needed + 1, filter));
+        let reads = targets
+            .iter()
+            .zip(sizes)
+            .map(|(&i, &size)| store.read_partition(&self.partitions[i], Some(floor), size, filter));
         for (i, read) in targets.iter().zip(try_join_all(reads).await?) {
             let partition = &mut self.partitions[*i];
             self.items_read += read.scanned;
@@ -308,14 +507,23 @@ impl<'a> Merge<'a> {
     }
 
     /// Too few orders in hand: each partition of the day being read is
-    /// expected to hold an even share of what is still needed; reading that
-    /// much (plus a margin) keeps the over-read small.
+    /// read for its likely part of what is still needed (see `share_size`),
+    /// or, on a page's first round when the day's pace is known, for the keys
+    /// of a range that likely holds the page.
     async fn share_round(&mut self, blocking: &[usize], needed: u32) -> Result<(), StoreError> {
         let day = self.partitions[blocking[0]].day;
-        let live = self.partitions.iter().filter(|p| p.day == day && !(p.exhausted && p.buffer.is_empty())).count();
-        let size = if self.plan.naive { self.limit } else { needed.div_ceil(live.max(1) as u32) + self.plan.margin };
+        let first = self.rounds == 1;
+        if first && let Some(floor) = self.paced_floor(blocking, needed) {
+            let target = needed + (PACED_SPREAD * f64::from(needed).sqrt()).ceil() as u32;
+            let sizes = self.share_sizes(day, blocking, target, PACED_CAP_SPREAD, true);
+            return self.read_above(blocking, &floor, &sizes).await;
+        }
+        let sizes = self.share_sizes(day, blocking, needed, self.plan.spread, first);
         let (store, filter) = (self.store, self.filter);
-        let reads = blocking.iter().map(|&i| store.read_partition(&self.partitions[i], None, size, filter));
+        let reads = blocking
+            .iter()
+            .zip(&sizes)
+            .map(|(&i, &size)| store.read_partition(&self.partitions[i], None, size, filter));
         for (i, read) in blocking.iter().zip(try_join_all(reads).await?) {
             let partition = &mut self.partitions[*i];
             self.items_read += read.scanned;
@@ -328,6 +536,42 @@ impl<'a> Merge<'a> {
             partition.buffer.extend(read.kept);
         }
         Ok(())
+    }
+
+    /// The floor of a paced first round over `blocking` (every partition of
+    /// the newest day, all at one ceiling), when the day's pace is known.
+    fn paced_floor(&self, blocking: &[usize], needed: u32) -> Option<String> {
+        let first = &self.partitions[blocking[0]];
+        let same_ceiling = blocking.iter().all(|&i| self.partitions[i].ceiling == first.ceiling);
+        if !self.plan.paced || self.plan.naive || !self.filter.keeps_all() || !same_ceiling {
+            return None;
+        }
+        let pace = self.store.pace(first.day)?;
+        paced_floor(&pace, Instant::now(), &first.ceiling, &keys::day_start(first.day), needed)
+    }
+
+    /// What each of `blocking` (partitions of `day`) is read for: its likely
+    /// part of `needed`. On a page's first round that is by the day's
+    /// per-shard counts when read lately; else, and in later rounds (where a
+    /// stale count, which caps a read, must not cost round after round), an
+    /// even share among the day's partitions not yet exhausted.
+    fn share_sizes(&self, day: NaiveDate, blocking: &[usize], needed: u32, spread: f64, by_counts: bool) -> Vec<u32> {
+        if self.plan.naive {
+            return vec![self.limit; blocking.len()];
+        }
+        let live = self.partitions.iter().filter(|p| p.day == day && !(p.exhausted && p.buffer.is_empty())).count();
+        let counts = by_counts.then(|| self.store.pending_counts(day)).flatten();
+        let counts = counts.as_deref().map(|c| (c, c.iter().sum::<u64>())).filter(|(_, total)| *total > 0);
+        blocking
+            .iter()
+            .map(|&i| {
+                let shard = self.partitions[i].shard as usize;
+                match counts.and_then(|(c, total)| Some((*c.get(shard)?, total))) {
+                    Some((held, total)) => share_size(needed, held as f64 / total as f64, spread, Some(held)),
+                    None => share_size(needed, 1.0 / live.max(1) as f64, spread, None),
+                }
+            })
+            .collect()
     }
 }
 
@@ -373,4 +617,80 @@ fn blocking_partitions(partitions: &[Partition], best: Option<&str>) -> Vec<usiz
         })
         .map(|(i, _)| i)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_share_is_its_binomial_mean_plus_spread_deviations() {
+        // 25 orders, a tenth each: mean 2.5, sd 1.5.
+        assert_eq!(share_size(25, 0.1, 0.0, None), 3);
+        assert_eq!(share_size(25, 0.1, 1.0, None), 4);
+        assert_eq!(share_size(25, 0.1, 2.0, None), 6);
+        // One partition holds everything: no spread, the whole page.
+        assert_eq!(share_size(25, 1.0, 2.0, None), 25);
+        // Never nothing, and a share out of range is clamped.
+        assert_eq!(share_size(0, 0.1, 1.0, None), 1);
+        assert_eq!(share_size(25, 0.0, 1.0, None), 1);
+        assert_eq!(share_size(25, 7.0, 1.0, None), 25);
+        assert_eq!(share_size(25, -1.0, 1.0, None), 1);
+    }
+
+    #[test]
+    fn a_share_is_capped_at_what_the_partition_is_known_to_hold_plus_one() {
+        assert_eq!(share_size(25, 0.1, 1.0, Some(2)), 3);
+        assert_eq!(share_size(25, 0.1, 1.0, Some(0)), 1);
+        assert_eq!(share_size(25, 0.1, 1.0, Some(4)), 4);
+        assert_eq!(share_size(25, 0.1, 1.0, Some(1_000)), 4);
+    }
+
+    const DAY_START: &str = "2026-03-14T00:00:00.000Z";
+    const DAY_END: &str = "2026-03-15T00:00:00.000Z";
+
+    fn pace(per_ms: f64, newest: Option<(&str, Instant)>) -> Pace {
+        Pace { per_ms, newest: newest.map(|(k, at)| (k.to_string(), at)) }
+    }
+
+    #[test]
+    fn a_paced_floor_holds_the_page_and_a_margin_at_the_pace() {
+        let now = Instant::now();
+        // One order a second: 25 + 2·5 = 35 seconds below the newest key.
+        let p = pace(0.001, Some(("2026-03-14T12:00:00.000Z#o-1", now)));
+        assert_eq!(paced_floor(&p, now, DAY_END, DAY_START, 25).as_deref(), Some("2026-03-14T11:59:25.000Z"));
+        // A cursor below the newest key is the top.
+        let after = "2026-03-14T10:00:00.000Z#o-9";
+        assert_eq!(paced_floor(&p, now, after, DAY_START, 25).as_deref(), Some("2026-03-14T09:59:25.000Z"));
+        // Without a newest key, the day's end is the top.
+        let p = pace(0.001, None);
+        assert_eq!(paced_floor(&p, now, DAY_END, DAY_START, 25).as_deref(), Some("2026-03-14T23:59:25.000Z"));
+    }
+
+    #[test]
+    fn a_paced_floor_moves_on_with_the_time_since_the_newest_key_was_seen() {
+        let seen = Instant::now();
+        let p = pace(0.001, Some(("2026-03-14T12:00:00.000Z#o-1", seen)));
+        let later = seen + Duration::from_secs(10);
+        assert_eq!(paced_floor(&p, later, DAY_END, DAY_START, 25).as_deref(), Some("2026-03-14T11:59:35.000Z"));
+        // Never beyond the ceiling, and never more than the pace lives.
+        let ceiling = "2026-03-14T12:00:05.000Z";
+        assert_eq!(paced_floor(&p, later, ceiling, DAY_START, 25).as_deref(), Some("2026-03-14T11:59:30.000Z"));
+        let much_later = seen + PACE_TTL * 10;
+        let expected = format!("2026-03-14T12:00:{:02}.000Z", PACE_TTL.as_secs() - 35);
+        assert_eq!(paced_floor(&p, much_later, DAY_END, DAY_START, 25), Some(expected));
+    }
+
+    #[test]
+    fn a_paced_floor_that_saves_nothing_is_none() {
+        let now = Instant::now();
+        // So slow that the range reaches the start of the day.
+        let p = pace(1e-7, Some(("2026-03-14T12:00:00.000Z#o-1", now)));
+        assert_eq!(paced_floor(&p, now, DAY_END, DAY_START, 25), None);
+        // No pace at all, or a ceiling that is no time.
+        assert_eq!(paced_floor(&pace(0.0, None), now, DAY_END, DAY_START, 25), None);
+        assert_eq!(paced_floor(&pace(f64::NAN, None), now, DAY_END, DAY_START, 25), None);
+        assert_eq!(paced_floor(&pace(0.001, None), now, "9", DAY_START, 25), None);
+    }
 }
