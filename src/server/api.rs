@@ -5,7 +5,7 @@
 use super::auth::Principal;
 use super::error::ApiError;
 use super::export;
-use super::live::Refused;
+use super::live::{Pushed, Refused};
 use super::serve::AppState;
 use super::service::{NewToken, PendingMetrics};
 use crate::model::{
@@ -137,12 +137,13 @@ async fn live(
     let watching = state.service.live.watch(day);
     let (counters, version) = state.service.live_counters(day).await?;
     state.service.live.versions().await.follow_from(day, version);
-    let first = LiveEvent::Counters(counters);
+    let first = Pushed::of(&LiveEvent::Counters(counters));
+    let resync = Pushed::of(&LiveEvent::Resync);
     let updates = BroadcastStream::new(receiver).filter_map(move |received| {
         std::future::ready(match received {
-            Ok(event) => event.date().is_none_or(|d| d == day).then_some(event),
+            Ok(pushed) => pushed.date.is_none_or(|d| d == day).then_some(pushed),
             // This subscriber fell behind and missed events: say so.
-            Err(BroadcastStreamRecvError::Lagged(_)) => Some(LiveEvent::Resync),
+            Err(BroadcastStreamRecvError::Lagged(_)) => Some(resync.clone()),
         })
     });
     let lifetime = Duration::from_secs(state.limits.live_max_minutes * 60);
@@ -150,10 +151,10 @@ async fn live(
         .chain(updates)
         .take_until(state.service.live.closed())
         .take_until(tokio::time::sleep(lifetime))
-        .map(move |event| {
+        .map(move |pushed| {
             // The slot, and the day's watch, are held for as long as the stream is.
             let _held = (&admission, &watching);
-            Ok(Event::default().data(serde_json::to_string(&event).unwrap_or_default()))
+            Ok(Event::default().data(&pushed.json))
         });
     Ok(Sse::new(events).keep_alive(KeepAlive::default()))
 }

@@ -17,6 +17,25 @@ use tokio::sync::broadcast;
 /// Events buffered per slow subscriber before it is told to resync.
 const BUFFER: usize = 1024;
 
+/// An event as every connection sends it: serialized once when published,
+/// shared by all (with 1,000 dashboards open, serializing per connection
+/// was most of the cost of a push).
+#[derive(Debug)]
+pub struct Pushed {
+    /// The day it concerns (`None`: every day's connections).
+    pub date: Option<NaiveDate>,
+    /// The `LiveEvent` as JSON: the SSE event's data.
+    pub json: String,
+}
+
+impl Pushed {
+    pub fn of(event: &LiveEvent) -> Arc<Pushed> {
+        // A LiveEvent is plain data: serializing it cannot fail.
+        let json = serde_json::to_string(event).unwrap_or_default();
+        Arc::new(Pushed { date: event.date(), json })
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LiveLimits {
     pub total: usize,
@@ -31,7 +50,7 @@ impl Default for LiveLimits {
 
 #[derive(Clone)]
 pub struct LiveHub {
-    sender: broadcast::Sender<LiveEvent>,
+    sender: broadcast::Sender<Arc<Pushed>>,
     closing: tokio::sync::watch::Sender<bool>,
     limits: LiveLimits,
     open: Arc<Mutex<Open>>,
@@ -212,14 +231,16 @@ impl LiveHub {
 
     pub fn send(&self, event: LiveEvent) {
         // No subscriber is not an error: nobody is watching.
-        let _ = self.sender.send(event);
+        if self.sender.receiver_count() > 0 {
+            let _ = self.sender.send(Pushed::of(&event));
+        }
     }
 
     pub fn send_counts(&self, counts: DayCounts, behind_ms: Option<i64>) {
         self.send(LiveEvent::Counters(LiveCounters { counts, as_of: chrono::Utc::now(), behind_ms }));
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<LiveEvent> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Pushed>> {
         self.sender.subscribe()
     }
 
