@@ -1,6 +1,7 @@
 //! The dashboard's live connection: server-sent events from `/api/live`,
-//! reconnected with backoff. Events are queued with a sequence number so a
-//! view applies each exactly once, however quickly they arrive.
+//! reconnected by leptos-use's `use_event_source`. Events are queued with a
+//! sequence number so a view applies each exactly once, however quickly
+//! they arrive.
 //! (The server renders with the same types but never connects.)
 #![cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 
@@ -60,110 +61,57 @@ pub use connection::connect;
 #[cfg(feature = "hydrate")]
 mod connection {
     use super::*;
-    use std::cell::RefCell;
-    use std::rc::Rc;
+    use codee::string::FromToStringCodec;
+    use leptos_use_event_source::{
+        ReconnectLimit, UseEventSourceOnEventReturn, UseEventSourceOptions, use_event_source_with_options,
+    };
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use wasm_bindgen::JsCast;
-    use wasm_bindgen::closure::Closure;
-    use web_sys::{EventSource, MessageEvent};
+    use web_sys::MessageEvent;
 
-    const MAX_BACKOFF_MS: u32 = 30_000;
+    /// Milliseconds between attempts to reopen a stream the browser gave up on
+    /// (an error answer, the server restarting); it retries a dropped one itself.
+    const RECONNECT_MS: u64 = 3_000;
 
-    struct Connection {
-        source: EventSource,
-        _handlers: Vec<Closure<dyn FnMut(web_sys::Event)>>,
-    }
-
-    #[derive(Default)]
-    struct State {
-        connection: Option<Connection>,
-        attempt: u32,
-        closed: bool,
-        /// Once a connection has been open, a new one may have missed events.
-        opened_before: bool,
-    }
-
-    /// Opens the connection; the returned function closes it for good.
-    pub fn connect(url: String, live: Live, on_resync: impl Fn() + Clone + 'static) -> impl FnOnce() {
-        let state = Rc::new(RefCell::new(State::default()));
-        open(url, live, Rc::new(on_resync), state.clone());
-        move || {
-            let mut state = state.borrow_mut();
-            state.closed = true;
-            if let Some(connection) = state.connection.take() {
-                connection.source.close();
-            }
-        }
-    }
-
-    fn open(url: String, live: Live, on_resync: Rc<dyn Fn()>, state: Rc<RefCell<State>>) {
-        if state.borrow().closed {
-            return;
-        }
-        live.status.set(LiveStatus::Connecting);
-        let Ok(source) = EventSource::new(&url) else {
-            live.status.set(LiveStatus::Down);
-            return;
-        };
-        let on_open = {
-            let state = state.clone();
-            let on_resync = on_resync.clone();
-            Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
-                let reopened = {
-                    let mut state = state.borrow_mut();
-                    state.attempt = 0;
-                    std::mem::replace(&mut state.opened_before, true)
-                };
+    /// Opens the connection (leptos-use's `use_event_source`, reconnected
+    /// without limit); the returned function closes it for good.
+    pub fn connect(url: String, live: Live, on_resync: impl Fn() + Send + Sync + 'static) -> impl FnOnce() {
+        // Once a connection has been open, a new one may have missed events.
+        let opened_before = Arc::new(AtomicBool::new(false));
+        let on_event = move |event: &web_sys::Event| match event.type_().as_str() {
+            "open" => {
                 live.status.set(LiveStatus::Up);
                 // The server ends streams now and then (and restarts); what
                 // happened while disconnected is read again.
-                if reopened {
+                if opened_before.swap(true, Ordering::Relaxed) {
                     on_resync();
                 }
-            })
-        };
-        let on_message = {
-            let on_resync = on_resync.clone();
-            Closure::<dyn FnMut(web_sys::Event)>::new(move |event: web_sys::Event| {
-                let Some(data) = event.dyn_ref::<MessageEvent>().and_then(|m| m.data().as_string()) else {
-                    return;
-                };
-                match serde_json::from_str::<LiveEvent>(&data) {
-                    Ok(LiveEvent::Resync) => on_resync(),
-                    Ok(event) => live.push(event),
-                    Err(_) => {}
-                }
-            })
-        };
-        let on_error = {
-            let state = state.clone();
-            let url = url.clone();
-            Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
+                UseEventSourceOnEventReturn::ProcessMessage
+            }
+            "error" => {
                 live.status.set(LiveStatus::Down);
-                let closed_for_good =
-                    state.borrow().connection.as_ref().is_some_and(|c| c.source.ready_state() == EventSource::CLOSED);
-                // The browser retries a dropped stream by itself; one it gave up
-                // on (an error answer) is reopened here, later each time.
-                if closed_for_good {
-                    let attempt = state.borrow().attempt;
-                    state.borrow_mut().attempt = attempt + 1;
-                    let delay = (1000u32 << attempt.min(5)).min(MAX_BACKOFF_MS);
-                    let (url, state, on_resync) = (url.clone(), state.clone(), on_resync.clone());
-                    set_timeout(
-                        move || open(url, live, on_resync, state),
-                        std::time::Duration::from_millis(delay.into()),
-                    );
+                UseEventSourceOnEventReturn::ProcessMessage
+            }
+            _ => {
+                // Every event is applied here, as it arrives: the library's
+                // `message` signal keeps only the latest, and a sale's burst
+                // must not lose one.
+                let data = event.dyn_ref::<MessageEvent>().and_then(|m| m.data().as_string());
+                match data.map(|data| serde_json::from_str::<LiveEvent>(&data)) {
+                    Some(Ok(LiveEvent::Resync)) => on_resync(),
+                    Some(Ok(event)) => live.push(event),
+                    _ => {}
                 }
-            })
+                UseEventSourceOnEventReturn::IgnoreProcessingMessage
+            }
         };
-        source.set_onopen(Some(on_open.as_ref().unchecked_ref()));
-        source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
-        source.set_onerror(Some(on_error.as_ref().unchecked_ref()));
-        let previous = state
-            .borrow_mut()
-            .connection
-            .replace(Connection { source, _handlers: vec![on_open, on_message, on_error] });
-        if let Some(previous) = previous {
-            previous.source.close();
-        }
+        live.status.set(LiveStatus::Connecting);
+        let options = UseEventSourceOptions::default()
+            .reconnect_limit(ReconnectLimit::Infinite)
+            .reconnect_interval(RECONNECT_MS)
+            .on_event(on_event);
+        let source = use_event_source_with_options::<String, FromToStringCodec>(url, options);
+        move || (source.close)()
     }
 }
