@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The server Playwright tests against: a fresh embedded store under
 # end2end/.run, seeded deterministically, one account per role
-# (e2e-<role>, password e2e-password-<role>), an admin API token in
+# (e2e-<role>, password e2e-password-<role>) and a second viewer
+# (e2e-capacity), an admin API token in
 # end2end/.run/admin-token, then the app in this same process (exec), so
 # Playwright stops it by its own pid. With OIDC_ISSUER set (the test OpenID
 # provider's address), the app signs in through it too.
@@ -19,6 +20,8 @@ $bin seed --seed 7
 for role in viewer support ops admin; do
   printf 'e2e-password-%s' "$role" | $bin user add "e2e-$role" --role "$role" >/dev/null
 done
+# A second viewer for the capacity page's test: the sign-in tests disable e2e-viewer.
+printf 'e2e-password-capacity' | $bin user add e2e-capacity --role viewer >/dev/null
 $bin token create --name e2e --role admin > "$data/admin-token"
 if [ -n "${OIDC_ISSUER:-}" ]; then
   export NORTHWIND_OIDC_ISSUER="$OIDC_ISSUER" NORTHWIND_OIDC_CLIENT_ID="northwind-ops" \

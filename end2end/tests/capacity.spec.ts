@@ -2,15 +2,16 @@ import AxeBuilder from '@axe-core/playwright';
 import { type Browser, type Page } from '@playwright/test';
 import { expect, test } from './fixtures';
 
-/** A viewer's browser: the lowest role that may see capacity. */
+/** A viewer's browser (the lowest role that may see capacity), with an
+ * account of its own: the sign-in tests disable e2e-viewer. */
 async function viewer(browser: Browser, baseURL: string | undefined): Promise<Page> {
   const context = await browser.newContext({ baseURL, storageState: { cookies: [], origins: [] } });
   const page = await context.newPage();
   await page.goto('/login?next=/capacity');
-  await page.getByLabel('Name').fill('e2e-viewer');
-  await page.getByLabel('Password').fill('e2e-password-viewer');
+  await page.getByLabel('Name').fill('e2e-capacity');
+  await page.getByLabel('Password').fill('e2e-password-capacity');
   await page.getByRole('button', { name: 'Sign in' }).click();
-  await expect(page).toHaveURL(/\/capacity$/);
+  await expect(page).toHaveURL(/^[^?]*\/capacity$/);
   return page;
 }
 
@@ -40,7 +41,8 @@ test('a viewer sees the units, heat, plan and advice of real writes, and the pag
   }
   const page = await viewer(browser, baseURL);
   await expect(page.locator('html')).toHaveAttribute('data-hydrated', 'true');
-  await expect(page.getByTestId('who')).toContainText('e2e-viewer');
+  await expect(page.getByTestId('who')).toContainText('e2e-capacity');
+  await expect(page.getByTestId('role')).toHaveText('viewer');
 
   // Units per table and index: GSI2 took writes (the orders above entered PENDING).
   const gsi2 = page.locator('[data-testid="units-table"] tr[data-resource$="/GSI2"]');
