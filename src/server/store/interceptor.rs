@@ -174,17 +174,7 @@ fn ask_for_capacity(input: &mut aws_smithy_runtime_api::client::interceptors::co
     if let Some(input) = input.downcast_mut::<TransactWriteItemsInput>() {
         input.return_consumed_capacity = indexes;
         let actions = input.transact_items.iter().flatten();
-        return actions
-            .map(|a| {
-                let table = a
-                    .put()
-                    .map(|p| p.table_name())
-                    .or(a.update().map(|u| u.table_name()))
-                    .or(a.delete().map(|d| d.table_name()))
-                    .or(a.condition_check().map(|c| c.table_name()));
-                table_name(table.unwrap_or("unknown"))
-            })
-            .collect();
+        return actions.map(|action| table_name(super::orders::action_table(action))).collect();
     }
     if let Some(input) = input.downcast_mut::<TransactGetItemsInput>() {
         input.return_consumed_capacity = indexes;

@@ -150,7 +150,7 @@ impl Store {
     /// transaction that did go through answers success, not a failed
     /// condition (a change would otherwise look refused and be made twice).
     async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<Vec<ConsumedCapacity>, TransactionFailure> {
-        let tables: Vec<String> = items.iter().map(action_table).collect();
+        let tables: Vec<String> = items.iter().map(|item| action_table(item).to_string()).collect();
         let out = self
             .client
             .transact_write_items()
@@ -289,13 +289,14 @@ impl Store {
     }
 }
 
-/// The table a transaction's action writes, to name where it was throttled.
-fn action_table(item: &TransactWriteItem) -> String {
+/// The table a transaction's action writes: to name where it was
+/// throttled, and where its capacity goes (`interceptor`).
+pub(super) fn action_table(item: &TransactWriteItem) -> &str {
     let table = item
         .put()
         .map(|p| p.table_name())
         .or(item.update().map(|u| u.table_name()))
         .or(item.delete().map(|d| d.table_name()))
         .or(item.condition_check().map(|c| c.table_name()));
-    table.unwrap_or("unknown").to_string()
+    table.unwrap_or("unknown")
 }
