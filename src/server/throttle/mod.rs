@@ -300,6 +300,16 @@ impl Proxy {
 
     // ---- what the proxy knows of tables
 
+    /// The schema of every table a batch names, each once (`None`: one of
+    /// them cannot be metered).
+    async fn schemas_of<'t>(&self, tables: impl Iterator<Item = &'t str>) -> Option<Vec<Arc<TableSchema>>> {
+        let mut schemas = Vec::new();
+        for table in tables.collect::<BTreeSet<_>>() {
+            schemas.push(self.schema(table).await?);
+        }
+        Some(schemas)
+    }
+
     /// The table's schema, from the upstream's DescribeTable the first time.
     async fn schema(&self, table: &str) -> Option<Arc<TableSchema>> {
         if let Some(schema) = self.schemas.lock().expect("schemas poisoned").get(table) {
@@ -475,13 +485,9 @@ impl Proxy {
         else {
             return self.unmetered(parts, body, "unreadable batch").await;
         };
-        let mut schemas: Vec<Arc<TableSchema>> = Vec::new();
-        for table in writes.iter().map(|(t, _, _)| t).collect::<BTreeSet<_>>() {
-            match self.schema(table).await {
-                Some(schema) => schemas.push(schema),
-                None => return self.unmetered(parts, body, "unknown table").await,
-            }
-        }
+        let Some(schemas) = self.schemas_of(writes.iter().map(|(t, _, _)| t.as_str())).await else {
+            return self.unmetered(parts, body, "unknown table").await;
+        };
         let schema_of = |table: &str| schemas.iter().find(|s| s.name == table).expect("described above").clone();
         // The old items are read in parallel: a batch holds up to 25.
         let priced = futures::future::join_all(writes.iter().map(|(table, _, write)| {
@@ -597,13 +603,9 @@ impl Proxy {
         else {
             return self.unmetered(parts, body, "unreadable batch").await;
         };
-        let mut schemas: Vec<Arc<TableSchema>> = Vec::new();
-        for table in gets.iter().map(|(t, ..)| t).collect::<BTreeSet<_>>() {
-            match self.schema(table).await {
-                Some(schema) => schemas.push(schema),
-                None => return self.unmetered(parts, body, "unknown table").await,
-            }
-        }
+        let Some(schemas) = self.schemas_of(gets.iter().map(|(t, ..)| t.as_str())).await else {
+            return self.unmetered(parts, body, "unknown table").await;
+        };
         let consistency_of = |strong: bool| {
             if strong { Consistency::Strong } else { Consistency::Eventual }
         };
