@@ -3,7 +3,7 @@
 //! its partition's limit, and the shard planner's and the capacity-mode
 //! advisor's tables over the day. Read again every few seconds while open.
 
-use super::common::{ErrorView, TableHead, svg_num};
+use super::common::{ErrorView, TableHead, day_axis, svg_num};
 use super::data::get_capacity;
 use crate::model::{
     CapacityReport, HeatMinute, ModeAdvice, RecentUnits, ResourceUnits, ShardHeat, ShardPlan, ThrottleCount,
@@ -182,11 +182,7 @@ fn UnitsChart(resource: ResourceUnits) -> impl IntoView {
                 <title>{label.clone()}</title>
                 <polyline class="writes" points=format!("0,{H} {writes} {W},{H}")/>
                 <polyline class="reads" points=reads/>
-                {(0..=4).map(|q| {
-                    let x = q as f64 * W / 4.0;
-                    let anchor = if q == 0 { "start" } else if q == 4 { "end" } else { "middle" };
-                    view! { <text x=format!("{x:.0}") y=format!("{}", H + 12.0) text-anchor=anchor>{format!("{:02}:00", q * 6)}</text> }
-                }).collect_view()}
+                {day_axis(W, H + 12.0)}
             </svg>
         </figure>
     }
@@ -377,11 +373,7 @@ fn Heatmap(heat: ShardHeat) -> impl IntoView {
                 <title>{label.clone()}</title>
                 <rect class="ground" x="0" y="0" width=format!("{W}") height=format!("{height}")/>
                 {cells}
-                {(0..=4).map(|q| {
-                    let x = q as f64 * W / 4.0;
-                    let anchor = if q == 0 { "start" } else if q == 4 { "end" } else { "middle" };
-                    view! { <text x=format!("{x:.0}") y=format!("{}", height + 12.0) text-anchor=anchor>{format!("{:02}:00", q * 6)}</text> }
-                }).collect_view()}
+                {day_axis(W, height + 12.0)}
             </svg>
         </figure>
     }

@@ -71,6 +71,22 @@ pub fn svg_num(value: f64) -> String {
     format!("{sign}{}.{}", tenths / 10, tenths % 10)
 }
 
+/// The hour marks under a chart of one day, `width` wide, on the line at
+/// `y`: 00:00 to 24:00 every six hours.
+pub fn day_axis(width: f64, y: f64) -> impl IntoView {
+    (0..=4)
+        .map(|q| {
+            let x = f64::from(q) * width / 4.0;
+            let anchor = match q {
+                0 => "start",
+                4 => "end",
+                _ => "middle",
+            };
+            view! { <text x=format!("{x:.0}") y=y.to_string() text-anchor=anchor>{format!("{:02}:00", q * 6)}</text> }
+        })
+        .collect_view()
+}
+
 pub fn href(path: &str, pairs: &[(&str, Option<String>)]) -> String {
     let query: Vec<String> = pairs
         .iter()

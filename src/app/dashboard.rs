@@ -1,7 +1,7 @@
 //! The PENDING dashboard: headline figures, the spread over shards, and the
 //! newest-first list, refreshed every few seconds while it is on screen.
 
-use super::common::{ErrorView, MeResource, Pager, TableHead, can, href, paging, svg_num};
+use super::common::{ErrorView, MeResource, Pager, TableHead, can, day_axis, href, paging, svg_num};
 use super::data::get_dashboard;
 use super::live::{Live, LiveStatus};
 use super::queue::{Allowed, Selection};
@@ -538,10 +538,7 @@ fn ActivityChart(activity: Activity) -> impl IntoView {
                 <title>{label.clone()}</title>
                 {bars}
                 <polyline class="backlog" points=format!("0,{H} {}", line.join(" "))/>
-                {(0..=4).map(|q| {
-                    let x = q as f64 * W / 4.0;
-                    view! { <text x=format!("{x:.0}") y=format!("{}", H + 13.0) text-anchor=if q == 0 { "start" } else if q == 4 { "end" } else { "middle" }>{format!("{:02}:00", q * 6)}</text> }
-                }).collect_view()}
+                {day_axis(W, H + 13.0)}
             </svg>
             <figcaption>
                 <span class="key created">"created / 10 min"</span>
