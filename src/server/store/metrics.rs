@@ -82,14 +82,14 @@ impl Store {
             self.shards_for(day),
         )?;
         let counters = counters(day, pending, daily, minutes, shards);
-        self.saw_counts(&counters);
+        self.saw_counts(&counters.day_counts());
         Ok(counters)
     }
 
     /// Leaves the per-shard PENDING counts for sizing the list's reads.
-    fn saw_counts(&self, counters: &Counters) {
-        if counters.exists {
-            self.saw_pending_counts(counters.date, &counters.day_counts().per_shard);
+    fn saw_counts(&self, counts: &DayCounts) {
+        if counts.counted {
+            self.saw_pending_counts(counts.date, &counts.per_shard);
         }
     }
 
@@ -103,8 +103,9 @@ impl Store {
             self.shards_for(day),
         )?;
         let counters = counters(day, pending, daily, None, shards);
-        self.saw_counts(&counters);
-        Ok((counters.day_counts(), counters.version))
+        let counts = counters.day_counts();
+        self.saw_counts(&counts);
+        Ok((counts, counters.version))
     }
 
     /// The day's `version`: one strongly consistent GetItem of the PENDING
