@@ -1,6 +1,6 @@
 import AxeBuilder from '@axe-core/playwright';
 import { type Browser, type Page } from '@playwright/test';
-import { expect, test } from './fixtures';
+import { createOrder, expect, test } from './fixtures';
 
 /** A viewer's browser (the lowest role that may see capacity), with an
  * account of its own: the sign-in tests disable e2e-viewer. */
@@ -27,17 +27,7 @@ test('a viewer sees the units, heat, plan and advice of real writes, and the pag
 }) => {
   // A few orders written by this server, so its own (unflushed) minutes show.
   for (let i = 0; i < 5; i++) {
-    const created = await request.post('/api/orders', {
-      data: {
-        orderId: `capacity-e2e-${Date.now()}-${i}`,
-        customerId: 'cust-capacity',
-        currency: 'USD',
-        items: [{ sku: 'LAMP-HD', name: 'Headlamp', quantity: 1, unitPrice: 4675 }],
-        shippingCity: 'Denver',
-        shippingCountry: 'US',
-      },
-    });
-    expect(created.status()).toBe(201);
+    await createOrder(request, `capacity-e2e-${Date.now()}-${i}`, 'cust-capacity');
   }
   const page = await viewer(browser, baseURL);
   await expect(page.locator('html')).toHaveAttribute('data-hydrated', 'true');

@@ -23,4 +23,19 @@ export const test = base.extend<{ request: APIRequestContext }>({
   },
 });
 
+/** Creates a PENDING order through the API, as a checkout would. */
+export async function createOrder(request: APIRequestContext, orderId: string, customerId = 'cust-live') {
+  const created = await request.post('/api/orders', {
+    data: {
+      orderId,
+      customerId,
+      currency: 'USD',
+      items: [{ sku: 'TENT-2P', name: 'Ridgeline 2-person tent', quantity: 1, unitPrice: 24900 }],
+      shippingCity: 'Seattle',
+      shippingCountry: 'US',
+    },
+  });
+  expect(created.status()).toBe(201);
+}
+
 export { expect };

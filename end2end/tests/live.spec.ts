@@ -1,21 +1,7 @@
 import { type APIRequestContext } from '@playwright/test';
-import { expect, test } from './fixtures';
+import { createOrder, expect, test } from './fixtures';
 
 type Metrics = { pending: number; created: number; freshness: { recordsApplied: number } };
-
-async function createOrder(request: APIRequestContext, orderId: string) {
-  const created = await request.post('/api/orders', {
-    data: {
-      orderId,
-      customerId: 'cust-live',
-      currency: 'USD',
-      items: [{ sku: 'TENT-2P', name: 'Ridgeline 2-person tent', quantity: 1, unitPrice: 24900 }],
-      shippingCity: 'Seattle',
-      shippingCountry: 'US',
-    },
-  });
-  expect(created.status()).toBe(201);
-}
 
 async function pendingTotal(request: APIRequestContext): Promise<number> {
   let total = 0;
