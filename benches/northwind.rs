@@ -16,11 +16,11 @@ use chrono::{NaiveDate, Utc};
 use clap::Parser;
 use futures::StreamExt;
 use northwind_ops::model::Order;
-use northwind_ops::server::config::Cli;
-use northwind_ops::server::embedded::Embedded;
-use northwind_ops::server::keys;
-use northwind_ops::server::loadgen::{self, LoadgenArgs, Profile, WriteMode};
-use northwind_ops::server::seed::random_order;
+use northwind_ops::server::cli::config::Cli;
+use northwind_ops::server::cli::seed::random_order;
+use northwind_ops::server::sim::loadgen::{self, LoadgenArgs, Profile, WriteMode};
+use northwind_ops::server::store::embedded::Embedded;
+use northwind_ops::server::store::keys;
 use northwind_ops::server::store::{self, PendingFilter, ReadPlan, Store, TableCapacity};
 use rand::SeedableRng;
 use std::fmt::Write as _;
@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use northwind_ops::server::rehearse::{BENCHMARKS_READING_MARKER as READING_MARKER, SECTION_END, SECTION_START};
+use northwind_ops::server::sim::rehearse::{BENCHMARKS_READING_MARKER as READING_MARKER, SECTION_END, SECTION_START};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Engine {

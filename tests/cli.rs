@@ -193,7 +193,7 @@ fn bad_settings_are_refused_with_a_message_that_names_them() {
 /// A known trace, written as the app writes its minutes: an hour of today
 /// with 70 write units a second on the orders table, and one minute of one
 /// write unit a second on GSI2.
-async fn write_trace(config: &northwind_ops::server::config::StoreConfig) {
+async fn write_trace(config: &northwind_ops::server::cli::config::StoreConfig) {
     use northwind_ops::server::capacity::advisor::Access;
     use northwind_ops::server::capacity::usage::{Resource, minute_start};
     let (store, embedded) = northwind_ops::server::store::connect(config).await.unwrap();

@@ -8,8 +8,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{Duration, NaiveDate};
 use common::{Engine, TestApp, engines, new_order_json, order, write_all};
 use northwind_ops::model::{Order, OrderPage, Status, iso_millis};
-use northwind_ops::server::error::StoreError;
-use northwind_ops::server::keys;
+use northwind_ops::server::store::error::StoreError;
+use northwind_ops::server::store::keys;
 use northwind_ops::server::store::{self, PendingFilter, TableCapacity};
 use serde_json::{Value, json};
 use std::collections::HashSet;
@@ -517,8 +517,8 @@ async fn two_consumers_on_one_stream_count_once() {
 
 use common::LiveStream;
 use northwind_ops::model::LiveEvent;
-use northwind_ops::server::consumer::{Consumer, ConsumerOptions};
-use northwind_ops::server::follower::{self, FOLLOW_EVERY};
+use northwind_ops::server::stream::consumer::{Consumer, ConsumerOptions};
+use northwind_ops::server::stream::follower::{self, FOLLOW_EVERY};
 
 async fn until(mut stop: tokio::sync::watch::Receiver<bool>) {
     let _ = stop.changed().await;

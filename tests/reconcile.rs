@@ -9,9 +9,11 @@ use common::counters::{
 };
 use common::{TestApp, engines, new_order_json};
 use northwind_ops::model::Status;
-use northwind_ops::server::error::StoreError;
-use northwind_ops::server::keys;
-use northwind_ops::server::reconcile::{FullOptions, PendingOutcome, ReconcileError, ReconcileOptions, Reconciler};
+use northwind_ops::server::store::error::StoreError;
+use northwind_ops::server::store::keys;
+use northwind_ops::server::stream::reconcile::{
+    FullOptions, PendingOutcome, ReconcileError, ReconcileOptions, Reconciler,
+};
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

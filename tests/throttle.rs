@@ -13,15 +13,15 @@ use clap::Parser;
 use common::{Engine, order, store_config};
 use futures::StreamExt;
 use northwind_ops::model::{Actor, Order, Status};
-use northwind_ops::server::config::{Cli, Command, RehearseArgs, StoreConfig, StoreKind};
-use northwind_ops::server::counters::Deltas;
-use northwind_ops::server::embedded::Embedded;
-use northwind_ops::server::error::{StoreError, Unavailable};
-use northwind_ops::server::keys;
-use northwind_ops::server::loadgen::{self, LoadgenArgs};
-use northwind_ops::server::rehearse::{self, RehearseOptions};
+use northwind_ops::server::cli::config::{Cli, Command, RehearseArgs, StoreConfig, StoreKind};
+use northwind_ops::server::sim::loadgen::{self, LoadgenArgs};
+use northwind_ops::server::sim::rehearse::{self, RehearseOptions};
+use northwind_ops::server::sim::throttle::{self, ProxyOptions, Tally, ThrottleError};
+use northwind_ops::server::store::embedded::Embedded;
+use northwind_ops::server::store::error::{StoreError, Unavailable};
+use northwind_ops::server::store::keys;
 use northwind_ops::server::store::{self, Lease, Store, TableCapacity, order_item};
-use northwind_ops::server::throttle::{self, ProxyOptions, Tally, ThrottleError};
+use northwind_ops::server::stream::counters::Deltas;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::oneshot;
@@ -330,7 +330,7 @@ async fn the_rehearsal_throttles_the_one_partition_design_and_not_the_sharded_on
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_throttled_attempt_is_recorded_the_ones_the_sdk_retried_away_included() {
     // The Prometheus recorder, installed before the first attempt is counted.
-    northwind_ops::server::telemetry::prometheus();
+    northwind_ops::server::http::telemetry::prometheus();
     let rig = Rig::start(1).await;
     let store = rig.proxied.clone();
     let before = store.usage().throttle_totals();
@@ -367,7 +367,7 @@ async fn every_throttled_attempt_is_recorded_the_ones_the_sdk_retried_away_inclu
         .map(|(k, n)| n - before.get(k).copied().unwrap_or(0))
         .sum::<u64>();
     // The Prometheus counter saw them too (other tests of this binary may add to it).
-    let text = northwind_ops::server::telemetry::render(&northwind_ops::server::telemetry::Snapshot {
+    let text = northwind_ops::server::http::telemetry::render(&northwind_ops::server::http::telemetry::Snapshot {
         consumer_lag_seconds: None,
         records_applied: 0,
         bad_records: 0,

@@ -70,7 +70,7 @@ fn request_id() -> Option<String> {
     #[cfg(feature = "ssr")]
     {
         let parts = use_context::<http::request::Parts>()?;
-        parts.headers.get(crate::server::middleware::REQUEST_ID)?.to_str().ok().map(str::to_string)
+        parts.headers.get(crate::server::http::middleware::REQUEST_ID)?.to_str().ok().map(str::to_string)
     }
     #[cfg(not(feature = "ssr"))]
     None
@@ -120,7 +120,7 @@ async fn boxed<T>(call: Boxed<'_, T>) -> Result<T, PageError> {
 
 #[server(prefix = "/api/fn", endpoint = "dashboard", input = Json)]
 pub async fn get_dashboard(params: PendingParams) -> Result<Dashboard, PageError> {
-    let settings = expect_context::<crate::server::serve::PageSettings>();
+    let settings = expect_context::<crate::server::http::serve::PageSettings>();
     boxed(Box::pin(service().dashboard(&params, settings.stuck_after_minutes))).await
 }
 
@@ -192,7 +192,7 @@ pub struct SignInChoices {
 
 #[server(prefix = "/api/fn", endpoint = "sign-in-options", input = Json)]
 pub async fn sign_in_options() -> Result<SignInChoices, PageError> {
-    let settings = expect_context::<crate::server::serve::PageSettings>();
+    let settings = expect_context::<crate::server::http::serve::PageSettings>();
     Ok(SignInChoices { single_sign_on: settings.single_sign_on })
 }
 

@@ -45,7 +45,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 fn set_content_security_policy() {
     #[cfg(feature = "ssr")]
     if let (Some(nonce), Some(response)) = (leptos::nonce::use_nonce(), use_context::<leptos_axum::ResponseOptions>())
-        && let Ok(value) = http::HeaderValue::from_str(&crate::server::middleware::page_csp(&nonce))
+        && let Ok(value) = http::HeaderValue::from_str(&crate::server::http::middleware::page_csp(&nonce))
     {
         response.insert_header(http::header::CONTENT_SECURITY_POLICY, value);
     }

@@ -1,30 +1,23 @@
-//! Everything that runs only on the server: the store, the HTTP API and the
-//! command line. Compiled only with the `ssr` feature, so none of it (nor
-//! the AWS SDK) reaches the wasm bundle.
+//! Everything that runs only on the server, compiled only with the `ssr`
+//! feature, so none of it (nor the AWS SDK) reaches the wasm bundle. One
+//! folder per concern:
+//!
+//! - `http`: the router, the JSON API, middleware, telemetry, exports;
+//! - `auth`: who is asking and what they may do;
+//! - `service`: what the API and the pages ask for, input checked;
+//! - `stream`: the stream consumer, its counters, live push, reconciliation;
+//! - `store`: the only code that talks to DynamoDB, with the key schema;
+//! - `capacity`: consumed units, the planner and the advisor (arithmetic);
+//! - `cli`: the command line, its settings, demo data;
+//! - `sim`: traffic and throttling simulated (loadgen, the throttle proxy,
+//!   the rehearsal).
 
-pub mod api;
 pub mod auth;
-pub mod bulk;
 pub mod capacity;
 pub mod cli;
-pub mod config;
-pub mod consumer;
-pub mod counters;
-pub mod cursor;
-pub mod embedded;
 pub mod error;
-pub mod export;
-pub mod files;
-pub mod follower;
-pub mod keys;
-pub mod live;
-pub mod loadgen;
-pub mod middleware;
-pub mod reconcile;
-pub mod rehearse;
-pub mod seed;
-pub mod serve;
+pub mod http;
 pub mod service;
+pub mod sim;
 pub mod store;
-pub mod telemetry;
-pub mod throttle;
+pub mod stream;

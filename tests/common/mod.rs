@@ -9,14 +9,14 @@ use clap::Parser;
 use futures::StreamExt;
 use northwind_ops::model::{Actor, LineItem, LiveEvent, Order, PendingPage, Role, Status};
 use northwind_ops::server::auth::accounts;
-use northwind_ops::server::config::{Cli, ServeArgs, StoreConfig};
-use northwind_ops::server::cursor::CursorCodec;
-use northwind_ops::server::embedded::Embedded;
-use northwind_ops::server::error::StoreError;
-use northwind_ops::server::live::{LiveHub, LiveLimits};
-use northwind_ops::server::serve;
+use northwind_ops::server::cli::config::{Cli, ServeArgs, StoreConfig};
+use northwind_ops::server::http::serve;
 use northwind_ops::server::service::Service;
+use northwind_ops::server::service::cursor::CursorCodec;
+use northwind_ops::server::store::embedded::Embedded;
+use northwind_ops::server::store::error::StoreError;
 use northwind_ops::server::store::{self, Store, TableCapacity};
+use northwind_ops::server::stream::live::{LiveHub, LiveLimits};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::Path;
@@ -73,7 +73,7 @@ pub fn serve_args(extra: &[&str]) -> ServeArgs {
     }
     argv.extend_from_slice(extra);
     match Cli::try_parse_from(argv).expect("test serve flags parse").command {
-        Some(northwind_ops::server::config::Command::Serve(args)) => *args,
+        Some(northwind_ops::server::cli::config::Command::Serve(args)) => *args,
         _ => unreachable!("the serve subcommand was named"),
     }
 }

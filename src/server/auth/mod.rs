@@ -15,10 +15,11 @@ pub mod policy;
 pub mod routes;
 pub mod sessions;
 
-use super::error::{ApiError, StoreError, Unavailable};
-use super::middleware::is_api;
-use super::store::{Account, Store};
 use crate::model::{Actor, Me, Permission, Role, SignIn, url_escape};
+use crate::server::error::ApiError;
+use crate::server::http::middleware::is_api;
+use crate::server::store::error::{StoreError, Unavailable};
+use crate::server::store::{Account, Store};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;

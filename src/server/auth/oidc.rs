@@ -9,7 +9,7 @@
 //! Sessions, cookies and routes are the caller's.
 
 use crate::model::Role;
-use crate::server::error::describe;
+use crate::server::store::error::describe;
 use chrono::Utc;
 use openidconnect::core::{
     CoreAuthDisplay, CoreAuthPrompt, CoreClientAuthMethod, CoreErrorResponseType, CoreGenderClaim, CoreJsonWebKey,

@@ -2,9 +2,9 @@
 //! too low for the page, a store that cannot tell who is signed in, a
 //! refused request. Static HTML (no script to hydrate), in the app's style.
 
-use super::super::error::ApiError;
 use super::Principal;
 use crate::model::Permission;
+use crate::server::error::ApiError;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 

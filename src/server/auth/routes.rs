@@ -7,7 +7,7 @@ use super::{Auth, pages};
 use crate::model::SignIn;
 use crate::model::url_escape;
 use crate::server::error::ApiError;
-use crate::server::middleware::RateLimit;
+use crate::server::http::middleware::RateLimit;
 use crate::server::store::{Account, AccountSource};
 use axum::Router;
 use axum::extract::Query;

@@ -1,7 +1,7 @@
 //! Sessions in DynamoDB (the metrics table, with a TTL attribute), so that
 //! every `serve` instance behind a load balancer shares them.
 
-use super::super::store::Store;
+use crate::server::store::Store;
 use std::sync::Arc;
 use tower_sessions::session::{Id, Record};
 use tower_sessions::session_store::{Error, Result, SessionStore};

@@ -21,10 +21,10 @@
 //!   3,000 read units and 1,000 write units a second.
 
 use crate::model::{AuditEntry, LineItem, Order, SignIn, Status};
-use crate::server::keys::{self, GSI2_PROJECTED, GSI2PK, GSI2SK, PK, SK};
+use crate::server::sim::throttle::protocol::item_to_json;
+use crate::server::sim::throttle::units;
+use crate::server::store::keys::{self, GSI2_PROJECTED, GSI2PK, GSI2SK, PK, SK};
 use crate::server::store::order_item;
-use crate::server::throttle::protocol::item_to_json;
-use crate::server::throttle::units;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use serde::Serialize;

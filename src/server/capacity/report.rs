@@ -11,7 +11,7 @@ use crate::model::{
     AccessUse, CapacityReport, HeatMinute, HotShard, ModeAdvice, RecentUnits, ResourceUnits, ShardHeat, ShardPlan,
     ThrottleCount, UnitsMinute,
 };
-use crate::server::error::Throttle;
+use crate::server::store::error::Throttle;
 use crate::server::store::{CapacityDay, HeatDay};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeSet;

@@ -7,7 +7,7 @@
 //! reads back.
 
 use super::advisor::Access;
-use crate::server::error::Throttle;
+use crate::server::store::error::Throttle;
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;

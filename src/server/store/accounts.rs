@@ -3,8 +3,8 @@
 
 use super::{Item, Store};
 use crate::model::{Role, iso_millis};
-use crate::server::error::{StoreError, unless_condition_failed};
-use crate::server::keys::{self, attr};
+use crate::server::store::error::{StoreError, unless_condition_failed};
+use crate::server::store::keys::{self, attr};
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

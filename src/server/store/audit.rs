@@ -12,8 +12,8 @@
 
 use super::{Item, Store};
 use crate::model::AuditEntry;
-use crate::server::error::StoreError;
-use crate::server::keys::{self, AUDIT_SHARDS};
+use crate::server::store::error::StoreError;
+use crate::server::store::keys::{self, AUDIT_SHARDS};
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use chrono::NaiveDate;
 use futures::future::try_join_all;

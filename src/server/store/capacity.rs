@@ -10,8 +10,8 @@
 use super::{Item, Store};
 use crate::server::capacity::advisor::Access;
 use crate::server::capacity::usage::{Resource, Tally, Usage, epoch_minute, minute_start};
-use crate::server::error::StoreError;
-use crate::server::keys::{self, CapacitySk};
+use crate::server::store::error::StoreError;
+use crate::server::store::keys::{self, CapacitySk};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use chrono::{NaiveDate, Timelike};
@@ -298,7 +298,7 @@ pub fn day_minute(day: NaiveDate, minute_of_day: u32) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::error::Throttle;
+    use crate::server::store::error::Throttle;
 
     #[test]
     fn a_flush_is_one_add_per_item_and_carries_its_minutes() {

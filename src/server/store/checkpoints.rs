@@ -2,9 +2,9 @@
 //! applies a batch of counter increments together with its checkpoint.
 
 use super::{Item, Store};
-use crate::server::counters::Deltas;
-use crate::server::error::{StoreError, Unavailable, unless_condition_failed};
-use crate::server::keys::{self, attr};
+use crate::server::store::error::{StoreError, Unavailable, unless_condition_failed};
+use crate::server::store::keys::{self, attr};
+use crate::server::stream::counters::Deltas;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, CancellationReason, ReturnValue, TransactWriteItem, Update};
 use std::collections::HashMap;

@@ -15,8 +15,8 @@
 
 use crate::server::capacity::advisor::Access;
 use crate::server::capacity::usage::{Resource, Usage};
-use crate::server::error::{NOT_NAMED, Throttle, cancelled_throttles, throttling};
-use crate::server::telemetry;
+use crate::server::http::telemetry;
+use crate::server::store::error::{NOT_NAMED, Throttle, cancelled_throttles, throttling};
 use aws_sdk_dynamodb::config::interceptors::{
     BeforeSerializationInterceptorContextMut, BeforeSerializationInterceptorContextRef, FinalizerInterceptorContextRef,
 };

@@ -4,8 +4,8 @@
 use super::reconcile::{Verdict, verdict_of};
 use super::{Item, Store};
 use crate::model::{DayCounts, Status};
-use crate::server::error::StoreError;
-use crate::server::keys::{self, attr};
+use crate::server::store::error::StoreError;
+use crate::server::store::keys::{self, attr};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 use chrono::NaiveDate;
 use std::collections::BTreeMap;

@@ -6,7 +6,10 @@ mod audit;
 mod bulk;
 mod capacity;
 mod checkpoints;
+pub mod embedded;
+pub mod error;
 mod interceptor;
+pub mod keys;
 mod metrics;
 mod orders;
 mod pending;
@@ -30,16 +33,16 @@ pub use reconcile::{CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot
 pub use recount::Recount;
 pub use stream::{StreamBatch, StreamShard};
 
-use super::capacity::usage::Usage;
-use super::config::{StoreConfig, StoreKind};
-use super::embedded::{Embedded, EmbeddedError};
-use super::error::{StoreError, unless_condition_failed};
-use super::keys::{self, MAX_SHARDS, attr};
+use crate::server::capacity::usage::Usage;
+use crate::server::cli::config::{StoreConfig, StoreKind};
+use crate::server::store::embedded::{Embedded, EmbeddedError};
+use crate::server::store::error::{StoreError, unless_condition_failed};
 use aws_config::retry::RetryConfig;
 use aws_config::{BehaviorVersion, Region, timeout::TimeoutConfig};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use chrono::NaiveDate;
+use keys::{MAX_SHARDS, attr};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -298,7 +301,7 @@ impl Store {
         match request {
             None => Ok(items),
             Some(_) => Err(StoreError::unavailable(
-                super::error::Unavailable::Throttled,
+                crate::server::store::error::Unavailable::Throttled,
                 format!("BatchGetItem on {table} left keys unprocessed after 8 attempts"),
             )),
         }

@@ -2,8 +2,8 @@
 
 use super::{Item, Store};
 use crate::model::{Actor, AuditEntry, Order, Status, iso_millis};
-use crate::server::error::{StoreError, TransactionFailure, transaction_failure};
-use crate::server::keys::{self, GSI1, GSI1PK, GSI1SK, GSI2PK, GSI2SK, PK, attr};
+use crate::server::store::error::{StoreError, TransactionFailure, transaction_failure};
+use crate::server::store::keys::{self, GSI1, GSI1PK, GSI1SK, GSI2PK, GSI2SK, PK, attr};
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConsumedCapacity, Put, ReturnConsumedCapacity, TransactWriteItem, Update,
 };
@@ -266,7 +266,7 @@ impl Store {
             tokio::time::sleep(super::backoff(attempt)).await;
         }
         Err(StoreError::unavailable(
-            crate::server::error::Unavailable::Throttled,
+            crate::server::store::error::Unavailable::Throttled,
             format!("{} items still unprocessed after {BATCH_ATTEMPTS} attempts", requests.len()),
         ))
     }

@@ -42,8 +42,8 @@
 
 use super::Store;
 use crate::model::{PendingOrder, iso_millis};
-use crate::server::error::StoreError;
-use crate::server::keys::{self, GSI2, GSI2SK};
+use crate::server::store::error::StoreError;
+use crate::server::store::keys::{self, GSI2, GSI2SK};
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use futures::future::try_join_all;

@@ -2,8 +2,8 @@
 //! and names every difference without changing anything.
 
 use super::Store;
-use crate::server::error::{StoreError, Unavailable};
-use crate::server::keys::{self, GSI1, GSI1PK, GSI1SK, GSI2, GSI2PK, GSI2SK, PK, SK};
+use crate::server::store::error::{StoreError, Unavailable};
+use crate::server::store::keys::{self, GSI1, GSI1PK, GSI1SK, GSI2, GSI2PK, GSI2SK, PK, SK};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode as SdkBilling, GlobalSecondaryIndex, IndexStatus, KeySchemaElement, KeyType,
     Projection, ProjectionType, ProvisionedThroughput, ScalarAttributeType, StreamSpecification, StreamViewType,

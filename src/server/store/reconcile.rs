@@ -5,9 +5,9 @@
 use super::checkpoints::checkpoint_of;
 use super::{Checkpoint, Item, Store, backoff, key_item};
 use crate::model::iso_millis;
-use crate::server::counters::{Image, Key};
-use crate::server::error::{StoreError, unless_condition_failed};
-use crate::server::keys::{self, attr};
+use crate::server::store::error::{StoreError, unless_condition_failed};
+use crate::server::store::keys::{self, attr};
+use crate::server::stream::counters::{Image, Key};
 use aws_sdk_dynamodb::types::{
     AttributeValue, BillingMode, Get, ReturnConsumedCapacity, TransactGetItem, TransactWriteItem, Update,
 };

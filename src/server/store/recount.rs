@@ -3,8 +3,8 @@
 //! is for checks and repairs, not for each page view.
 
 use super::Store;
-use crate::server::error::StoreError;
-use crate::server::keys::{self, GSI2, GSI2SK};
+use crate::server::store::error::StoreError;
+use crate::server::store::keys::{self, GSI2, GSI2SK};
 use aws_sdk_dynamodb::types::{AttributeValue, Select};
 use chrono::{DateTime, NaiveDate, Utc};
 use futures::future::try_join_all;

@@ -1,7 +1,7 @@
 //! Reading the orders table's stream: its shards, iterators and records.
 
 use super::Store;
-use crate::server::error::StoreError;
+use crate::server::store::error::StoreError;
 use aws_sdk_dynamodbstreams::error::ProvideErrorMetadata;
 use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
 

@@ -2,9 +2,9 @@
 //! still PENDING. The same seed and `now` give the same orders, and a second
 //! run writes nothing twice (order ids are fixed, writes are conditional).
 
-use super::error::StoreError;
-use super::store::Store;
 use crate::model::{Actor, LineItem, Order, Status};
+use crate::server::store::Store;
+use crate::server::store::error::StoreError;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use futures::StreamExt;
 use rand::{Rng, SeedableRng};

@@ -20,8 +20,8 @@
 //! An order counts as PENDING for a day while it is in that day's GSI2
 //! partitions (it has `GSI2PK`).
 
-use super::keys::{self, attr};
 use crate::model::PendingOrder;
+use crate::server::store::keys::{self, attr};
 use chrono::{DateTime, NaiveDate, Timelike, Utc};
 use std::collections::BTreeMap;
 

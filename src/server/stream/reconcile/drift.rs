@@ -6,7 +6,7 @@
 //! nothing changed it between P and the end of the read; an order it did
 //! change has the state its first record after P shows as the old image.
 
-use crate::server::counters::{Deltas, Image, Key, state_counters};
+use crate::server::stream::counters::{Deltas, Image, Key, state_counters};
 use std::collections::{BTreeMap, HashMap};
 
 /// The first record after a snapshot's positions of each order the stream
@@ -55,8 +55,8 @@ pub fn drift(counter: &BTreeMap<String, i64>, expected: Option<&BTreeMap<String,
 mod tests {
     use super::*;
     use crate::model::iso_millis;
-    use crate::server::counters::pending_counters;
-    use crate::server::keys;
+    use crate::server::store::keys;
+    use crate::server::stream::counters::pending_counters;
     use chrono::NaiveDate;
 
     fn day() -> NaiveDate {

@@ -13,8 +13,8 @@
 //! one again (rows it can get no other way; the dashboard read is shared by
 //! every viewer of a view for a second).
 
-use super::service::Service;
 use crate::model::LiveEvent;
+use crate::server::service::Service;
 use chrono::NaiveDate;
 use std::time::Duration;
 

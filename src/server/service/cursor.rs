@@ -2,7 +2,7 @@
 //! query it came from and signed, so a client can neither forge a position nor
 //! carry a cursor over to another query.
 
-use super::files::{create_private_dir, write_private};
+use crate::server::cli::files::{create_private_dir, write_private};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};

@@ -9,10 +9,10 @@
 use super::anchor::Taken;
 use super::drift::{Touched, drift, expected};
 use super::{Plan, ReconcileError, Reconciler};
-use crate::server::counters::{Image, Key, state_counters};
-use crate::server::error::{StoreError, Unavailable};
-use crate::server::keys::{self, attr};
+use crate::server::store::error::{StoreError, Unavailable};
+use crate::server::store::keys::{self, attr};
 use crate::server::store::{ReadCapacity, backoff};
+use crate::server::stream::counters::{Image, Key, state_counters};
 use chrono::{NaiveDate, Utc};
 use futures::future::try_join_all;
 use std::collections::{BTreeMap, HashMap};

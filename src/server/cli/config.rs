@@ -1,10 +1,10 @@
 //! All settings, from flags with environment-variable twins. The defaults
 //! run the app on the embedded store with nothing else installed.
 
-use super::auth::oidc::{
+use crate::model::Role;
+use crate::server::auth::oidc::{
     CALLBACK_PATH, DEFAULT_ROLE_MAP, DEFAULT_ROLES_CLAIM, DEFAULT_SCOPES, OidcSettings, RoleMap, parse_scopes,
 };
-use crate::model::Role;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -40,7 +40,7 @@ pub enum Command {
     /// Check the counters against the tables and repair any drift with a delta.
     Reconcile(ReconcileArgs),
     /// Simulate traffic: a steady rate, a flash sale or a month-end batch.
-    Loadgen(super::loadgen::LoadgenArgs),
+    Loadgen(crate::server::sim::loadgen::LoadgenArgs),
     /// Local accounts (passwords are read from standard input).
     #[command(subcommand)]
     User(UserCommand),
@@ -674,12 +674,13 @@ pub struct ProvisionArgs {
 
 impl ProvisionArgs {
     /// What the store is asked to create.
-    pub fn capacity(&self) -> super::store::TableCapacity {
+    pub fn capacity(&self) -> crate::server::store::TableCapacity {
         match self.billing {
-            BillingMode::OnDemand => super::store::TableCapacity::OnDemand,
-            BillingMode::Provisioned => {
-                super::store::TableCapacity::Provisioned { read: self.read_capacity, write: self.write_capacity }
-            }
+            BillingMode::OnDemand => crate::server::store::TableCapacity::OnDemand,
+            BillingMode::Provisioned => crate::server::store::TableCapacity::Provisioned {
+                read: self.read_capacity,
+                write: self.write_capacity,
+            },
         }
     }
 }

@@ -20,10 +20,10 @@ pub use anchor::{Anchor, Position, StreamRead, compare_seq};
 pub use drift::{Touched, drift, expected};
 pub use full::{DayOutcome, FullOptions, FullOutcome, scan_rate};
 
-use super::counters::{Key, pending_counters};
-use super::error::StoreError;
-use super::keys::{self, attr};
-use super::store::{CounterItem, CounterRepair, Store, Verdict};
+use crate::server::store::error::StoreError;
+use crate::server::store::keys::{self, attr};
+use crate::server::store::{CounterItem, CounterRepair, Store, Verdict};
+use crate::server::stream::counters::{Key, pending_counters};
 use chrono::{DateTime, NaiveDate, Utc};
 use futures::future::try_join_all;
 use std::collections::BTreeMap;

@@ -483,7 +483,7 @@ fn value_from_json(value: &Value) -> Result<AttributeValue, ProtocolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::throttle::schema::tests::{item, orders};
+    use crate::server::sim::throttle::schema::tests::{item, orders};
 
     #[test]
     fn only_table_operations_have_an_operation() {

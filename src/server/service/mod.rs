@@ -5,22 +5,25 @@
 //! kept to a window, a `days` range reads only days that hold PENDING
 //! orders, page sizes are capped, and dashboard reads are shared.
 
-use super::auth::Principal;
-use super::capacity::advisor::Prices;
-use super::capacity::report;
-use super::consumer::ConsumerStatus;
-use super::cursor::{CursorCodec, CursorError};
-use super::error::ApiError;
-use super::keys;
-use super::live::LiveHub;
-use super::store::{
-    Account, AccountChange, AccountSource, AuditScope, Counters, PendingFilter, Store, Token, Transition, Verdict,
-};
+pub mod bulk;
+pub mod cursor;
+
 use crate::model::{
     Activity, AuditEntry, AuditListing, AuditParams, CapacityReport, DEFAULT_PAGE_SIZE, Dashboard, DayCounts,
     LiveCounters, MAX_DAYS, MAX_PAGE_SIZE, NewOrder, Order, OrderPage, PageParams, PendingOrder, PendingPage,
     PendingParams, Permission, Role, SearchHit, Status, StatusChange, Summary, iso_millis, validate_id,
 };
+use crate::server::auth::Principal;
+use crate::server::capacity::advisor::Prices;
+use crate::server::capacity::report;
+use crate::server::error::ApiError;
+use crate::server::service::cursor::{CursorCodec, CursorError};
+use crate::server::store::keys;
+use crate::server::store::{
+    Account, AccountChange, AccountSource, AuditScope, Counters, PendingFilter, Store, Token, Transition, Verdict,
+};
+use crate::server::stream::consumer::ConsumerStatus;
+use crate::server::stream::live::LiveHub;
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use serde::Serialize;
 use std::sync::{Arc, Mutex};
@@ -301,9 +304,9 @@ impl Service {
     }
 
     /// What a metrics scrape reads from this instance now.
-    pub fn telemetry(&self) -> super::telemetry::Snapshot {
+    pub fn telemetry(&self) -> crate::server::http::telemetry::Snapshot {
         let status = self.consumer_status();
-        super::telemetry::Snapshot {
+        crate::server::http::telemetry::Snapshot {
             consumer_lag_seconds: status.behind_ms.map(|ms| ms as f64 / 1000.0),
             records_applied: status.records_applied,
             bad_records: status.bad_records,
@@ -543,7 +546,7 @@ impl Service {
     /// Disables an account (admin): its sessions end at their next request.
     pub async fn disable_account(&self, name: &str, by: &Principal) -> Result<(), ApiError> {
         by.require(Permission::Administer)?;
-        super::auth::accounts::validate_name("user name", name).map_err(ApiError::BadRequest)?;
+        crate::server::auth::accounts::validate_name("user name", name).map_err(ApiError::BadRequest)?;
         Ok(self.store.change_account(name, &AccountChange::Disable).await?)
     }
 
@@ -556,12 +559,12 @@ impl Service {
     /// A new token (admin); its text is returned once and never again.
     pub async fn create_token(&self, new: &NewToken, by: &Principal) -> Result<String, ApiError> {
         by.require(Permission::Administer)?;
-        super::auth::accounts::create_token(&self.store, &new.name, new.role, &by.actor.name).await
+        crate::server::auth::accounts::create_token(&self.store, &new.name, new.role, &by.actor.name).await
     }
 
     pub async fn revoke_token(&self, name: &str, by: &Principal) -> Result<(), ApiError> {
         by.require(Permission::Administer)?;
-        super::auth::accounts::validate_token_name(name).map_err(ApiError::BadRequest)?;
+        crate::server::auth::accounts::validate_token_name(name).map_err(ApiError::BadRequest)?;
         Ok(self.store.revoke_token(name).await?)
     }
 
@@ -755,7 +758,7 @@ fn check_reason(reason: Option<&str>) -> Result<Option<&str>, String> {
 
 /// An actor name as the audit trail files it: a user or token name.
 fn validate_actor(actor: &str) -> Result<(), String> {
-    super::auth::accounts::validate_name("actor", actor)
+    crate::server::auth::accounts::validate_name("actor", actor)
 }
 
 /// Within a day before now (late imports) and a minute after (clock skew).

@@ -2,8 +2,8 @@
 //! errors on the API whatever produced them, canonical page paths, and a rate
 //! limit per client address.
 
-use super::error::ApiError;
 use crate::model::ErrorKind;
+use crate::server::error::ApiError;
 use axum::body::{Body, to_bytes};
 use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderValue, StatusCode, header};

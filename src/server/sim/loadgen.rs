@@ -3,10 +3,10 @@
 //! writers, and an operations side that moves them out of PENDING after a
 //! random delay, so the PENDING set rises and falls as in a real sale.
 
-use super::error::{NOT_NAMED, StoreError, Throttle, Unavailable};
-use super::seed::random_order;
-use super::store::{Store, Transition, backoff};
 use crate::model::{Actor, Status};
+use crate::server::cli::seed::random_order;
+use crate::server::store::error::{NOT_NAMED, StoreError, Throttle, Unavailable};
+use crate::server::store::{Store, Transition, backoff};
 use aws_sdk_dynamodb::types::ConsumedCapacity;
 use chrono::Utc;
 use hdrhistogram::Histogram;

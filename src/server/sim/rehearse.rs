@@ -11,11 +11,11 @@
 //! writes' latency from due to stored, and whether the dashboard stayed
 //! readable (every read answered, and how fast).
 
-use super::config::{RehearseArgs, StoreConfig, StoreKind};
-use super::error::StoreError;
-use super::loadgen::{self, LoadReport, LoadgenArgs, Percentiles, Profile, WriteMode};
-use super::store::{self, ConnectError, PendingFilter, Store, TableCapacity};
-use super::throttle::{self, ProxyOptions, Tally, ThrottleError};
+use crate::server::cli::config::{RehearseArgs, StoreConfig, StoreKind};
+use crate::server::sim::loadgen::{self, LoadReport, LoadgenArgs, Percentiles, Profile, WriteMode};
+use crate::server::sim::throttle::{self, ProxyOptions, Tally, ThrottleError};
+use crate::server::store::error::StoreError;
+use crate::server::store::{self, ConnectError, PendingFilter, Store, TableCapacity};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

@@ -1,25 +1,32 @@
 //! The `northwind-ops` command line: parse, connect, run one subcommand
 //! (the throttle proxy connects to nothing of its own).
 
-use super::auth::accounts;
-use super::capacity::advisor::{self, Advice, Prices};
-use super::capacity::{history, planner};
-use super::config::{
+pub mod config;
+pub mod files;
+pub mod seed;
+
+use crate::model::{Role, iso_millis};
+use crate::server::auth::accounts;
+use crate::server::capacity::advisor::{self, Advice, Prices};
+use crate::server::capacity::{history, planner};
+use crate::server::cli::config::{
     AdviseArgs, Cli, Command, PlanArgs, ProvisionArgs, ReconcileArgs, RehearseArgs, SeedArgs, ServeArgs, StoreConfig,
     ThrottleProxyArgs, TokenCommand, UserCommand,
 };
-use super::consumer::{Consumer, ConsumerOptions};
-use super::cursor::{CursorCodec, KeyFileError};
-use super::error::{ApiError, StoreError, Unavailable};
-use super::follower;
-use super::live::{LiveHub, LiveLimits};
-use super::reconcile::{FullOptions, FullOutcome, PendingOutcome, ReconcileError, ReconcileOptions, Reconciler};
-use super::rehearse;
-use super::seed::{SeedPlan, seed};
-use super::serve;
-use super::service::Service;
-use super::store::{self, AccountChange, AccountSource, Store, UsageFlusher};
-use crate::model::{Role, iso_millis};
+use crate::server::cli::seed::{SeedPlan, seed};
+use crate::server::error::ApiError;
+use crate::server::http::serve;
+use crate::server::service::Service;
+use crate::server::service::cursor::{CursorCodec, KeyFileError};
+use crate::server::sim::rehearse;
+use crate::server::store::error::{StoreError, Unavailable};
+use crate::server::store::{self, AccountChange, AccountSource, Store, UsageFlusher};
+use crate::server::stream::consumer::{Consumer, ConsumerOptions};
+use crate::server::stream::follower;
+use crate::server::stream::live::{LiveHub, LiveLimits};
+use crate::server::stream::reconcile::{
+    FullOptions, FullOutcome, PendingOutcome, ReconcileError, ReconcileOptions, Reconciler,
+};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use clap::Parser;
@@ -47,7 +54,7 @@ pub enum CliError {
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
     #[error(transparent)]
-    Throttle(#[from] super::throttle::ThrottleError),
+    Throttle(#[from] crate::server::sim::throttle::ThrottleError),
     #[error(transparent)]
     Rehearse(#[from] rehearse::RehearseError),
     #[error(transparent)]
@@ -201,8 +208,8 @@ async fn demo_accounts(store: &Store, data_dir: &std::path::Path) -> Result<(), 
     }
     let text =
         format!("# role    name     password (demo accounts made by `seed --demo-accounts`)\n{}\n", lines.join("\n"));
-    crate::server::files::create_private_dir(data_dir)
-        .and_then(|()| crate::server::files::write_private(&path, &text))
+    crate::server::cli::files::create_private_dir(data_dir)
+        .and_then(|()| crate::server::cli::files::write_private(&path, &text))
         .map_err(|source| CliError::Io { what: format!("writing {}", path.display()), source })?;
     println!("demo accounts (also in {}, readable by you only):\n{text}", path.display());
     Ok(())
@@ -394,10 +401,10 @@ fn start_background(
                 // The verdict is recorded on the counter item, for every instance to show.
                 match reconciler.pending(chrono::Utc::now().date_naive(), true).await {
                     Ok(r) if !r.off.is_empty() => {
-                        super::telemetry::reconciled(r.drift);
+                        crate::server::http::telemetry::reconciled(r.drift);
                         tracing::warn!(date = %r.day, drift = r.drift, off = ?r.off, "PENDING counters drifted; repaired")
                     }
-                    Ok(r) => super::telemetry::reconciled(r.drift),
+                    Ok(r) => crate::server::http::telemetry::reconciled(r.drift),
                     Err(err) => tracing::warn!(error = %err, "reconciliation failed"),
                 }
             }
@@ -416,9 +423,9 @@ async fn run_consume(store: Store) -> Result<(), CliError> {
     Ok(())
 }
 
-async fn run_loadgen(store: Store, args: &super::loadgen::LoadgenArgs) -> Result<(), CliError> {
+async fn run_loadgen(store: Store, args: &crate::server::sim::loadgen::LoadgenArgs) -> Result<(), CliError> {
     store.verify().await?;
-    let report = super::loadgen::run(Arc::new(store), args).await?;
+    let report = crate::server::sim::loadgen::run(Arc::new(store), args).await?;
     println!("{report}");
     if report.verified != report.created {
         return Err(CliError::Usage(format!(
@@ -431,9 +438,12 @@ async fn run_loadgen(store: Store, args: &super::loadgen::LoadgenArgs) -> Result
 }
 
 async fn run_throttle_proxy(args: &ThrottleProxyArgs) -> Result<(), CliError> {
-    let options =
-        super::throttle::ProxyOptions { upstream: args.upstream.clone(), listen: args.listen, scale: args.scale };
-    super::throttle::run(options, shutdown_signal()).await?;
+    let options = crate::server::sim::throttle::ProxyOptions {
+        upstream: args.upstream.clone(),
+        listen: args.listen,
+        scale: args.scale,
+    };
+    crate::server::sim::throttle::run(options, shutdown_signal()).await?;
     Ok(())
 }
 
@@ -514,7 +524,7 @@ async fn run_reconcile(store: Store, args: &ReconcileArgs) -> Result<(), CliErro
     let full = FullOptions {
         since: args.since.as_deref().map(|d| cli_date("--since", Some(d))).transpose()?.unwrap_or(day),
         until: args.until.as_deref().map(|d| cli_date("--until", Some(d))).transpose()?.unwrap_or(day),
-        rcu_per_second: super::reconcile::scan_rate(
+        rcu_per_second: crate::server::stream::reconcile::scan_rate(
             store.read_capacity().await?,
             args.read_share,
             args.max_rcu_per_second,
@@ -593,7 +603,7 @@ fn print_advice(advice: &Advice) {
 }
 
 fn cli_date(flag: &str, text: Option<&str>) -> Result<chrono::NaiveDate, CliError> {
-    super::service::parse_date(text, chrono::Utc::now()).map_err(|e| CliError::Usage(format!("{flag}: {e}")))
+    crate::server::service::parse_date(text, chrono::Utc::now()).map_err(|e| CliError::Usage(format!("{flag}: {e}")))
 }
 
 fn pending_line(outcome: &PendingOutcome, dry_run: bool) -> String {

@@ -305,7 +305,7 @@ fn format_decimal(mantissa: i128, scale: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::throttle::schema::tests::item;
+    use crate::server::sim::throttle::schema::tests::item;
 
     fn run(old: Value, expression: &str, names: Value, values: Value) -> Result<Item, Unsupported> {
         let (names, values) = (names.as_object().unwrap().clone(), values.as_object().unwrap().clone());

@@ -2,16 +2,16 @@
 //! `{"error": "...", "requestId": "..."}` with the status `ApiError` maps
 //! them to.
 
-use super::auth::Principal;
-use super::error::ApiError;
-use super::export;
-use super::live::{Pushed, Refused};
-use super::serve::AppState;
-use super::service::{NewToken, PendingMetrics};
 use crate::model::{
     AuditListing, AuditParams, BulkReport, BulkRequest, CapacityReport, LiveEvent, Me, NewOrder, Order, OrderPage,
     PageParams, PendingPage, PendingParams, StatusChange,
 };
+use crate::server::auth::Principal;
+use crate::server::error::ApiError;
+use crate::server::http::export;
+use crate::server::http::serve::AppState;
+use crate::server::service::{NewToken, PendingMetrics};
+use crate::server::stream::live::{Pushed, Refused};
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{ConnectInfo, Path, Query, State};
@@ -112,7 +112,7 @@ async fn capacity(
 
 /// Prometheus text exposition of this instance's metrics.
 async fn metrics(State(state): State<AppState>) -> Response {
-    let body = super::telemetry::render(&state.service.telemetry());
+    let body = crate::server::http::telemetry::render(&state.service.telemetry());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
 }
 
@@ -222,7 +222,7 @@ async fn customer_csv(State(state): State<AppState>, Path(customer_id): Path<Str
 }
 
 /// An export's query: the list's, pages of the largest size, from the top.
-fn export_query(state: &AppState, params: &PendingParams) -> Result<super::service::PendingQuery, ApiError> {
+fn export_query(state: &AppState, params: &PendingParams) -> Result<crate::server::service::PendingQuery, ApiError> {
     let params = PendingParams { limit: Some(crate::model::MAX_PAGE_SIZE.to_string()), cursor: None, ..params.clone() };
     state.service.parse_pending(&params)
 }

@@ -28,13 +28,13 @@ pub enum EmbeddedError {
 impl Embedded {
     pub async fn start(data_dir: &Path, addr: SocketAddr) -> Result<Self, EmbeddedError> {
         let dir_error = |source| EmbeddedError::DataDir { dir: data_dir.display().to_string(), source };
-        super::files::create_private_dir(data_dir).map_err(dir_error)?;
+        crate::server::cli::files::create_private_dir(data_dir).map_err(dir_error)?;
         let path = data_dir.join(DB_FILE);
         let path_text = path.display().to_string();
         let db = dynoxide::Database::new(&path_text)
             .map_err(|e| EmbeddedError::Open { path: path_text.clone(), message: e.to_string() })?;
         // The orders are personal data: the file is this user's alone.
-        super::files::restrict(&path, 0o600).map_err(dir_error)?;
+        crate::server::cli::files::restrict(&path, 0o600).map_err(dir_error)?;
         let listener =
             tokio::net::TcpListener::bind(addr).await.map_err(|source| EmbeddedError::Listen { addr, source })?;
         let addr = listener.local_addr().map_err(|source| EmbeddedError::Listen { addr, source })?;

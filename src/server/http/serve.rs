@@ -2,13 +2,13 @@
 //! limits every connection and request is held to.
 
 use super::api;
-use super::auth::routes::{self, Provider, SignInState};
-use super::auth::sessions::DynamoSessions;
-use super::auth::{self, Auth, AuthSettings};
-use super::config::{Limits, ServeArgs};
 use super::middleware::{self, RateLimit};
-use super::service::Service;
 use crate::app::{App, shell};
+use crate::server::auth::routes::{self, Provider, SignInState};
+use crate::server::auth::sessions::DynamoSessions;
+use crate::server::auth::{self, Auth, AuthSettings};
+use crate::server::cli::config::{Limits, ServeArgs};
+use crate::server::service::Service;
 use axum::Router;
 use axum::extract::{ConnectInfo, FromRef};
 use axum::http::{Request, StatusCode};
@@ -92,7 +92,7 @@ pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::
     };
     let state = AppState { service: service.clone(), leptos_options: leptos_options.clone(), limits, sign_in };
     // Installed before the first request is counted.
-    super::telemetry::prometheus();
+    crate::server::http::telemetry::prometheus();
     let context = move || {
         provide_context(service.clone());
         provide_context(settings);
@@ -106,14 +106,14 @@ pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::
         .merge(api::routes())
         .merge(routes::routes())
         .leptos_routes_with_context(&state, generate_route_list(App), context.clone(), pages)
-        .route_layer(axum::middleware::from_fn(super::telemetry::mark_route))
+        .route_layer(axum::middleware::from_fn(crate::server::http::telemetry::mark_route))
         .fallback(leptos_axum::file_and_error_handler_with_context::<AppState, _>(context, shell))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             Duration::from_secs(limits.request_timeout_secs),
         ));
     let rate = middleware::RateLimit::new(limits.api_rate, limits.api_burst);
-    let live = api::live_routes().route_layer(axum::middleware::from_fn(super::telemetry::mark_route));
+    let live = api::live_routes().route_layer(axum::middleware::from_fn(crate::server::http::telemetry::mark_route));
     Ok(timed
         .merge(live)
         .layer(RequestBodyLimitLayer::new(limits.max_body_bytes as usize))
@@ -125,7 +125,7 @@ pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::
         .layer(axum::middleware::from_fn(middleware::json_errors))
         .layer(middleware::request_ids())
         // Outermost: every request is counted, those refused before routing too.
-        .layer(axum::middleware::from_fn(super::telemetry::track_http))
+        .layer(axum::middleware::from_fn(crate::server::http::telemetry::track_http))
         .with_state(state))
 }
 

@@ -4,11 +4,12 @@
 //! report lives in the store, so any instance can show its progress or stop
 //! it; a stop leaves what had not run yet as it was.
 
-use super::auth::Principal;
-use super::error::{ApiError, StoreError};
-use super::service::Service;
-use super::store::Transition;
 use crate::model::{BulkReport, BulkRequest, BulkState, PendingParams, Permission, Status, validate_id};
+use crate::server::auth::Principal;
+use crate::server::error::ApiError;
+use crate::server::service::Service;
+use crate::server::store::Transition;
+use crate::server::store::error::StoreError;
 use chrono::Utc;
 use futures::StreamExt;
 use std::collections::HashSet;
@@ -39,7 +40,7 @@ impl Service {
         }
         let reason = request.reason.as_deref().map(str::trim).filter(|r| !r.is_empty()).map(str::to_string);
         if let Some(reason) = &reason {
-            super::service::check_text("reason", reason).map_err(ApiError::BadRequest)?;
+            crate::server::service::check_text("reason", reason).map_err(ApiError::BadRequest)?;
         } else if request.to == Status::Cancelled {
             return Err(ApiError::BadRequest("a cancellation needs a reason".into()));
         }

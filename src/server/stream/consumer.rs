@@ -17,11 +17,11 @@
 //! Every call to the store goes through `Store`; this module decides what
 //! to read and what a batch means.
 
-use super::counters::{self, Change, Deltas, Image};
-use super::error::StoreError;
-use super::live::LiveHub;
-use super::store::{Checkpoint, Lease, Store, StreamBatch, StreamShard};
 use crate::model::{LiveEvent, PendingOrder, iso_millis};
+use crate::server::store::error::StoreError;
+use crate::server::store::{Checkpoint, Lease, Store, StreamBatch, StreamShard};
+use crate::server::stream::counters::{self, Change, Deltas, Image};
+use crate::server::stream::live::LiveHub;
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, Record};
 use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -113,7 +113,7 @@ fn image(item: &HashMap<String, StreamValue>) -> Option<Image> {
     let order: OrderImage = serde_dynamo::from_item(item.clone()).ok()?;
     let pending = match &order.gsi2_pk {
         None => None,
-        Some(pk) => Some(super::keys::parse_pending_pk(pk)?),
+        Some(pk) => Some(crate::server::store::keys::parse_pending_pk(pk)?),
     };
     // The list row, when the image holds every attribute the list shows.
     let row: Option<PendingOrder> = serde_dynamo::from_item(item.clone()).ok();
@@ -139,8 +139,8 @@ pub fn change(record: &Record) -> Option<Change> {
 /// when it did not exist: an insert); `None` for a record that cannot be read.
 pub fn state_before(record: &Record) -> Option<(String, Option<Image>)> {
     let data = record.dynamodb()?;
-    let pk = data.keys()?.get(super::keys::PK)?.as_s().ok()?;
-    let order_id = super::keys::parse_order_pk(pk)?.to_string();
+    let pk = data.keys()?.get(crate::server::store::keys::PK)?.as_s().ok()?;
+    let order_id = crate::server::store::keys::parse_order_pk(pk)?.to_string();
     match data.old_image() {
         None => Some((order_id, None)),
         Some(item) => Some((order_id, Some(image(item)?))),

@@ -4,10 +4,10 @@
 
 use super::drift::Touched;
 use super::{ReconcileError, Reconciler};
-use crate::server::consumer::state_before;
-use crate::server::counters::Key;
-use crate::server::error::StoreError;
+use crate::server::store::error::StoreError;
 use crate::server::store::{Checkpoint, CounterItem, StreamBatch, StreamShard, TRANSACT_GET_MAX};
+use crate::server::stream::consumer::state_before;
+use crate::server::stream::counters::Key;
 use aws_sdk_dynamodbstreams::types::Record;
 use chrono::{DateTime, Utc};
 use std::cmp::Ordering;
