@@ -674,6 +674,122 @@ pub struct BulkRequest {
     pub reason: Option<String>,
 }
 
+/// Where an account comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccountSource {
+    /// Made with `northwind-ops user add`; signs in with a password.
+    Local,
+    /// Recorded at its first sign-in through the identity provider.
+    Oidc,
+}
+
+/// An account as the admin API shows it: no password hash.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountView {
+    pub name: String,
+    pub role: Role,
+    pub source: AccountSource,
+    pub disabled: bool,
+    #[serde(with = "iso_millis")]
+    pub created_at: DateTime<Utc>,
+}
+
+/// A token as the admin API shows it: no secret, no hash.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenView {
+    pub name: String,
+    pub role: Role,
+    pub created_by: String,
+    #[serde(with = "iso_millis")]
+    pub created_at: DateTime<Utc>,
+    pub revoked: bool,
+}
+
+/// `POST /api/admin/tokens`.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewToken {
+    pub name: String,
+    pub role: Role,
+}
+
+/// Which figures reconciliation has verified, and when: read from the
+/// counter items, so every instance says the same.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verification {
+    /// `pending` and `perShard`.
+    pub pending: Option<Checked>,
+    /// `created`, `perStatus` and `perMinute.created` (`reconcile --full`).
+    pub daily: Option<Checked>,
+    /// `perMinute.entered` and `perMinute.left`.
+    pub per_minute: &'static str,
+}
+
+/// A reconciliation's verdict.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Checked {
+    #[serde(with = "iso_millis")]
+    pub at: DateTime<Utc>,
+    /// Counter minus what it should have been (`pending`, or `created`).
+    pub drift: i64,
+    /// Whether anything was off, and so repaired.
+    pub repaired: bool,
+}
+
+/// `GET /api/metrics/pending`: a day's counters and how fresh they are.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingMetrics {
+    #[serde(flatten)]
+    pub counts: DayCounts,
+    pub per_minute: PerMinute,
+    pub freshness: Freshness,
+    pub verification: Verification,
+    pub live: LiveFigures,
+}
+
+/// This instance's live connections and what following other instances'
+/// changes has cost it (see `follower`).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveFigures {
+    pub connections: usize,
+    pub watched_days: usize,
+    /// Strongly consistent reads of a day's `version` since start.
+    pub version_reads: u64,
+    /// The read units they consumed, as the store reported them.
+    pub read_units: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PerMinute {
+    pub created: Vec<i64>,
+    pub entered: Vec<i64>,
+    pub left: Vec<i64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Freshness {
+    #[serde(with = "iso_millis")]
+    pub as_of: DateTime<Utc>,
+    pub consumer_running: bool,
+    #[serde(with = "iso_millis::option")]
+    pub last_applied_at: Option<DateTime<Utc>>,
+    pub behind_ms: Option<i64>,
+    pub records_applied: u64,
+    pub bad_records: u64,
+    /// When the consumer last failed a pass; why is in the server's log.
+    #[serde(with = "iso_millis::option")]
+    pub last_error_at: Option<DateTime<Utc>>,
+}
+
 /// What a failed request was, as the API's `kind` and the pages' views
 /// need it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,10 +1,11 @@
 //! Local accounts and API tokens: names, password hashing (argon2 via
 //! `password-auth`) and token secrets (random, stored as SHA-256 only).
 
+use crate::model::AccountSource;
 use crate::model::Role;
 use crate::server::error::ApiError;
 use crate::server::store::error::StoreError;
-use crate::server::store::{Account, AccountChange, AccountSource, Store, Token};
+use crate::server::store::{Account, AccountChange, Store, Token};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};

@@ -4,11 +4,12 @@
 
 use super::oidc::{CALLBACK_PATH, Oidc, OidcError, OidcSettings, PendingSignIn};
 use super::{Auth, pages};
+use crate::model::AccountSource;
 use crate::model::SignIn;
 use crate::model::url_escape;
 use crate::server::error::ApiError;
 use crate::server::http::middleware::RateLimit;
-use crate::server::store::{Account, AccountSource};
+use crate::server::store::Account;
 use axum::Router;
 use axum::extract::Query;
 use axum::extract::{ConnectInfo, Form, State};

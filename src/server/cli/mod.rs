@@ -5,6 +5,7 @@ pub mod config;
 pub mod files;
 pub mod seed;
 
+use crate::model::AccountSource;
 use crate::model::{Role, iso_millis};
 use crate::server::auth::accounts;
 use crate::server::capacity::advisor::{self, Advice, Prices};
@@ -20,7 +21,7 @@ use crate::server::service::Service;
 use crate::server::service::cursor::{CursorCodec, KeyFileError};
 use crate::server::sim::rehearse;
 use crate::server::store::error::{StoreError, Unavailable};
-use crate::server::store::{self, AccountChange, AccountSource, Store, UsageFlusher};
+use crate::server::store::{self, AccountChange, Store, UsageFlusher};
 use crate::server::stream::consumer::{Consumer, ConsumerOptions};
 use crate::server::stream::follower;
 use crate::server::stream::live::{LiveHub, LiveLimits};
@@ -603,7 +604,8 @@ fn print_advice(advice: &Advice) {
 }
 
 fn cli_date(flag: &str, text: Option<&str>) -> Result<chrono::NaiveDate, CliError> {
-    crate::server::service::parse_date(text, chrono::Utc::now()).map_err(|e| CliError::Usage(format!("{flag}: {e}")))
+    crate::server::service::checks::parse_date(text, chrono::Utc::now())
+        .map_err(|e| CliError::Usage(format!("{flag}: {e}")))
 }
 
 fn pending_line(outcome: &PendingOutcome, dry_run: bool) -> String {

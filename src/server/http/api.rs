@@ -6,11 +6,11 @@ use crate::model::{
     AuditListing, AuditParams, BulkReport, BulkRequest, CapacityReport, LiveEvent, Me, NewOrder, Order, OrderPage,
     PageParams, PendingPage, PendingParams, StatusChange,
 };
+use crate::model::{NewToken, PendingMetrics};
 use crate::server::auth::Principal;
 use crate::server::error::ApiError;
 use crate::server::http::export;
 use crate::server::http::serve::AppState;
-use crate::server::service::{NewToken, PendingMetrics};
 use crate::server::stream::live::{Pushed, Refused};
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;

@@ -40,7 +40,7 @@ impl Service {
         }
         let reason = request.reason.as_deref().map(str::trim).filter(|r| !r.is_empty()).map(str::to_string);
         if let Some(reason) = &reason {
-            crate::server::service::check_text("reason", reason).map_err(ApiError::BadRequest)?;
+            crate::server::service::checks::check_text("reason", reason).map_err(ApiError::BadRequest)?;
         } else if request.to == Status::Cancelled {
             return Err(ApiError::BadRequest("a cancellation needs a reason".into()));
         }

@@ -2,22 +2,12 @@
 //! (never in a file): each family under keys of its own (see `keys.rs`).
 
 use super::{Item, Store};
-use crate::model::{Role, iso_millis};
+use crate::model::{AccountSource, Role, iso_millis};
 use crate::server::store::error::{StoreError, unless_condition_failed};
 use crate::server::store::keys::{self, attr};
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-
-/// Where an account comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AccountSource {
-    /// Made with `northwind-ops user add`; signs in with a password.
-    Local,
-    /// Recorded at its first sign-in through the identity provider.
-    Oidc,
-}
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

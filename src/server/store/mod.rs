@@ -18,7 +18,7 @@ mod reconcile;
 mod recount;
 mod stream;
 
-pub use accounts::{Account, AccountChange, AccountSource, Token};
+pub use accounts::{Account, AccountChange, Token};
 pub use audit::{AuditPage, AuditScope};
 pub use capacity::{CapacityDay, HeatDay, UsageFlusher, day_minute};
 pub use checkpoints::{Checkpoint, Lease};

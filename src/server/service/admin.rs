@@ -1,0 +1,84 @@
+//! Administration: accounts, API tokens and the audit trail (admin only,
+//! checked here as well as by the route).
+
+use super::Service;
+use super::checks::{parse_date, parse_limit, validate_actor};
+use crate::model::{AccountView, AuditListing, AuditParams, Checked, NewToken, Permission, TokenView};
+use crate::server::auth::Principal;
+use crate::server::auth::accounts;
+use crate::server::error::ApiError;
+use crate::server::store::{Account, AccountChange, AuditScope, Token, Verdict};
+use chrono::Utc;
+
+impl From<Account> for AccountView {
+    fn from(a: Account) -> Self {
+        AccountView { name: a.name, role: a.role, source: a.source, disabled: a.disabled, created_at: a.created_at }
+    }
+}
+
+impl From<Token> for TokenView {
+    fn from(t: Token) -> Self {
+        TokenView { name: t.name, role: t.role, created_by: t.created_by, created_at: t.created_at, revoked: t.revoked }
+    }
+}
+
+impl From<&Verdict> for Checked {
+    fn from(verdict: &Verdict) -> Self {
+        Checked { at: verdict.at, drift: verdict.drift, repaired: verdict.repaired }
+    }
+}
+
+impl Service {
+    /// Every account (admin).
+    pub async fn accounts(&self, by: &Principal) -> Result<Vec<AccountView>, ApiError> {
+        by.require(Permission::Administer)?;
+        Ok(self.store.list_accounts().await?.into_iter().map(AccountView::from).collect())
+    }
+
+    /// Disables an account (admin): its sessions end at their next request.
+    pub async fn disable_account(&self, name: &str, by: &Principal) -> Result<(), ApiError> {
+        by.require(Permission::Administer)?;
+        accounts::validate_name("user name", name).map_err(ApiError::BadRequest)?;
+        Ok(self.store.change_account(name, &AccountChange::Disable).await?)
+    }
+
+    /// Every API token, without its secret (admin).
+    pub async fn tokens(&self, by: &Principal) -> Result<Vec<TokenView>, ApiError> {
+        by.require(Permission::Administer)?;
+        Ok(self.store.list_tokens().await?.into_iter().map(TokenView::from).collect())
+    }
+
+    /// A new token (admin); its text is returned once and never again.
+    pub async fn create_token(&self, new: &NewToken, by: &Principal) -> Result<String, ApiError> {
+        by.require(Permission::Administer)?;
+        accounts::create_token(&self.store, &new.name, new.role, &by.actor.name).await
+    }
+
+    pub async fn revoke_token(&self, name: &str, by: &Principal) -> Result<(), ApiError> {
+        by.require(Permission::Administer)?;
+        accounts::validate_token_name(name).map_err(ApiError::BadRequest)?;
+        Ok(self.store.revoke_token(name).await?)
+    }
+
+    /// A page of the audit trail: one actor's changes, else one day's,
+    /// newest first.
+    pub async fn audit(&self, params: &AuditParams) -> Result<AuditListing, ApiError> {
+        let limit = parse_limit(params.limit.as_deref())?;
+        let (scope, label) = match params.actor.as_deref().filter(|a| !a.is_empty()) {
+            Some(actor) => {
+                validate_actor(actor).map_err(ApiError::BadRequest)?;
+                (AuditScope::Actor(actor.to_string()), format!("audit:actor:{actor}"))
+            }
+            None => {
+                let day = parse_date(params.date.as_deref(), Utc::now())?;
+                (AuditScope::Day(day), format!("audit:day:{day}"))
+            }
+        };
+        let after = self.decode_cursor(params.cursor.as_deref(), &label)?;
+        let page = self.store.audit_page(&scope, limit, after.as_deref()).await?;
+        Ok(AuditListing {
+            entries: page.entries,
+            next: page.next_after.map(|after| self.cursors.encode(&label, &after)),
+        })
+    }
+}

@@ -1,0 +1,174 @@
+//! The PENDING list, its exports and the dashboard: a query checked into
+//! its normal form, read through the store's merge, and a dashboard view
+//! shared by everyone who opens it within a second.
+
+use super::Service;
+use super::checks::{parse_date, parse_filters, parse_limit, parse_number};
+use crate::model::{Activity, Dashboard, MAX_DAYS, PendingOrder, PendingPage, PendingParams, Summary};
+use crate::server::error::ApiError;
+use crate::server::store::{Counters, PendingFilter};
+use chrono::{DateTime, Days, NaiveDate, Utc};
+use std::sync::Arc;
+
+/// A PENDING list query, parsed and checked: the normal form every cache
+/// key and cursor scope is made from (`limit=05` and `limit=5` are one).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PendingQuery {
+    pub date: NaiveDate,
+    pub days: u32,
+    pub limit: u32,
+    /// The sort key to continue after, from a verified cursor.
+    pub after: Option<String>,
+    pub filters: Filters,
+}
+
+/// The PENDING list's filters, checked.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Filters {
+    pub stuck: bool,
+    pub country: Option<String>,
+    /// Minor units.
+    pub min_total: Option<i64>,
+    pub customer: Option<String>,
+}
+
+impl Filters {
+    /// What the store keeps, "stuck" becoming a moment: created before now
+    /// less the threshold.
+    fn for_store(&self, stuck_after: chrono::Duration, now: DateTime<Utc>) -> PendingFilter {
+        PendingFilter {
+            created_before: self.stuck.then(|| now - stuck_after),
+            country: self.country.clone(),
+            min_total: self.min_total,
+            customer: self.customer.clone(),
+        }
+    }
+
+    /// The filters' part of a cursor's scope: a cursor from one filtered
+    /// list does not continue another.
+    fn scope(&self) -> String {
+        format!(
+            "{}:{}:{}:{}",
+            u8::from(self.stuck),
+            self.country.as_deref().unwrap_or(""),
+            self.min_total.map(|m| m.to_string()).unwrap_or_default(),
+            self.customer.as_deref().unwrap_or("")
+        )
+    }
+}
+
+impl PendingQuery {
+    fn scope(&self) -> String {
+        format!("pending:{}:{}:{}", self.date, self.days, self.filters.scope())
+    }
+
+    /// The days covered, newest first.
+    fn dates(&self) -> Vec<NaiveDate> {
+        (0..self.days).filter_map(|back| self.date.checked_sub_days(Days::new(u64::from(back)))).collect()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct DashboardKey {
+    query: PendingQuery,
+    stuck_after_minutes: u32,
+}
+
+impl Service {
+    /// Checks a PENDING list query and puts it in its normal form.
+    pub fn parse_pending(&self, params: &PendingParams) -> Result<PendingQuery, ApiError> {
+        let date = parse_date(params.date.as_deref(), Utc::now())?;
+        let days = parse_number("days", params.days.as_deref(), 1, 1, MAX_DAYS)?;
+        let limit = parse_limit(params.limit.as_deref())?;
+        let filters = parse_filters(params)?;
+        let mut query = PendingQuery { date, days, limit, after: None, filters };
+        query.after = self.decode_cursor(params.cursor.as_deref(), &query.scope())?;
+        Ok(query)
+    }
+
+    pub async fn pending(&self, params: &PendingParams) -> Result<PendingPage, ApiError> {
+        self.read_pending(&self.parse_pending(params)?).await
+    }
+
+    /// Every page of a PENDING list query, newest first, one page read at a
+    /// time as the stream is polled (an export never holds the whole set).
+    pub fn pending_pages(
+        &self,
+        query: PendingQuery,
+    ) -> impl futures::Stream<Item = Result<Vec<PendingOrder>, ApiError>> + use<> {
+        let service = self.clone();
+        futures::stream::try_unfold(Some(query), move |query| {
+            let service = service.clone();
+            async move {
+                let Some(mut query) = query else { return Ok(None) };
+                let filter = query.filters.for_store(service.stuck_after, Utc::now());
+                let read =
+                    service.store.pending_page(&query.dates(), query.limit, query.after.as_deref(), &filter).await?;
+                query.after = read.next_after;
+                let next = query.after.is_some().then_some(query);
+                Ok(Some((read.orders, next)))
+            }
+        })
+    }
+
+    async fn read_pending(&self, query: &PendingQuery) -> Result<PendingPage, ApiError> {
+        let as_of = Utc::now();
+        let filter = query.filters.for_store(self.stuck_after, as_of);
+        let read = self.store.pending_page(&query.dates(), query.limit, query.after.as_deref(), &filter).await?;
+        let scope = query.scope();
+        Ok(PendingPage {
+            orders: read.orders,
+            next: read.next_after.map(|after| self.cursors.encode(&scope, &after)),
+            items_read: read.items_read,
+            date: query.date,
+            days: query.days,
+            as_of,
+        })
+    }
+
+    /// The headline figures of a day, from the stream's counters. A day the
+    /// consumer has not counted shows no figures: recounting the index on a
+    /// page view would make its cost grow with the day's orders.
+    pub async fn summary(&self, date: NaiveDate) -> Result<(Summary, Counters), ApiError> {
+        let (counters, oldest) = futures::try_join!(self.store.read_counters(date), self.store.oldest_pending(date))?;
+        Ok((Summary { counts: counters.day_counts(), oldest_pending: oldest }, counters))
+    }
+
+    pub async fn dashboard(&self, params: &PendingParams, stuck_after_minutes: u32) -> Result<Dashboard, ApiError> {
+        let key = DashboardKey { query: self.parse_pending(params)?, stuck_after_minutes };
+        // Concurrent viewers of one view wait for one read; a failed read is not kept.
+        let dashboard = self
+            .dashboards
+            .try_get_with(key.clone(), async { self.read_dashboard(&key).await.map(Arc::new) })
+            .await
+            .map_err(|err| (*err).clone())?;
+        Ok((*dashboard).clone())
+    }
+
+    pub(crate) fn forget_dashboards(&self) {
+        self.dashboards.invalidate_all();
+    }
+
+    async fn read_dashboard(&self, key: &DashboardKey) -> Result<Dashboard, ApiError> {
+        let (page, (summary, counters)) =
+            futures::try_join!(self.read_pending(&key.query), self.summary(key.query.date))?;
+        let activity = summary.counts.counted.then(|| activity(&counters));
+        let behind_ms = self.consumer_status().behind_ms;
+        Ok(Dashboard { page, summary, activity, behind_ms, stuck_after_minutes: key.stuck_after_minutes })
+    }
+}
+
+/// A day's counters in ten-minute buckets: orders created, and the PENDING
+/// backlog of the day's orders at the end of each bucket.
+fn activity(counters: &Counters) -> Activity {
+    const BUCKET: usize = 10;
+    let sum = |v: &[i64], b: usize| v.iter().skip(b * BUCKET).take(BUCKET).sum::<i64>();
+    let buckets = 1440 / BUCKET;
+    let mut backlog = Vec::with_capacity(buckets);
+    let mut level = 0;
+    for b in 0..buckets {
+        level += sum(&counters.entered_per_minute, b) - sum(&counters.left_per_minute, b);
+        backlog.push(level);
+    }
+    Activity { created: (0..buckets).map(|b| sum(&counters.created_per_minute, b)).collect(), backlog }
+}
