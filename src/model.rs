@@ -805,6 +805,25 @@ pub enum ErrorKind {
     Internal,
 }
 
+impl ErrorKind {
+    /// The kind an HTTP error status stands for: the one place a status is
+    /// read as a kind (the API's plain answers, the pages' server-function
+    /// failures, and every `ApiError` but a bad cursor, which is a 400 of
+    /// its own kind).
+    pub fn of_status(status: u16) -> ErrorKind {
+        match status {
+            401 => ErrorKind::Unauthorized,
+            403 | 421 => ErrorKind::Forbidden,
+            404 => ErrorKind::NotFound,
+            409 => ErrorKind::Conflict,
+            429 => ErrorKind::TooManyRequests,
+            408 | 503 => ErrorKind::Unavailable,
+            400..=499 => ErrorKind::BadRequest,
+            _ => ErrorKind::Internal,
+        }
+    }
+}
+
 /// Checks an order or customer id: 1 to 64 letters, digits, `-` or `_`.
 /// Anything else (in particular `#`, the key separator) never reaches a query.
 pub fn validate_id(kind: &str, id: &str) -> Result<(), String> {
@@ -893,6 +912,28 @@ pub mod iso_millis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_is_read_as_one_kind() {
+        let cases = [
+            (400, ErrorKind::BadRequest),
+            (401, ErrorKind::Unauthorized),
+            (403, ErrorKind::Forbidden),
+            (404, ErrorKind::NotFound),
+            (405, ErrorKind::BadRequest),
+            (408, ErrorKind::Unavailable),
+            (409, ErrorKind::Conflict),
+            (413, ErrorKind::BadRequest),
+            (415, ErrorKind::BadRequest),
+            (421, ErrorKind::Forbidden),
+            (429, ErrorKind::TooManyRequests),
+            (500, ErrorKind::Internal),
+            (503, ErrorKind::Unavailable),
+        ];
+        for (status, kind) in cases {
+            assert_eq!(ErrorKind::of_status(status), kind, "{status}");
+        }
+    }
 
     #[test]
     fn a_changed_event_names_its_day() {

@@ -34,22 +34,20 @@ impl FromServerFnError for PageError {
     type Encoder = JsonEncoding;
 
     fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
-        let (kind, status) = match &value {
+        let status = match &value {
             // In the browser: the server could not be reached at all.
-            ServerFnErrorErr::Request(_) => (ErrorKind::Unavailable, 503),
+            ServerFnErrorErr::Request(_) => 503,
             // On the server: arguments that do not parse are the client's
             // mistake, and a body cut off by the size limit says so.
-            ServerFnErrorErr::Args(why) | ServerFnErrorErr::MissingArg(why) if why.contains("length limit") => {
-                (ErrorKind::BadRequest, 413)
-            }
-            ServerFnErrorErr::Args(_) | ServerFnErrorErr::MissingArg(_) => (ErrorKind::BadRequest, 400),
+            ServerFnErrorErr::Args(why) | ServerFnErrorErr::MissingArg(why) if why.contains("length limit") => 413,
+            ServerFnErrorErr::Args(_) | ServerFnErrorErr::MissingArg(_) => 400,
             // On the server this is the arguments' JSON failing to decode; in
             // the browser, an answer that does not decode.
-            ServerFnErrorErr::Deserialization(_) if cfg!(feature = "ssr") => (ErrorKind::BadRequest, 400),
-            _ => (ErrorKind::Internal, 500),
+            ServerFnErrorErr::Deserialization(_) if cfg!(feature = "ssr") => 400,
+            _ => 500,
         };
         set_status(status);
-        PageError::new(kind, value.to_string())
+        PageError::new(ErrorKind::of_status(status), value.to_string())
     }
 }
 

@@ -54,18 +54,12 @@ impl ApiError {
         }
     }
 
-    /// The machine-readable kind, sent beside the message.
+    /// The machine-readable kind, sent beside the message: the status's
+    /// kind, but for a bad cursor.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            ApiError::BadRequest(_) | ApiError::UnsupportedMediaType => ErrorKind::BadRequest,
             ApiError::BadCursor(_) => ErrorKind::BadCursor,
-            ApiError::Unauthorized => ErrorKind::Unauthorized,
-            ApiError::Forbidden(_) => ErrorKind::Forbidden,
-            ApiError::NotFound(_) | ApiError::Store(StoreError::NotFound(_)) => ErrorKind::NotFound,
-            ApiError::Store(StoreError::Conflict(_)) => ErrorKind::Conflict,
-            ApiError::TooManyRequests { .. } => ErrorKind::TooManyRequests,
-            ApiError::Busy(_) | ApiError::Store(StoreError::Unavailable { .. }) => ErrorKind::Unavailable,
-            ApiError::Store(_) => ErrorKind::Internal,
+            other => ErrorKind::of_status(other.status().as_u16()),
         }
     }
 
@@ -129,6 +123,28 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_error_has_the_kind_of_its_status_but_a_bad_cursor() {
+        use crate::server::service::cursor::CursorError;
+        let cases = [
+            (ApiError::BadRequest("x".into()), ErrorKind::BadRequest),
+            (ApiError::BadCursor(CursorError::NoPosition), ErrorKind::BadCursor),
+            (ApiError::NotFound("x".into()), ErrorKind::NotFound),
+            (ApiError::Unauthorized, ErrorKind::Unauthorized),
+            (ApiError::Forbidden("x".into()), ErrorKind::Forbidden),
+            (ApiError::UnsupportedMediaType, ErrorKind::BadRequest),
+            (ApiError::TooManyRequests { retry_after_secs: 1, why: "x".into() }, ErrorKind::TooManyRequests),
+            (ApiError::Busy("x".into()), ErrorKind::Unavailable),
+            (ApiError::Store(StoreError::NotFound("x".into())), ErrorKind::NotFound),
+            (ApiError::Store(StoreError::Conflict("x".into())), ErrorKind::Conflict),
+            (ApiError::Store(StoreError::unavailable(Unavailable::TimedOut, "x")), ErrorKind::Unavailable),
+            (ApiError::Store(StoreError::Rejected("x".into())), ErrorKind::Internal),
+        ];
+        for (err, kind) in cases {
+            assert_eq!(err.kind(), kind, "{err:?}");
+        }
+    }
 
     #[test]
     fn the_client_never_sees_the_stores_words() {

@@ -81,7 +81,7 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
         Ok(serde_json::Value::Object(object)) if is_json && object.contains_key("error") => object,
         _ => serde_json::Map::from_iter([
             ("error".to_string(), plain_message(status, &text).into()),
-            ("kind".to_string(), serde_json::to_value(kind_of(status)).unwrap_or_default()),
+            ("kind".to_string(), serde_json::to_value(ErrorKind::of_status(status.as_u16())).unwrap_or_default()),
         ]),
     };
     if let Some(id) = id {
@@ -90,19 +90,6 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
     parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, Body::from(serde_json::Value::Object(object).to_string()))
-}
-
-fn kind_of(status: StatusCode) -> ErrorKind {
-    match status {
-        StatusCode::UNAUTHORIZED => ErrorKind::Unauthorized,
-        StatusCode::FORBIDDEN | StatusCode::MISDIRECTED_REQUEST => ErrorKind::Forbidden,
-        StatusCode::NOT_FOUND => ErrorKind::NotFound,
-        StatusCode::CONFLICT => ErrorKind::Conflict,
-        StatusCode::TOO_MANY_REQUESTS => ErrorKind::TooManyRequests,
-        StatusCode::REQUEST_TIMEOUT | StatusCode::SERVICE_UNAVAILABLE => ErrorKind::Unavailable,
-        s if s.is_client_error() => ErrorKind::BadRequest,
-        _ => ErrorKind::Internal,
-    }
 }
 
 /// Headers every answer carries, and a strict Content-Security-Policy for
