@@ -78,6 +78,38 @@ async fn provisioning_creates_then_verifies_and_names_differences() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provisioners_racing_for_new_tables_all_succeed() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let endpoint = match &engine {
+            Engine::Dynoxide => app.embedded.as_ref().unwrap().endpoint(),
+            Engine::DynamoDbLocal(url) => url.clone(),
+        };
+        let suffix = uuid::Uuid::new_v4().simple().to_string();
+        let (orders, metrics) = (format!("race-orders-{suffix}"), format!("race-metrics-{suffix}"));
+        let config = common::store_config(
+            &Engine::DynamoDbLocal(endpoint),
+            app.dir.path(),
+            &["--orders-table", &orders, "--metrics-table", &metrics],
+        );
+        let mut stores = Vec::new();
+        for _ in 0..4 {
+            stores.push(store::connect(&config).await.unwrap().0);
+        }
+        // Each looks, finds nothing and creates: all but one find the table
+        // there already, and verify it instead of failing.
+        let reports =
+            futures::future::join_all(stores.iter().map(|s| s.provision(Some(TableCapacity::OnDemand)))).await;
+        for report in reports {
+            let report = report.unwrap_or_else(|err| panic!("{engine:?}: {err}"));
+            assert!(!report.to_string().contains("differ"), "{engine:?}: {report}");
+        }
+        assert!(stores[0].verify().await.is_ok(), "{engine:?}");
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_then_duplicate_is_a_conflict_and_overwrites_nothing() {
     for engine in engines() {
         let app = TestApp::spawn(engine.clone()).await;

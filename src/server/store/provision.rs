@@ -4,6 +4,8 @@
 use super::Store;
 use crate::server::store::error::{StoreError, Unavailable};
 use crate::server::store::keys::{self, GSI1, GSI1PK, GSI1SK, GSI2, GSI2PK, GSI2SK, PK, SK};
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::create_table::{CreateTableError, CreateTableOutput};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode as SdkBilling, GlobalSecondaryIndex, IndexStatus, KeySchemaElement, KeyType,
     Projection, ProjectionType, ProvisionedThroughput, ScalarAttributeType, StreamSpecification, StreamViewType,
@@ -159,12 +161,22 @@ impl Store {
                 format!("table {table} does not exist (run `northwind-ops provision`, or serve with --provision)"),
             ));
         };
-        if table == self.orders_table {
-            self.create_orders_table(capacity).await?;
+        let created = if table == self.orders_table {
+            self.create_orders_table(capacity).await?
         } else {
-            self.create_metrics_table(capacity).await?;
+            self.create_metrics_table(capacity).await?
+        };
+        if created {
+            return Ok(Outcome::Created);
         }
-        Ok(Outcome::Created)
+        // Another provisioner created it between our look and our create, or
+        // the SDK retried a create that had gone through: check what is there.
+        let description = self
+            .describe(table)
+            .await?
+            .ok_or_else(|| StoreError::Rejected(format!("table {table} was reported to exist and then not found")))?;
+        check(table, differences(&description))?;
+        Ok(Outcome::Verified)
     }
 
     async fn describe(&self, table: &str) -> Result<Option<TableDescription>, StoreError> {
@@ -175,7 +187,8 @@ impl Store {
         }
     }
 
-    async fn create_orders_table(&self, capacity: TableCapacity) -> Result<(), StoreError> {
+    /// Creates the orders table: `false` when it exists already.
+    async fn create_orders_table(&self, capacity: TableCapacity) -> Result<bool, StoreError> {
         let mut request = self
             .client
             .create_table()
@@ -209,12 +222,15 @@ impl Store {
             Some(throughput) => request.billing_mode(SdkBilling::Provisioned).provisioned_throughput(throughput),
             None => request.billing_mode(SdkBilling::PayPerRequest),
         };
-        request.send().await?;
+        if !created(request.send().await)? {
+            return Ok(false);
+        }
         tracing::info!(table = %self.orders_table, "created the orders table");
-        Ok(())
+        Ok(true)
     }
 
-    async fn create_metrics_table(&self, capacity: TableCapacity) -> Result<(), StoreError> {
+    /// Creates the metrics table: `false` when it exists already.
+    async fn create_metrics_table(&self, capacity: TableCapacity) -> Result<bool, StoreError> {
         // No stream: the consumer's checkpoint writes must not feed a stream.
         let request = self
             .client
@@ -228,9 +244,11 @@ impl Store {
             Some(throughput) => request.billing_mode(SdkBilling::Provisioned).provisioned_throughput(throughput),
             None => request.billing_mode(SdkBilling::PayPerRequest),
         };
-        request.send().await?;
+        if !created(request.send().await)? {
+            return Ok(false);
+        }
         tracing::info!(table = %self.metrics_table, "created the metrics table");
-        Ok(())
+        Ok(true)
     }
 
     async fn wait_active(&self, table: &str) -> Result<(), StoreError> {
@@ -371,5 +389,18 @@ fn throughput(capacity: TableCapacity) -> Result<Option<ProvisionedThroughput>, 
             .build()
             .map(Some)
             .map_err(StoreError::from),
+    }
+}
+
+/// A CreateTable that found the table there already is not created, and
+/// not an error: the caller checks the table that is there.
+fn created<R>(result: Result<CreateTableOutput, SdkError<CreateTableError, R>>) -> Result<bool, StoreError>
+where
+    R: std::fmt::Debug,
+{
+    match result {
+        Ok(_) => Ok(true),
+        Err(err) if err.as_service_error().is_some_and(CreateTableError::is_resource_in_use_exception) => Ok(false),
+        Err(err) => Err(err.into()),
     }
 }
