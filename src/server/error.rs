@@ -3,7 +3,7 @@
 //! internals (codes, messages, cause chains): those go to the log, inside
 //! the request's span, which carries the request id the client is given.
 
-use crate::model::ErrorKind;
+use crate::model::{ErrorKind, Invalid};
 use crate::server::store::error::{StoreError, Unavailable};
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -15,6 +15,9 @@ use axum::response::{IntoResponse, Response};
 pub enum ApiError {
     #[error("{0}")]
     BadRequest(String),
+    /// A value that breaks one of the input rules.
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
     #[error("bad cursor: {0}")]
     BadCursor(#[from] crate::server::service::cursor::CursorError),
     #[error("{0}")]
@@ -41,7 +44,7 @@ const RETRY_AFTER_SECS: u64 = 2;
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::BadRequest(_) | ApiError::BadCursor(_) => StatusCode::BAD_REQUEST,
+            ApiError::BadRequest(_) | ApiError::Invalid(_) | ApiError::BadCursor(_) => StatusCode::BAD_REQUEST,
             ApiError::NotFound(_) | ApiError::Store(StoreError::NotFound(_)) => StatusCode::NOT_FOUND,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,

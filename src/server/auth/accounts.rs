@@ -1,8 +1,7 @@
 //! Local accounts and API tokens: names, password hashing (argon2 via
 //! `password-auth`) and token secrets (random, stored as SHA-256 only).
 
-use crate::model::AccountSource;
-use crate::model::Role;
+use crate::model::{AccountSource, Invalid, Role};
 use crate::server::error::ApiError;
 use crate::server::store::error::StoreError;
 use crate::server::store::{Account, AccountChange, Store, Token};
@@ -17,22 +16,20 @@ const TOKEN_PREFIX: &str = "nwo.";
 
 /// A user or token name: 1 to 64 lowercase letters, digits, `.`, `_` or
 /// `-`, starting with a letter or digit (names appear in keys and logs).
-pub fn validate_name(kind: &str, name: &str) -> Result<(), String> {
+pub fn validate_name(field: &'static str, name: &str) -> Result<(), Invalid> {
     let first_ok = name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     let rest_ok = name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c));
     if (1..=64).contains(&name.len()) && first_ok && rest_ok {
         Ok(())
     } else {
-        Err(format!(
-            "{kind} {name:?} must be 1 to 64 lowercase letters, digits, '.', '_' or '-', starting with a letter or digit"
-        ))
+        Err(Invalid::Name { field, value: name.to_string() })
     }
 }
 
 /// A token name, which also may not hold a `.` (the token's separator).
-pub fn validate_token_name(name: &str) -> Result<(), String> {
+pub fn validate_token_name(name: &str) -> Result<(), Invalid> {
     validate_name("token name", name)?;
-    if name.contains('.') { Err(format!("token name {name:?} may not contain '.'")) } else { Ok(()) }
+    if name.contains('.') { Err(Invalid::TokenName(name.to_string())) } else { Ok(()) }
 }
 
 /// Argon2id with a random salt; seconds of CPU are kept off the async threads.
@@ -60,12 +57,8 @@ pub async fn verify_password(password: String, hash: Option<String>) -> bool {
 static DECOY_HASH: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| password_auth::generate_hash(URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>())));
 
-pub fn check_password(password: &str) -> Result<(), String> {
-    if password.chars().count() < MIN_PASSWORD {
-        Err(format!("a password needs at least {MIN_PASSWORD} characters"))
-    } else {
-        Ok(())
-    }
+pub fn check_password(password: &str) -> Result<(), Invalid> {
+    if password.chars().count() < MIN_PASSWORD { Err(Invalid::ShortPassword(MIN_PASSWORD)) } else { Ok(()) }
 }
 
 /// What a session remembers of the account it signed in, so that changing
@@ -101,14 +94,14 @@ pub fn parse_token(text: &str) -> Option<(&str, &str)> {
 
 /// The operations the command line and the admin API share.
 pub async fn add_user(store: &Store, name: &str, role: Role, password: String) -> Result<Account, ApiError> {
-    validate_name("user name", name).map_err(ApiError::BadRequest)?;
+    validate_name("user name", name)?;
     if name.starts_with(super::routes::OIDC_PREFIX) {
         return Err(ApiError::BadRequest(format!(
             "{name:?}: names starting {:?} are the identity provider's",
             super::routes::OIDC_PREFIX
         )));
     }
-    check_password(&password).map_err(ApiError::BadRequest)?;
+    check_password(&password)?;
     let account = Account {
         name: name.to_string(),
         role,
@@ -123,14 +116,14 @@ pub async fn add_user(store: &Store, name: &str, role: Role, password: String) -
 }
 
 pub async fn set_password(store: &Store, name: &str, password: String) -> Result<(), ApiError> {
-    check_password(&password).map_err(ApiError::BadRequest)?;
+    check_password(&password)?;
     let hash = hash_password(password).await?;
     Ok(store.change_account(name, &AccountChange::PasswordHash(hash)).await?)
 }
 
 /// Creates a token and returns its text, which is never shown again.
 pub async fn create_token(store: &Store, name: &str, role: Role, created_by: &str) -> Result<String, ApiError> {
-    validate_token_name(name).map_err(ApiError::BadRequest)?;
+    validate_token_name(name)?;
     let (text, secret_hash) = new_token(name);
     let token = Token {
         name: name.to_string(),

@@ -52,6 +52,8 @@ pub enum CliError {
     Reconcile(#[from] ReconcileError),
     #[error("{0}")]
     Usage(String),
+    #[error(transparent)]
+    Invalid(#[from] crate::model::Invalid),
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
     #[error(transparent)]
@@ -274,7 +276,7 @@ async fn run_user(store: &Store, command: UserCommand) -> Result<(), CliError> {
 }
 
 async fn change(store: &Store, name: &str, change: AccountChange, done: &str) -> Result<(), CliError> {
-    accounts::validate_name("user name", name).map_err(CliError::Usage)?;
+    accounts::validate_name("user name", name)?;
     store.change_account(name, &change).await?;
     println!("{name}: {done}");
     Ok(())
@@ -301,7 +303,7 @@ async fn run_token(store: &Store, command: TokenCommand) -> Result<(), CliError>
             }
         }
         TokenCommand::Revoke { name } => {
-            accounts::validate_token_name(&name).map_err(CliError::Usage)?;
+            accounts::validate_token_name(&name)?;
             store.revoke_token(&name).await?;
             println!("{name}: revoked");
         }

@@ -212,7 +212,7 @@ async fn pending_jsonl(
 
 /// A customer's history as CSV, newest first.
 async fn customer_csv(State(state): State<AppState>, Path(customer_id): Path<String>) -> Result<Response, ApiError> {
-    crate::model::validate_id("customer id", &customer_id).map_err(ApiError::BadRequest)?;
+    crate::model::validate_id("customer id", &customer_id)?;
     let header = csv_line(&export::HISTORY_COLUMNS);
     let rows = state
         .service

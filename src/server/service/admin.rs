@@ -38,7 +38,7 @@ impl Service {
     /// Disables an account (admin): its sessions end at their next request.
     pub async fn disable_account(&self, name: &str, by: &Principal) -> Result<(), ApiError> {
         by.require(Permission::Administer)?;
-        accounts::validate_name("user name", name).map_err(ApiError::BadRequest)?;
+        accounts::validate_name("user name", name)?;
         Ok(self.store.change_account(name, &AccountChange::Disable).await?)
     }
 
@@ -56,7 +56,7 @@ impl Service {
 
     pub async fn revoke_token(&self, name: &str, by: &Principal) -> Result<(), ApiError> {
         by.require(Permission::Administer)?;
-        accounts::validate_token_name(name).map_err(ApiError::BadRequest)?;
+        accounts::validate_token_name(name)?;
         Ok(self.store.revoke_token(name).await?)
     }
 
@@ -66,7 +66,7 @@ impl Service {
         let limit = parse_limit(params.limit.as_deref())?;
         let (scope, label) = match params.actor.as_deref().filter(|a| !a.is_empty()) {
             Some(actor) => {
-                validate_actor(actor).map_err(ApiError::BadRequest)?;
+                validate_actor(actor)?;
                 (AuditScope::Actor(actor.to_string()), format!("audit:actor:{actor}"))
             }
             None => {

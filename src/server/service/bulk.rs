@@ -40,7 +40,7 @@ impl Service {
         }
         let reason = request.reason.as_deref().map(str::trim).filter(|r| !r.is_empty()).map(str::to_string);
         if let Some(reason) = &reason {
-            crate::server::service::checks::check_text("reason", reason).map_err(ApiError::BadRequest)?;
+            crate::server::service::checks::check_text("reason", reason)?;
         } else if request.to == Status::Cancelled {
             return Err(ApiError::BadRequest("a cancellation needs a reason".into()));
         }
@@ -74,7 +74,7 @@ impl Service {
         let ids = match (&request.order_ids, &request.filter) {
             (Some(ids), None) => {
                 for id in ids {
-                    validate_id("order id", id).map_err(ApiError::BadRequest)?;
+                    validate_id("order id", id)?;
                 }
                 let mut seen = HashSet::new();
                 ids.iter().filter(|id| seen.insert(id.as_str())).cloned().collect()
@@ -170,7 +170,7 @@ impl Service {
 
     /// A run's report; a running one whose server stopped is `interrupted`.
     pub async fn bulk_report(&self, id: &str, by: &Principal) -> Result<BulkReport, ApiError> {
-        validate_id("bulk operation id", id).map_err(ApiError::BadRequest)?;
+        validate_id("bulk operation id", id)?;
         let (mut report, _) =
             self.store.get_bulk(id).await?.ok_or_else(|| ApiError::NotFound(format!("no bulk operation {id}")))?;
         by.require(Permission::to_change_status(report.to))?;

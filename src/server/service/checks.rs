@@ -3,7 +3,9 @@
 //! order completed or refused with a reason.
 
 use super::Filters;
-use crate::model::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, NewOrder, Order, PendingParams, Status, iso_millis, validate_id};
+use crate::model::{
+    DEFAULT_PAGE_SIZE, Invalid, MAX_PAGE_SIZE, NewOrder, Order, PendingParams, Status, iso_millis, validate_id,
+};
 use crate::server::error::ApiError;
 use chrono::{DateTime, NaiveDate, Utc};
 
@@ -51,7 +53,7 @@ pub(super) fn parse_filters(params: &PendingParams) -> Result<Filters, ApiError>
     let min_total = present(&params.min_total).map(|t| parse_amount(&t)).transpose()?;
     let customer = present(&params.customer);
     if let Some(customer) = &customer {
-        validate_id("customer id", customer).map_err(ApiError::BadRequest)?;
+        validate_id("customer id", customer)?;
     }
     Ok(Filters { stuck, country, min_total, customer })
 }
@@ -87,7 +89,7 @@ pub(super) fn parse_number(name: &str, text: Option<&str>, default: u32, min: u3
 }
 
 /// Checks a new order and completes it: id, status, times and total.
-pub fn build_order(new: NewOrder, now: DateTime<Utc>) -> Result<Order, String> {
+pub fn build_order(new: NewOrder, now: DateTime<Utc>) -> Result<Order, Invalid> {
     let order_id = match new.order_id {
         Some(id) => id,
         None => uuid::Uuid::new_v4().simple().to_string(),
@@ -95,36 +97,36 @@ pub fn build_order(new: NewOrder, now: DateTime<Utc>) -> Result<Order, String> {
     validate_id("order id", &order_id)?;
     validate_id("customer id", &new.customer_id)?;
     if let Some(status) = new.status.filter(|s| *s != Status::Pending) {
-        return Err(format!("a new order starts PENDING, not {status}"));
+        return Err(Invalid::NotPending(status));
     }
     let created_at = match new.created_at.as_deref() {
         None => now,
-        Some(text) => iso_millis::parse(text)?,
+        Some(text) => iso_millis::parse(text).map_err(Invalid::Timestamp)?,
     };
     check_created_at(created_at, now)?;
     // Millisecond precision, as stored: the keys and the item must agree.
-    let created_at = iso_millis::parse(&iso_millis::format(&created_at))?;
+    let created_at = iso_millis::parse(&iso_millis::format(&created_at)).map_err(Invalid::Timestamp)?;
     if !(new.currency.len() == 3 && new.currency.chars().all(|c| c.is_ascii_uppercase())) {
-        return Err(format!("currency {:?} is not a three-letter code such as USD", new.currency));
+        return Err(Invalid::Currency(new.currency));
     }
     if new.items.is_empty() || new.items.len() > MAX_ITEMS {
-        return Err(format!("an order has 1 to {MAX_ITEMS} line items"));
+        return Err(Invalid::ItemCount(MAX_ITEMS));
     }
     let mut total: i64 = 0;
     for item in &new.items {
         check_text("sku", &item.sku)?;
         check_text("item name", &item.name)?;
         if !(1..=MAX_QUANTITY).contains(&item.quantity) {
-            return Err(format!("quantity of {} must be 1 to {MAX_QUANTITY}", item.sku));
+            return Err(Invalid::Quantity { sku: item.sku.clone(), max: MAX_QUANTITY });
         }
         if item.unit_price < 0 {
-            return Err(format!("unitPrice of {} is negative", item.sku));
+            return Err(Invalid::NegativePrice(item.sku.clone()));
         }
         total = item
             .unit_price
             .checked_mul(i64::from(item.quantity))
             .and_then(|line| total.checked_add(line))
-            .ok_or("the order total is too large")?;
+            .ok_or(Invalid::TotalTooLarge)?;
     }
     check_text("shippingCity", &new.shipping_city)?;
     check_text("shippingCountry", &new.shipping_country)?;
@@ -143,7 +145,7 @@ pub fn build_order(new: NewOrder, now: DateTime<Utc>) -> Result<Order, String> {
 }
 
 /// A reason is optional; given, it is short text like any other.
-pub(super) fn check_reason(reason: Option<&str>) -> Result<Option<&str>, String> {
+pub(super) fn check_reason(reason: Option<&str>) -> Result<Option<&str>, Invalid> {
     match reason.map(str::trim).filter(|r| !r.is_empty()) {
         None => Ok(None),
         Some(reason) => check_text("reason", reason).map(|()| Some(reason)),
@@ -151,20 +153,17 @@ pub(super) fn check_reason(reason: Option<&str>) -> Result<Option<&str>, String>
 }
 
 /// An actor name as the audit trail files it: a user or token name.
-pub(super) fn validate_actor(actor: &str) -> Result<(), String> {
+pub(super) fn validate_actor(actor: &str) -> Result<(), Invalid> {
     crate::server::auth::accounts::validate_name("actor", actor)
 }
 
 /// Within a day before now (late imports) and a minute after (clock skew).
-fn check_created_at(created_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<(), String> {
+fn check_created_at(created_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<(), Invalid> {
     if (created_at - now).num_seconds() > MAX_SKEW_SECONDS {
-        return Err(format!("createdAt {} is in the future", iso_millis::format(&created_at)));
+        return Err(Invalid::Future(iso_millis::format(&created_at)));
     }
     if (now - created_at).num_days() >= MAX_AGE_DAYS {
-        return Err(format!(
-            "createdAt {} is more than {MAX_AGE_DAYS} day in the past",
-            iso_millis::format(&created_at)
-        ));
+        return Err(Invalid::TooOld { at: iso_millis::format(&created_at), days: MAX_AGE_DAYS });
     }
     Ok(())
 }
@@ -172,15 +171,12 @@ fn check_created_at(created_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<(),
 /// Text shown to staff: not blank, not too long, and no control or
 /// direction-override characters (which can make a page lie about what it
 /// shows, e.g. reverse an order id).
-pub(crate) fn check_text(name: &str, text: &str) -> Result<(), String> {
+pub(crate) fn check_text(field: &'static str, text: &str) -> Result<(), Invalid> {
     if text.trim().is_empty() || text.len() > MAX_TEXT {
-        return Err(format!("{name} must be 1 to {MAX_TEXT} characters"));
+        return Err(Invalid::TextLength { field, max: MAX_TEXT });
     }
     if let Some(bad) = text.chars().find(|c| c.is_control() || is_bidi_control(*c)) {
-        return Err(format!(
-            "{name} has the character U+{:04X}: control and text-direction characters are not allowed",
-            bad as u32
-        ));
+        return Err(Invalid::Character { field, code: bad as u32 });
     }
     Ok(())
 }
@@ -243,15 +239,15 @@ mod tests {
             (NewOrder { shipping_country: "N\u{202E}O".into(), ..new_order() }, "U+202E"),
         ];
         for (order, reason) in cases {
-            let err = build_order(order, now()).unwrap_err();
+            let err = build_order(order, now()).unwrap_err().to_string();
             assert!(err.contains(reason), "{err:?} should mention {reason}");
         }
         let mut huge = new_order();
         huge.items[0].unit_price = i64::MAX;
-        assert!(build_order(huge, now()).unwrap_err().contains("too large"));
+        assert_eq!(build_order(huge, now()).unwrap_err(), Invalid::TotalTooLarge);
         let mut newline = new_order();
         newline.items[0].name = "Tent\nDELIVERED".into();
-        assert!(build_order(newline, now()).unwrap_err().contains("item name"));
+        assert_eq!(build_order(newline, now()).unwrap_err(), Invalid::Character { field: "item name", code: 0x0A });
     }
 
     #[test]

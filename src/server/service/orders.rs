@@ -14,12 +14,12 @@ use chrono::Utc;
 
 impl Service {
     pub async fn order(&self, order_id: &str) -> Result<Order, ApiError> {
-        validate_id("order id", order_id).map_err(ApiError::BadRequest)?;
+        validate_id("order id", order_id)?;
         self.store.get_order(order_id).await?.ok_or_else(|| ApiError::NotFound(format!("order {order_id} not found")))
     }
 
     pub async fn customer_orders(&self, customer_id: &str, params: &PageParams) -> Result<OrderPage, ApiError> {
-        validate_id("customer id", customer_id).map_err(ApiError::BadRequest)?;
+        validate_id("customer id", customer_id)?;
         let limit = parse_limit(params.limit.as_deref())?;
         let scope = format!("customer:{customer_id}");
         let after = self.decode_cursor(params.cursor.as_deref(), &scope)?;
@@ -63,7 +63,7 @@ impl Service {
 
     pub async fn create_order(&self, new: NewOrder, by: &Principal) -> Result<Order, ApiError> {
         by.require(Permission::ChangeOrders)?;
-        let order = build_order(new, Utc::now()).map_err(ApiError::BadRequest)?;
+        let order = build_order(new, Utc::now())?;
         self.store.create_order(&order, &by.actor).await?;
         self.forget_dashboards();
         Ok(order)
@@ -72,12 +72,12 @@ impl Service {
     /// Moves an order on, if `by`'s role may make this change (support may
     /// cancel; ops make every change), with its reason in the audit trail.
     pub async fn change_status(&self, order_id: &str, change: StatusChange, by: &Principal) -> Result<Order, ApiError> {
-        validate_id("order id", order_id).map_err(ApiError::BadRequest)?;
+        validate_id("order id", order_id)?;
         by.require(Permission::to_change_status(change.to))?;
         if !change.from.can_become(change.to) {
             return Err(ApiError::BadRequest(format!("an order cannot go from {} to {}", change.from, change.to)));
         }
-        let reason = check_reason(change.reason.as_deref()).map_err(ApiError::BadRequest)?;
+        let reason = check_reason(change.reason.as_deref())?;
         if change.to == Status::Cancelled && reason.is_none() {
             return Err(ApiError::BadRequest("a cancellation needs a reason".into()));
         }
@@ -97,7 +97,7 @@ impl Service {
 
     /// An order's changes, oldest first.
     pub async fn order_history(&self, order_id: &str) -> Result<Vec<AuditEntry>, ApiError> {
-        validate_id("order id", order_id).map_err(ApiError::BadRequest)?;
+        validate_id("order id", order_id)?;
         Ok(self.store.order_timeline(order_id).await?)
     }
 }
