@@ -154,6 +154,7 @@ async fn request_for(app: &TestApp, route: &str, n: &mut u32) -> (Need, Request,
         }
         "fn audit" => (Need::Role(Role::Admin), post("/api/fn/audit", json!({"params": {}})), ok),
         "fn capacity" => (Need::Role(Role::Viewer), post("/api/fn/capacity", json!({"date": null})), ok),
+        "fn day" => (Need::Role(Role::Viewer), post("/api/fn/day", json!({"date": null})), ok),
         "fn me" => (Need::Public, post("/api/fn/me", json!({})), ok),
         "fn sign-in options" => (Need::Public, post("/api/fn/sign-in-options", json!({})), ok),
         other => panic!("no request for {other}"),

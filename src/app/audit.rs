@@ -1,7 +1,7 @@
 //! The audit trail (admins): every change of a day, or every change by one
 //! actor, newest first, a page at a time.
 
-use super::common::{ErrorView, Pager, TableHead, href, paging};
+use super::common::{DayInput, ErrorView, Pager, TableHead, href, paging};
 use super::data::get_audit;
 use crate::model::{AuditEntry, AuditListing, AuditParams, iso_millis};
 use leptos::prelude::*;
@@ -22,7 +22,14 @@ pub fn AuditPage() -> impl IntoView {
     view! {
         <h1>"Audit trail"</h1>
         <form class="filters" method="get" action="/audit" data-testid="audit-filters">
-            <label>"Day (UTC) " <input type="date" name="date" value=move || query.with(|q| q.get("date"))/></label>
+            <label>
+                "Day (UTC) "
+                // One actor's changes span days: no day is shown then.
+                {move || match query.with(|q| q.get("actor").filter(|a| !a.is_empty())) {
+                    Some(_) => view! { <input type="date" name="date" value=query.with(|q| q.get("date"))/> }.into_any(),
+                    None => view! { <DayInput asked=Signal::derive(move || query.with(|q| q.get("date")))/> }.into_any(),
+                }}
+            </label>
             <label>"or actor " <input name="actor" value=move || query.with(|q| q.get("actor")) placeholder="user or token name"/></label>
             <button type="submit">"Show"</button>
         </form>

@@ -3,7 +3,7 @@
 //! its partition's limit, and the shard planner's and the capacity-mode
 //! advisor's tables over the day. Read again every few seconds while open.
 
-use super::common::{ErrorView, TableHead, day_axis, svg_num};
+use super::common::{DayInput, ErrorView, TableHead, day_axis, svg_num};
 use super::data::get_capacity;
 use crate::model::{
     CapacityReport, HeatMinute, ModeAdvice, RecentUnits, ResourceUnits, ShardHeat, ShardPlan, ThrottleCount,
@@ -39,7 +39,7 @@ pub fn CapacityPage() -> impl IntoView {
         <div class="title-row">
             <h1>"Capacity"</h1>
             <form class="filters" method="get" action="/capacity">
-                <label>"Day (UTC) " <input type="date" name="date" value=date/></label>
+                <label>"Day (UTC) " <DayInput asked=Signal::derive(date)/></label>
                 <button type="submit">"Show"</button>
             </form>
         </div>

@@ -1,6 +1,6 @@
 //! Pieces every page uses: error views, the pager, status badges, links.
 
-use super::data::{ErrorKind, PageError};
+use super::data::{ErrorKind, PageError, get_day};
 use crate::model::{Me, Permission, Status};
 use leptos::prelude::*;
 use leptos_router::components::A;
@@ -18,6 +18,21 @@ pub async fn me() -> Option<Me> {
     match use_context::<MeResource>() {
         Some(me) => me.await.ok().flatten(),
         None => None,
+    }
+}
+
+/// A page's day field (`name="date"`), showing the day the page shows: the
+/// one asked for, else the server's today (UTC). Read once per day asked,
+/// apart from the page's own data, so a page that reads its figures again
+/// every few seconds does not redraw the field under the user's hands.
+#[component]
+pub fn DayInput(#[prop(into)] asked: Signal<Option<String>>) -> impl IntoView {
+    let shown = Resource::new(move || asked.get(), get_day);
+    let field = |value: Option<String>| view! { <input type="date" name="date" value=value data-testid="day"/> };
+    view! {
+        <Suspense fallback=move || field(asked.get())>
+            {move || Suspend::new(async move { field(shown.await.ok().map(|day| day.to_string()).or(asked.get())) })}
+        </Suspense>
     }
 }
 

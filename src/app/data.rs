@@ -128,6 +128,12 @@ pub async fn get_capacity(date: Option<String>) -> Result<CapacityReport, PageEr
     boxed(Box::pin(service().capacity(date.as_deref()))).await
 }
 
+/// The day a page shows for `date` (`YYYY-MM-DD`, today in UTC when absent).
+#[server(prefix = "/api/fn", endpoint = "day", input = Json)]
+pub async fn get_day(date: Option<String>) -> Result<chrono::NaiveDate, PageError> {
+    Ok(service().parse_day(date.as_deref())?)
+}
+
 #[server(prefix = "/api/fn", endpoint = "order", input = Json)]
 pub async fn get_order(order_id: String) -> Result<Order, PageError> {
     boxed(Box::pin(service().order(&order_id))).await

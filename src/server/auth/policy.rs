@@ -35,7 +35,7 @@ pub fn access(method: &Method, path: &str) -> Access {
 fn server_function(name: &str) -> Access {
     match name {
         "me" | "sign-in-options" => Access::Public,
-        "dashboard" | "capacity" => Access::Needs(Permission::ViewOperations),
+        "dashboard" | "capacity" | "day" => Access::Needs(Permission::ViewOperations),
         "order" | "order-history" | "customer-orders" | "search" => Access::Needs(Permission::ViewOrders),
         // Cancelling is the least a status change needs; the service checks
         // the change asked for (see `Permission::to_change_status`).

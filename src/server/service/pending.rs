@@ -7,7 +7,7 @@ use super::checks::{parse_date, parse_filters, parse_limit, parse_number};
 use crate::model::{Activity, Dashboard, MAX_DAYS, PendingOrder, PendingPage, PendingParams, Summary};
 use crate::server::error::ApiError;
 use crate::server::store::{Counters, PendingFilter};
-use chrono::{DateTime, Days, NaiveDate, Utc};
+use chrono::{DateTime, Days, NaiveDate, Timelike, Utc};
 use std::sync::Arc;
 
 /// A PENDING list query, parsed and checked: the normal form every cache
@@ -152,23 +152,56 @@ impl Service {
     async fn read_dashboard(&self, key: &DashboardKey) -> Result<Dashboard, ApiError> {
         let (page, (summary, counters)) =
             futures::try_join!(self.read_pending(&key.query), self.summary(key.query.date))?;
-        let activity = summary.counts.counted.then(|| activity(&counters));
+        let activity = summary.counts.counted.then(|| activity(&counters, key.query.date, page.as_of));
         let behind_ms = self.consumer_status().behind_ms;
         Ok(Dashboard { page, summary, activity, behind_ms, stuck_after_minutes: key.stuck_after_minutes })
     }
 }
 
 /// A day's counters in ten-minute buckets: orders created, and the PENDING
-/// backlog of the day's orders at the end of each bucket.
-fn activity(counters: &Counters) -> Activity {
+/// backlog of the day's orders at the end of each bucket, up to the bucket
+/// `as_of` falls in (a backlog the hours to come do not have yet is not
+/// drawn as a flat line through them).
+fn activity(counters: &Counters, day: NaiveDate, as_of: DateTime<Utc>) -> Activity {
     const BUCKET: usize = 10;
     let sum = |v: &[i64], b: usize| v.iter().skip(b * BUCKET).take(BUCKET).sum::<i64>();
     let buckets = 1440 / BUCKET;
-    let mut backlog = Vec::with_capacity(buckets);
+    let elapsed = match day.cmp(&as_of.date_naive()) {
+        std::cmp::Ordering::Less => buckets,
+        std::cmp::Ordering::Equal => (as_of.time().num_seconds_from_midnight() as usize / 60) / BUCKET + 1,
+        std::cmp::Ordering::Greater => 0,
+    };
+    let mut backlog = Vec::with_capacity(elapsed);
     let mut level = 0;
-    for b in 0..buckets {
+    for b in 0..elapsed {
         level += sum(&counters.entered_per_minute, b) - sum(&counters.left_per_minute, b);
         backlog.push(level);
     }
     Activity { created: (0..buckets).map(|b| sum(&counters.created_per_minute, b)).collect(), backlog }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backlog_stops_at_now_on_today_and_runs_the_day_before() {
+        let day = NaiveDate::from_ymd_opt(2026, 12, 1).unwrap();
+        let mut counters = Counters::default();
+        counters.entered_per_minute = vec![0; 1440];
+        counters.left_per_minute = vec![0; 1440];
+        counters.created_per_minute = vec![0; 1440];
+        counters.entered_per_minute[5] = 3;
+        counters.created_per_minute[5] = 3;
+        counters.left_per_minute[25] = 1;
+        let at = |h, m| day.and_hms_opt(h, m, 0).unwrap().and_utc();
+        // 00:35: buckets 00:00, 00:10, 00:20 and 00:30 have happened.
+        let now = activity(&counters, day, at(0, 35));
+        assert_eq!(now.backlog, [3, 3, 2, 2]);
+        assert_eq!(now.created.len(), 144);
+        assert_eq!(activity(&counters, day, at(23, 59)).backlog.len(), 144);
+        let yesterday = activity(&counters, day, at(0, 35) + chrono::Duration::days(1));
+        assert_eq!((yesterday.backlog.len(), yesterday.backlog[143]), (144, 2));
+        assert!(activity(&counters, day, at(0, 35) - chrono::Duration::days(1)).backlog.is_empty());
+    }
 }
