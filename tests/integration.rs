@@ -109,6 +109,35 @@ async fn provisioners_racing_for_new_tables_all_succeed() {
     }
 }
 
+/// What the SDK's retry of a put that went through unanswered does: write
+/// the same item again. That is our own write, not a conflict; another
+/// writer's item under the same key still is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_repeated_as_is_is_not_a_conflict_with_itself() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let token = store::Token {
+            name: "retried".into(),
+            role: northwind_ops::model::Role::Viewer,
+            secret_hash: "ab".repeat(32),
+            created_by: "tests".into(),
+            created_at: chrono::Utc::now(),
+            revoked: false,
+        };
+        app.store.create_token(&token).await.unwrap();
+        app.store.create_token(&token).await.unwrap_or_else(|err| panic!("{engine:?}: {err}"));
+        let other = store::Token { secret_hash: "cd".repeat(32), ..token.clone() };
+        let err = app.store.create_token(&other).await.unwrap_err();
+        assert!(matches!(err, StoreError::Conflict(_)), "{engine:?}: {err}");
+        assert_eq!(app.store.get_token("retried").await.unwrap().unwrap().secret_hash, token.secret_hash);
+
+        assert!(app.store.put_session("s-retried", "record", i64::MAX, true).await.unwrap());
+        assert!(app.store.put_session("s-retried", "record", i64::MAX, true).await.unwrap(), "{engine:?}");
+        assert!(!app.store.put_session("s-retried", "another", i64::MAX, true).await.unwrap(), "{engine:?}");
+        app.stop().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_then_duplicate_is_a_conflict_and_overwrites_nothing() {
     for engine in engines() {

@@ -265,10 +265,12 @@ async fn a_full_reconciliation_repairs_created_a_status_and_a_minute_while_a_con
 }
 
 /// Random creates and status changes through the API, until `until`.
-async fn random_writes(http: reqwest::Client, base: String, seed: u64, until: Instant) -> usize {
+/// Creates and moves orders at random until `until`, and at least `least`
+/// times (on a busy machine eight seconds may hold few writes).
+async fn random_writes(http: reqwest::Client, base: String, seed: u64, until: Instant, least: usize) -> usize {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let (mut open, mut writes) = (Vec::<(String, Status)>::new(), 0);
-    while Instant::now() < until {
+    while Instant::now() < until || writes < least {
         if open.is_empty() || rng.random_bool(0.6) {
             let id = format!("s{seed}-{writes:05}");
             let created = http.post(format!("{base}/api/orders")).json(&new_order_json(&id, "c-stress")).send().await;
@@ -313,14 +315,15 @@ async fn reconciling_every_200_ms_under_random_writes_finds_no_drift_and_ends_ex
             })
         };
         let until = Instant::now() + Duration::from_secs(8);
-        let writers: Vec<_> =
-            (0..2).map(|seed| tokio::spawn(random_writes(app.http.clone(), app.base.clone(), seed, until))).collect();
+        let writers: Vec<_> = (0..2)
+            .map(|seed| tokio::spawn(random_writes(app.http.clone(), app.base.clone(), seed, until, 50)))
+            .collect();
         let judge = reconciler(&app, "every-200ms");
         let mut outcomes = Vec::new();
         // Five runs at least: on a busy machine one run on DynamoDB Local can
         // take seconds (it waits for the consumer's positions), and the last
         // runs then judge what the writers left.
-        while Instant::now() < until || outcomes.len() < 5 {
+        while Instant::now() < until || outcomes.len() < 5 || writers.iter().any(|w| !w.is_finished()) {
             outcomes.push(judge.pending(day, true).await.unwrap());
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

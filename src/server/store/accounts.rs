@@ -1,6 +1,7 @@
 //! Local accounts, API tokens and sessions, kept in the metrics table
 //! (never in a file): each family under keys of its own (see `keys.rs`).
 
+use super::items::keyed;
 use super::{Item, Store};
 use crate::model::{AccountSource, Role, iso_millis};
 use crate::server::store::error::{StoreError, unless_condition_failed};
@@ -53,17 +54,10 @@ pub enum AccountChange {
 impl Store {
     /// A new local account; an existing name is a conflict.
     pub async fn create_account(&self, account: &Account) -> Result<(), StoreError> {
-        let put = self
-            .client
-            .put_item()
-            .table_name(&self.metrics_table)
-            .set_item(Some(keyed(keys::user_key(&account.name), serde_dynamo::to_item(account)?)))
-            .condition_expression("attribute_not_exists(PK)")
-            .send()
-            .await;
-        match unless_condition_failed(put)? {
-            Some(_) => Ok(()),
-            None => Err(StoreError::Conflict(format!("user {} already exists", account.name))),
+        if self.put_metric_if_absent(keys::user_key(&account.name), serde_dynamo::to_item(account)?).await? {
+            Ok(())
+        } else {
+            Err(StoreError::Conflict(format!("user {} already exists", account.name)))
         }
     }
 
@@ -105,7 +99,7 @@ impl Store {
     }
 
     pub async fn get_account(&self, name: &str) -> Result<Option<Account>, StoreError> {
-        self.get_metric_record(keys::user_key(name)).await
+        self.metric_record(keys::user_key(name)).await
     }
 
     /// Every account, in name order: one partition, one Query.
@@ -140,22 +134,15 @@ impl Store {
     }
 
     pub async fn create_token(&self, token: &Token) -> Result<(), StoreError> {
-        let put = self
-            .client
-            .put_item()
-            .table_name(&self.metrics_table)
-            .set_item(Some(keyed(keys::token_key(&token.name), serde_dynamo::to_item(token)?)))
-            .condition_expression("attribute_not_exists(PK)")
-            .send()
-            .await;
-        match unless_condition_failed(put)? {
-            Some(_) => Ok(()),
-            None => Err(StoreError::Conflict(format!("a token named {} already exists", token.name))),
+        if self.put_metric_if_absent(keys::token_key(&token.name), serde_dynamo::to_item(token)?).await? {
+            Ok(())
+        } else {
+            Err(StoreError::Conflict(format!("a token named {} already exists", token.name)))
         }
     }
 
     pub async fn get_token(&self, name: &str) -> Result<Option<Token>, StoreError> {
-        self.get_metric_record(keys::token_key(name)).await
+        self.metric_record(keys::token_key(name)).await
     }
 
     pub async fn list_tokens(&self) -> Result<Vec<Token>, StoreError> {
@@ -183,33 +170,22 @@ impl Store {
 
     /// Writes a session record; with `new`, only if the id is free.
     pub async fn put_session(&self, id: &str, record: &str, expires_at: i64, new: bool) -> Result<bool, StoreError> {
-        let mut put = self.client.put_item().table_name(&self.metrics_table).set_item(Some(keyed(
-            keys::session_key(id),
-            Item::from([
-                (attr::RECORD.to_string(), AttributeValue::S(record.to_string())),
-                (attr::EXPIRES_AT.to_string(), AttributeValue::N(expires_at.to_string())),
-            ]),
-        )));
+        let attributes = Item::from([
+            (attr::RECORD.to_string(), AttributeValue::S(record.to_string())),
+            (attr::EXPIRES_AT.to_string(), AttributeValue::N(expires_at.to_string())),
+        ]);
         if new {
-            put = put.condition_expression("attribute_not_exists(PK)");
+            return self.put_metric_if_absent(keys::session_key(id), attributes).await;
         }
-        Ok(unless_condition_failed(put.send().await)?.is_some())
+        let put = self.client.put_item().table_name(&self.metrics_table);
+        put.set_item(Some(keyed(keys::session_key(id), attributes))).send().await?;
+        Ok(true)
     }
 
     /// A session record not yet expired (TTL deletion is lazy: expiry is
     /// checked here too).
     pub async fn get_session(&self, id: &str, now: i64) -> Result<Option<String>, StoreError> {
-        let (pk, sk) = keys::session_key(id);
-        let item = self
-            .client
-            .get_item()
-            .table_name(&self.metrics_table)
-            .key(keys::PK, AttributeValue::S(pk))
-            .key(keys::SK, AttributeValue::S(sk))
-            .consistent_read(true)
-            .send()
-            .await?
-            .item;
+        let item = self.metric_item(keys::session_key(id), true).await?;
         let Some(item) = item else { return Ok(None) };
         let expires_at = item.get(attr::EXPIRES_AT).and_then(|v| v.as_n().ok()).and_then(|n| n.parse::<i64>().ok());
         if expires_at.is_none_or(|at| at <= now) {
@@ -230,23 +206,6 @@ impl Store {
         Ok(())
     }
 
-    async fn get_metric_record<T: serde::de::DeserializeOwned>(
-        &self,
-        (pk, sk): (String, String),
-    ) -> Result<Option<T>, StoreError> {
-        let item = self
-            .client
-            .get_item()
-            .table_name(&self.metrics_table)
-            .key(keys::PK, AttributeValue::S(pk))
-            .key(keys::SK, AttributeValue::S(sk))
-            .consistent_read(true)
-            .send()
-            .await?
-            .item;
-        Ok(item.map(serde_dynamo::from_item).transpose()?)
-    }
-
     async fn list_partition<T: serde::de::DeserializeOwned>(&self, pk: &str) -> Result<Vec<T>, StoreError> {
         let mut pages = self
             .client
@@ -264,11 +223,4 @@ impl Store {
         }
         Ok(records)
     }
-}
-
-/// A record's attributes with its keys.
-fn keyed((pk, sk): (String, String), mut item: Item) -> Item {
-    item.insert(keys::PK.to_string(), AttributeValue::S(pk));
-    item.insert(keys::SK.to_string(), AttributeValue::S(sk));
-    item
 }

@@ -1,7 +1,8 @@
 //! Bulk operations' progress, kept in the metrics table so that any instance
 //! can report on (or cancel) a run that another instance carries out.
 
-use super::{Item, Store};
+use super::Store;
+use super::items::keyed;
 use crate::model::BulkReport;
 use crate::server::store::error::{StoreError, unless_condition_failed};
 use crate::server::store::keys::{self, attr};
@@ -15,10 +16,7 @@ impl Store {
     /// the write fails with `Conflict` once someone asked the run to stop:
     /// that is how the run learns of it, at no extra read.
     pub async fn save_bulk(&self, report: &BulkReport, last: bool) -> Result<(), StoreError> {
-        let mut item: Item = serde_dynamo::to_item(report)?;
-        let (pk, sk) = keys::bulk_key(&report.id);
-        item.insert(keys::PK.into(), AttributeValue::S(pk));
-        item.insert(keys::SK.into(), AttributeValue::S(sk));
+        let mut item = keyed(keys::bulk_key(&report.id), serde_dynamo::to_item(report)?);
         let expires = chrono::Utc::now().timestamp() + KEEP_SECS;
         item.insert(attr::EXPIRES_AT.into(), AttributeValue::N(expires.to_string()));
         let mut put = self.client.put_item().table_name(&self.metrics_table).set_item(Some(item));
@@ -36,17 +34,7 @@ impl Store {
     }
 
     pub async fn get_bulk(&self, id: &str) -> Result<Option<(BulkReport, bool)>, StoreError> {
-        let (pk, sk) = keys::bulk_key(id);
-        let item = self
-            .client
-            .get_item()
-            .table_name(&self.metrics_table)
-            .key(keys::PK, AttributeValue::S(pk))
-            .key(keys::SK, AttributeValue::S(sk))
-            .consistent_read(true)
-            .send()
-            .await?
-            .item;
+        let item = self.metric_item(keys::bulk_key(id), true).await?;
         let Some(item) = item else { return Ok(None) };
         let cancel = item.get(attr::CANCEL_REQUESTED).and_then(|v| v.as_bool().ok()).copied().unwrap_or(false);
         Ok(Some((serde_dynamo::from_item(item)?, cancel)))

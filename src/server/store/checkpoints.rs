@@ -1,6 +1,7 @@
 //! The stream consumer's leases and checkpoints, and the transaction that
 //! applies a batch of counter increments together with its checkpoint.
 
+use super::items::{LEASE_FREE, lease_names, lease_values};
 use super::{Item, Store};
 use crate::server::store::error::{StoreError, Unavailable, unless_condition_failed};
 use crate::server::store::keys::{self, attr};
@@ -62,12 +63,10 @@ impl Store {
             .key(keys::PK, AttributeValue::S(pk))
             .key(keys::SK, AttributeValue::S(sk))
             .update_expression("SET #owner = :me, #until = :until")
-            .condition_expression("attribute_not_exists(#owner) OR #owner = :me OR #until < :now")
-            .expression_attribute_names("#owner", attr::OWNER)
-            .expression_attribute_names("#until", attr::LEASE_UNTIL)
-            .expression_attribute_values(":me", AttributeValue::S(lease.owner.to_string()))
+            .condition_expression(LEASE_FREE)
+            .set_expression_attribute_names(Some(lease_names()))
+            .set_expression_attribute_values(Some(lease_values(lease.owner, now_ms)))
             .expression_attribute_values(":until", AttributeValue::N(lease.until_ms.to_string()))
-            .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
             .return_values(ReturnValue::AllNew)
             .send()
             .await;

@@ -61,19 +61,6 @@ fn number(item: &Item, attribute: &str) -> i64 {
 }
 
 impl Store {
-    async fn metric_item(&self, key: (String, String), consistent: bool) -> Result<Option<Item>, StoreError> {
-        Ok(self
-            .client
-            .get_item()
-            .table_name(&self.metrics_table)
-            .key(keys::PK, AttributeValue::S(key.0))
-            .key(keys::SK, AttributeValue::S(key.1))
-            .consistent_read(consistent)
-            .send()
-            .await?
-            .item)
-    }
-
     pub async fn read_counters(&self, day: NaiveDate) -> Result<Counters, StoreError> {
         let (pending, daily, minutes, shards) = futures::try_join!(
             self.metric_item(keys::metric_pending_key(day), true),

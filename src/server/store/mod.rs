@@ -9,6 +9,7 @@ mod checkpoints;
 pub mod embedded;
 pub mod error;
 mod interceptor;
+mod items;
 pub mod keys;
 mod metrics;
 mod orders;
@@ -36,7 +37,7 @@ pub use stream::{StreamBatch, StreamShard};
 use crate::server::capacity::usage::Usage;
 use crate::server::cli::config::{StoreConfig, StoreKind};
 use crate::server::store::embedded::{Embedded, EmbeddedError};
-use crate::server::store::error::{StoreError, unless_condition_failed};
+use crate::server::store::error::StoreError;
 use aws_config::retry::RetryConfig;
 use aws_config::{BehaviorVersion, Region, timeout::TimeoutConfig};
 use aws_sdk_dynamodb::Client;
@@ -313,18 +314,8 @@ impl Store {
         if let Some(Some(n)) = self.shard_counts.get(&day) {
             return Ok(n);
         }
-        let (pk, sk) = keys::shard_count_key(day);
-        let put = self
-            .client
-            .put_item()
-            .table_name(&self.metrics_table)
-            .item(keys::PK, AttributeValue::S(pk))
-            .item(keys::SK, AttributeValue::S(sk))
-            .item(attr::SHARDS, AttributeValue::N(self.shards.to_string()))
-            .condition_expression("attribute_not_exists(PK)")
-            .send()
-            .await;
-        if unless_condition_failed(put)?.is_some() {
+        let count = Item::from([(attr::SHARDS.to_string(), AttributeValue::N(self.shards.to_string()))]);
+        if self.put_metric_if_absent(keys::shard_count_key(day), count).await? {
             self.shard_counts.insert(day, Some(self.shards));
             return Ok(self.shards);
         }

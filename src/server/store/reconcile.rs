@@ -3,6 +3,7 @@
 //! the repair of a counter by a delta, and the lease of the stream reader.
 
 use super::checkpoints::checkpoint_of;
+use super::items::{LEASE_FREE, keyed, lease_names, lease_values};
 use super::{Checkpoint, Item, Store, backoff, key_item};
 use crate::model::iso_millis;
 use crate::server::store::error::{StoreError, unless_condition_failed};
@@ -246,20 +247,18 @@ impl Store {
         until_ms: i64,
         now_ms: i64,
     ) -> Result<bool, StoreError> {
-        let (pk, sk) = keys::reconcile_reader_key(stream_arn);
+        let lease = Item::from([
+            (attr::OWNER.to_string(), AttributeValue::S(owner.to_string())),
+            (attr::LEASE_UNTIL.to_string(), AttributeValue::N(until_ms.to_string())),
+        ]);
         let put = self
             .client
             .put_item()
             .table_name(&self.metrics_table)
-            .item(keys::PK, AttributeValue::S(pk))
-            .item(keys::SK, AttributeValue::S(sk))
-            .item(attr::OWNER, AttributeValue::S(owner.to_string()))
-            .item(attr::LEASE_UNTIL, AttributeValue::N(until_ms.to_string()))
-            .condition_expression("attribute_not_exists(#owner) OR #owner = :me OR #until < :now")
-            .expression_attribute_names("#owner", attr::OWNER)
-            .expression_attribute_names("#until", attr::LEASE_UNTIL)
-            .expression_attribute_values(":me", AttributeValue::S(owner.to_string()))
-            .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
+            .set_item(Some(keyed(keys::reconcile_reader_key(stream_arn), lease)))
+            .condition_expression(LEASE_FREE)
+            .set_expression_attribute_names(Some(lease_names()))
+            .set_expression_attribute_values(Some(lease_values(owner, now_ms)))
             .send()
             .await;
         Ok(unless_condition_failed(put)?.is_some())

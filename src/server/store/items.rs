@@ -1,0 +1,85 @@
+//! Shapes the store's parts share against the metrics table: an item read
+//! by its key, an item written only where none is, and the condition under
+//! which a lease is taken.
+
+use super::error::{StoreError, unless_condition_failed};
+use super::keys::{self, attr};
+use super::{Item, Store};
+use aws_sdk_dynamodb::types::AttributeValue;
+use std::collections::HashMap;
+
+impl Store {
+    /// One item of the metrics table by its key; strongly consistent when asked.
+    pub(super) async fn metric_item(
+        &self,
+        (pk, sk): (String, String),
+        consistent: bool,
+    ) -> Result<Option<Item>, StoreError> {
+        Ok(self
+            .client
+            .get_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .consistent_read(consistent)
+            .send()
+            .await?
+            .item)
+    }
+
+    /// A record of the metrics table, read strongly consistent.
+    pub(super) async fn metric_record<T: serde::de::DeserializeOwned>(
+        &self,
+        key: (String, String),
+    ) -> Result<Option<T>, StoreError> {
+        Ok(self.metric_item(key, true).await?.map(serde_dynamo::from_item).transpose()?)
+    }
+
+    /// Writes `attributes` under `key` unless an item is there already:
+    /// `false` then, and nothing is written. The item found is compared with
+    /// ours first: when the SDK retries a put whose first attempt went
+    /// through unanswered (a timeout under load), the retry finds our own
+    /// item, and that is a success, not someone else's.
+    pub(super) async fn put_metric_if_absent(
+        &self,
+        key: (String, String),
+        attributes: Item,
+    ) -> Result<bool, StoreError> {
+        let item = keyed(key.clone(), attributes);
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.metrics_table)
+            .set_item(Some(item.clone()))
+            .condition_expression("attribute_not_exists(PK)")
+            .send()
+            .await;
+        if unless_condition_failed(put)?.is_some() {
+            return Ok(true);
+        }
+        Ok(self.metric_item(key, true).await?.is_some_and(|found| found == item))
+    }
+}
+
+/// An item's attributes with its keys.
+pub(super) fn keyed((pk, sk): (String, String), mut item: Item) -> Item {
+    item.insert(keys::PK.to_string(), AttributeValue::S(pk));
+    item.insert(keys::SK.to_string(), AttributeValue::S(sk));
+    item
+}
+
+/// The condition under which `:me` takes or renews a lease kept in `owner`
+/// and `leaseUntil`: nobody holds it, `:me` does, or its holder let it run
+/// out before `:now`. Names and values from `lease_names` and `lease_values`.
+pub(super) const LEASE_FREE: &str = "attribute_not_exists(#owner) OR #owner = :me OR #until < :now";
+
+pub(super) fn lease_names() -> HashMap<String, String> {
+    HashMap::from([("#owner".into(), attr::OWNER.into()), ("#until".into(), attr::LEASE_UNTIL.into())])
+}
+
+pub(super) fn lease_values(owner: &str, now_ms: i64) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        (":me".into(), AttributeValue::S(owner.to_string())),
+        (":now".into(), AttributeValue::N(now_ms.to_string())),
+    ])
+}
