@@ -219,16 +219,16 @@ const COLUMNS: [(&str, bool); 7] = [
     ("Ship to", false),
 ];
 
-const COLUMNS_SELECTABLE: [(&str, bool); 8] = [
-    ("Select", false),
-    ("Created (UTC)", false),
-    ("Age", false),
-    ("Order", false),
-    ("Customer", false),
-    ("Items", true),
-    ("Total", true),
-    ("Ship to", false),
-];
+/// The same with a first column of checkboxes, for those who may select.
+const COLUMNS_SELECTABLE: [(&str, bool); 8] = {
+    let mut columns = [("Select", false); 8];
+    let mut i = 0;
+    while i < COLUMNS.len() {
+        columns[i + 1] = COLUMNS[i];
+        i += 1;
+    }
+    columns
+};
 
 /// The dashboard resource, for views that read it again.
 pub type DashboardResource = Resource<Result<Dashboard, super::data::PageError>>;

@@ -76,11 +76,11 @@ impl Store {
                  #created = if_not_exists(#created, :created)",
             )
             .condition_expression("attribute_not_exists(PK) OR #source = :source")
-            .expression_attribute_names("#name", "name")
+            .expression_attribute_names("#name", attr::NAME)
             .expression_attribute_names("#role", attr::ROLE)
-            .expression_attribute_names("#source", "source")
-            .expression_attribute_names("#display", "displayName")
-            .expression_attribute_names("#created", "createdAt")
+            .expression_attribute_names("#source", attr::SOURCE)
+            .expression_attribute_names("#display", attr::DISPLAY_NAME)
+            .expression_attribute_names("#created", attr::CREATED_AT)
             .expression_attribute_values(":name", AttributeValue::S(account.name.clone()))
             .expression_attribute_values(":role", AttributeValue::S(account.role.as_str().into()))
             .expression_attribute_values(":source", AttributeValue::S("oidc".into()))
@@ -109,27 +109,16 @@ impl Store {
 
     /// Changes an existing account; a missing one is `NotFound`.
     pub async fn change_account(&self, name: &str, change: &AccountChange) -> Result<(), StoreError> {
-        let (pk, sk) = keys::user_key(name);
-        let (expression, value) = match change {
-            AccountChange::Disable => (format!("SET {} = :v", attr::DISABLED), AttributeValue::Bool(true)),
-            AccountChange::Enable => (format!("SET {} = :v", attr::DISABLED), AttributeValue::Bool(false)),
-            AccountChange::Role(role) => (format!("SET {} = :v", attr::ROLE), AttributeValue::S(role.as_str().into())),
-            AccountChange::PasswordHash(hash) => ("SET passwordHash = :v".to_string(), AttributeValue::S(hash.clone())),
+        let (attribute, value) = match change {
+            AccountChange::Disable => (attr::DISABLED, AttributeValue::Bool(true)),
+            AccountChange::Enable => (attr::DISABLED, AttributeValue::Bool(false)),
+            AccountChange::Role(role) => (attr::ROLE, AttributeValue::S(role.as_str().into())),
+            AccountChange::PasswordHash(hash) => (attr::PASSWORD_HASH, AttributeValue::S(hash.clone())),
         };
-        let out = self
-            .client
-            .update_item()
-            .table_name(&self.metrics_table)
-            .key(keys::PK, AttributeValue::S(pk))
-            .key(keys::SK, AttributeValue::S(sk))
-            .update_expression(expression)
-            .condition_expression("attribute_exists(PK)")
-            .expression_attribute_values(":v", value)
-            .send()
-            .await;
-        match unless_condition_failed(out)? {
-            Some(_) => Ok(()),
-            None => Err(StoreError::NotFound(format!("no user {name}"))),
+        if self.set_on_existing_metric(keys::user_key(name), attribute, value).await? {
+            Ok(())
+        } else {
+            Err(StoreError::NotFound(format!("no user {name}")))
         }
     }
 
@@ -150,21 +139,10 @@ impl Store {
     }
 
     pub async fn revoke_token(&self, name: &str) -> Result<(), StoreError> {
-        let (pk, sk) = keys::token_key(name);
-        let out = self
-            .client
-            .update_item()
-            .table_name(&self.metrics_table)
-            .key(keys::PK, AttributeValue::S(pk))
-            .key(keys::SK, AttributeValue::S(sk))
-            .update_expression(format!("SET {} = :t", attr::REVOKED))
-            .condition_expression("attribute_exists(PK)")
-            .expression_attribute_values(":t", AttributeValue::Bool(true))
-            .send()
-            .await;
-        match unless_condition_failed(out)? {
-            Some(_) => Ok(()),
-            None => Err(StoreError::NotFound(format!("no token {name}"))),
+        if self.set_on_existing_metric(keys::token_key(name), attr::REVOKED, AttributeValue::Bool(true)).await? {
+            Ok(())
+        } else {
+            Err(StoreError::NotFound(format!("no token {name}")))
         }
     }
 
@@ -222,5 +200,47 @@ impl Store {
             records.push(serde_dynamo::from_item(item?)?);
         }
         Ok(records)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The updates name attributes through `keys::attr`; the records are
+    /// written by serde: the two must agree.
+    #[test]
+    fn the_attribute_names_updates_use_are_the_records_own() {
+        let account = Account {
+            name: "a".into(),
+            role: Role::Ops,
+            source: AccountSource::Local,
+            password_hash: Some("h".into()),
+            disabled: false,
+            display_name: Some("A".into()),
+            created_at: Utc::now(),
+        };
+        let item: Item = serde_dynamo::to_item(&account).unwrap();
+        for name in [
+            attr::NAME,
+            attr::ROLE,
+            attr::SOURCE,
+            attr::PASSWORD_HASH,
+            attr::DISABLED,
+            attr::DISPLAY_NAME,
+            attr::CREATED_AT,
+        ] {
+            assert!(item.contains_key(name), "{name} is not an Account attribute: {:?}", item.keys());
+        }
+        let token = Token {
+            name: "t".into(),
+            role: Role::Viewer,
+            secret_hash: "h".into(),
+            created_by: "a".into(),
+            created_at: Utc::now(),
+            revoked: false,
+        };
+        let item: Item = serde_dynamo::to_item(&token).unwrap();
+        assert!(item.contains_key(attr::REVOKED) && item.contains_key(attr::ROLE));
     }
 }

@@ -42,19 +42,6 @@ impl Store {
 
     /// Asks a run to stop; `false` when there is no such run.
     pub async fn request_bulk_cancel(&self, id: &str) -> Result<bool, StoreError> {
-        let (pk, sk) = keys::bulk_key(id);
-        let out = self
-            .client
-            .update_item()
-            .table_name(&self.metrics_table)
-            .key(keys::PK, AttributeValue::S(pk))
-            .key(keys::SK, AttributeValue::S(sk))
-            .update_expression("SET #cancel = :true")
-            .condition_expression("attribute_exists(PK)")
-            .expression_attribute_names("#cancel", attr::CANCEL_REQUESTED)
-            .expression_attribute_values(":true", AttributeValue::Bool(true))
-            .send()
-            .await;
-        Ok(unless_condition_failed(out)?.is_some())
+        self.set_on_existing_metric(keys::bulk_key(id), attr::CANCEL_REQUESTED, AttributeValue::Bool(true)).await
     }
 }

@@ -59,6 +59,29 @@ impl Store {
         }
         Ok(self.metric_item(key, true).await?.is_some_and(|found| found == item))
     }
+
+    /// Sets one attribute of an item that must exist: `false` when there is
+    /// no item under `key`, and nothing is written.
+    pub(super) async fn set_on_existing_metric(
+        &self,
+        (pk, sk): (String, String),
+        attribute: &str,
+        value: AttributeValue,
+    ) -> Result<bool, StoreError> {
+        let update = self
+            .client
+            .update_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .update_expression("SET #a = :v")
+            .condition_expression("attribute_exists(PK)")
+            .expression_attribute_names("#a", attribute)
+            .expression_attribute_values(":v", value)
+            .send()
+            .await;
+        Ok(unless_condition_failed(update)?.is_some())
+    }
 }
 
 /// An item's attributes with its keys.

@@ -67,8 +67,13 @@ pub mod attr {
     /// attribute, in seconds since the epoch).
     pub const RECORD: &str = "record";
     pub const EXPIRES_AT: &str = "expiresAt";
-    /// Accounts and tokens.
+    /// Accounts and tokens (the serde names of `store::Account` and
+    /// `store::Token`, for the updates that set one of them).
+    pub const NAME: &str = "name";
     pub const ROLE: &str = "role";
+    pub const SOURCE: &str = "source";
+    pub const DISPLAY_NAME: &str = "displayName";
+    pub const PASSWORD_HASH: &str = "passwordHash";
     pub const DISABLED: &str = "disabled";
     pub const REVOKED: &str = "revoked";
     /// Bulk operations: someone asked the run to stop.
