@@ -849,6 +849,10 @@ pub enum Invalid {
     TokenName(String),
     #[error("a password needs at least {0} characters")]
     ShortPassword(usize),
+    /// No sign-in form can type one: a line break or tab from a pasted or
+    /// piped text would make an account nobody can use.
+    #[error("a password cannot hold control characters: character {at} is {what}; give the password alone on one line")]
+    PasswordControl { at: usize, what: String },
     #[error("a new order starts PENDING, not {0}")]
     NotPending(Status),
     #[error("{0}")]

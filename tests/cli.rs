@@ -301,3 +301,93 @@ fn section(stdout: &str, resource: &str) -> String {
     let rest = &stdout[start + 1..];
     rest[..rest.find("\n\n").unwrap_or(rest.len())].to_string() + "\n"
 }
+
+/// Runs `northwind-ops` with `args` on the tables of `tables` in DynamoDB
+/// Local, `stdin` piped in; its exit code and standard error.
+fn run_with_stdin(local: &str, tables: &(String, String), args: &[&str], stdin: &[u8]) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    use std::io::Write;
+    let mut child = Command::new(BIN)
+        .args(["--endpoint-url", local, "--orders-table", &tables.0, "--metrics-table", &tables.1])
+        .args(args)
+        .env("NORTHWIND_LOG", "error")
+        .env("NORTHWIND_CURSOR_SECRET", common::CURSOR_SECRET)
+        .env("NORTHWIND_DATA_DIR", dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A command that stops reading early closes the pipe: that is not a failure here.
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    let output = child.wait_with_output().unwrap();
+    (output.status.code(), String::from_utf8_lossy(&output.stderr).to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_is_one_line_of_standard_input_without_control_characters() {
+    use northwind_ops::server::auth::accounts::verify_password;
+    let local = std::env::var("NORTHWIND_TEST_DYNAMODB_LOCAL").expect("run under scripts/with-dynamodb-local.sh");
+    let dir = tempfile::tempdir().unwrap();
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    let tables = (format!("pw-orders-{suffix}"), format!("pw-metrics-{suffix}"));
+    assert_eq!(run_with_stdin(&local, &tables, &["provision"], b"").0, Some(0));
+    let config = common::store_config(
+        &common::Engine::DynamoDbLocal(local.clone()),
+        dir.path(),
+        &["--orders-table", &tables.0, "--metrics-table", &tables.1],
+    );
+    let (store, _) = northwind_ops::server::store::connect(&config).await.unwrap();
+    let stored = |name: &'static str| {
+        let store = &store;
+        async move { store.get_account(name).await.unwrap().and_then(|a| a.password_hash) }
+    };
+
+    // Asked twice, as tools do: the first line is the password.
+    let (code, stderr) = run_with_stdin(
+        &local,
+        &tables,
+        &["user", "add", "twice", "--role", "ops"],
+        b"first long password\nfirst long password\n",
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(verify_password("first long password".into(), stored("twice").await).await);
+    // A Windows line end, and none at all.
+    let (code, stderr) =
+        run_with_stdin(&local, &tables, &["user", "add", "crlf", "--role", "viewer"], b"a long password\r\n");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(verify_password("a long password".into(), stored("crlf").await).await);
+    let (code, stderr) =
+        run_with_stdin(&local, &tables, &["user", "add", "bare", "--role", "viewer"], b"no line end at all");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(verify_password("no line end at all".into(), stored("bare").await).await);
+
+    // Control characters are refused, named, and nothing is stored.
+    for (input, named) in [
+        (&b"a long\tpassword\n"[..], "a tab"),
+        (b"a long password\r\rx\n", "a carriage return"),
+        (b"a long \x1b[31mpassword\n", "U+001B"),
+    ] {
+        let (code, stderr) = run_with_stdin(&local, &tables, &["user", "add", "ctrl", "--role", "ops"], input);
+        assert_eq!(code, Some(1), "{input:?}: {stderr}");
+        assert!(stderr.contains("control characters") && stderr.contains(named), "{input:?}: {stderr}");
+        assert!(store.get_account("ctrl").await.unwrap().is_none(), "{input:?}: nothing stored");
+    }
+    let (code, stderr) = run_with_stdin(&local, &tables, &["user", "add", "empty", "--role", "ops"], b"");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("at least 12 characters"), "{stderr}");
+
+    // set-password reads the same way.
+    let (code, stderr) = run_with_stdin(
+        &local,
+        &tables,
+        &["user", "set-password", "twice"],
+        b"second long password\nsecond long password\n",
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(verify_password("second long password".into(), stored("twice").await).await);
+    let (code, stderr) = run_with_stdin(&local, &tables, &["user", "set-password", "twice"], b"with a\ttab inside\n");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("control characters"), "{stderr}");
+    assert!(verify_password("second long password".into(), stored("twice").await).await, "unchanged");
+}

@@ -57,7 +57,19 @@ pub async fn verify_password(password: String, hash: Option<String>) -> bool {
 static DECOY_HASH: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| password_auth::generate_hash(URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>())));
 
+/// A password one can type into the sign-in form: long enough, and no
+/// control character (a line break or a tab from a pasted or piped text
+/// would make an account nobody can sign in to).
 pub fn check_password(password: &str) -> Result<(), Invalid> {
+    if let Some((at, c)) = password.chars().enumerate().find(|(_, c)| c.is_control()) {
+        let what = match c {
+            '\n' => "a line break (\\n)".to_string(),
+            '\r' => "a carriage return (\\r)".to_string(),
+            '\t' => "a tab".to_string(),
+            c => format!("U+{:04X}", c as u32),
+        };
+        return Err(Invalid::PasswordControl { at: at + 1, what });
+    }
     if password.chars().count() < MIN_PASSWORD { Err(Invalid::ShortPassword(MIN_PASSWORD)) } else { Ok(()) }
 }
 
@@ -172,5 +184,21 @@ mod tests {
         assert!(!verify_password("anything at all".into(), None).await);
         assert!(password_auth::is_hash_obsolete(&DECOY_HASH).is_ok(), "the decoy parses as a PHC hash");
         assert!(check_password("short").is_err());
+    }
+
+    #[test]
+    fn a_password_with_a_control_character_is_refused_and_says_which() {
+        assert!(check_password("twelve chars ok").is_ok());
+        assert!(check_password("ünïcödé pässwörd").is_ok());
+        for (bad, named) in [
+            ("first line long\nsecond", "character 16 is a line break"),
+            ("a long\tpassword here", "character 7 is a tab"),
+            ("a long password\r", "a carriage return"),
+            ("a long \u{1b}[31m password", "U+001B"),
+            ("a long \u{85} password", "U+0085"),
+        ] {
+            let err = check_password(bad).unwrap_err().to_string();
+            assert!(err.contains("control characters") && err.contains(named), "{bad:?}: {err}");
+        }
     }
 }

@@ -218,17 +218,23 @@ async fn demo_accounts(store: &Store, data_dir: &std::path::Path) -> Result<(), 
     Ok(())
 }
 
-/// A password from standard input: the whole of it, less one line end.
+/// A password from standard input: its first line, less the line end (so
+/// `printf 'pw\npw\n' |`, the habit of tools that ask twice, gives `pw`).
+/// What else the line holds is checked with the password (`check_password`):
+/// a control character is refused, never stored.
 fn read_password() -> Result<String, CliError> {
-    use std::io::IsTerminal;
-    if std::io::stdin().is_terminal() {
+    use std::io::{BufRead, IsTerminal};
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
         eprint!("password (at least {} characters): ", accounts::MIN_PASSWORD);
     }
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+    let mut line = String::new();
+    stdin
+        .lock()
+        .read_line(&mut line)
         .map_err(|source| CliError::Io { what: "reading the password from standard input".into(), source })?;
-    let text = text.strip_suffix('\n').unwrap_or(&text);
-    Ok(text.strip_suffix('\r').unwrap_or(text).to_string())
+    let line = line.strip_suffix('\n').unwrap_or(&line);
+    Ok(line.strip_suffix('\r').unwrap_or(line).to_string())
 }
 
 fn api_error(err: ApiError) -> CliError {
