@@ -1,6 +1,7 @@
 //! Who may see and change what, against the real engines: every route and
 //! server function × {no credentials, viewer, support, ops, admin, a revoked
-//! token}; password sign-in, sign-out and sessions shared by two instances;
+//! token}; redirects after signing in and out that stay on this site;
+//! password sign-in, sign-out and sessions shared by two instances;
 //! the audit trail written in the same transaction as each change; cross-site
 //! and wrong-host requests refused.
 
@@ -9,7 +10,7 @@ mod common;
 use common::{TestApp, engines, new_order_json};
 use northwind_ops::model::{Actor, Role};
 use northwind_ops::server::auth::accounts;
-use reqwest::StatusCode;
+use reqwest::{StatusCode, Url};
 use serde_json::{Value, json};
 
 /// Who asks.
@@ -274,6 +275,121 @@ async fn every_route_answers_each_role_as_the_policy_says() {
         assert_eq!(cells, ROUTES.len() * CALLERS.len());
         app.stop().await;
     }
+}
+
+/// `next` values an attacker sends: as a browser reads each (tabs and line
+/// breaks dropped, a backslash a slash), most name another site.
+const FOREIGN: &[&str] = &[
+    "/\t/evil.example",
+    "\t//evil.example",
+    "/\\/evil.example",
+    "/\\evil.example",
+    "\\\\evil.example",
+    "https:evil.example",
+    "https://evil.example/",
+    "/\n/evil.example",
+    "/\r\n/evil.example",
+    "//evil.example",
+    " //evil.example",
+    "/.//evil.example",
+    "javascript:alert(document.domain)",
+    // Encoded: a path of this site, whatever it holds.
+    "/%09/evil.example",
+    "/%0a/evil.example",
+    "/%0d%0a/evil.example",
+    "/%2F%2Fevil.example",
+];
+
+/// Honest targets, kept as they are, query and all.
+const KEPT: &[&str] = &["/orders/o-1?x=1&y=2", "/?limit=50&days=3", "/customers/c-1"];
+
+/// Where a browser showing `base` goes for `location`: the WHATWG URL parser
+/// (the `url` crate, as browsers run it) resolving it.
+fn lands(base: &Url, location: &str, what: &str) -> Url {
+    let landed = base.join(location).unwrap_or_else(|e| panic!("{what}: Location {location:?}: {e}"));
+    assert_eq!(landed.origin(), base.origin(), "{what}: Location {location:?} takes the browser to {landed}");
+    landed
+}
+
+/// The `next` a sign-in page at `location` offers, which must stay here too.
+fn offered_next(base: &Url, location: &str, what: &str) -> Option<String> {
+    let page = lands(base, location, what);
+    let next = page.query_pairs().find(|(k, _)| k == "next").map(|(_, v)| v.into_owned())?;
+    lands(base, &next, &format!("{what}, the next it offers"));
+    Some(next)
+}
+
+fn location(response: &reqwest::Response) -> String {
+    response.headers().get("location").map(|l| l.to_str().unwrap().to_string()).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_signing_in_or_out_the_browser_stays_on_this_site() {
+    let app = TestApp::spawn_with(common::Engine::Dynoxide, &[], &["--sign-in-attempts", "10000"]).await;
+    let base = Url::parse(&app.base).unwrap();
+    accounts::add_user(&app.store, "rita", Role::Support, "rita's long password".into()).await.unwrap();
+    let browser = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let sign_in = |password: &'static str, next: &'static str| {
+        browser
+            .post(format!("{}/auth/login", app.base))
+            .header("origin", app.base.clone())
+            .form(&[("name", "rita"), ("password", password), ("next", next)])
+            .send()
+    };
+    for next in FOREIGN.iter().chain(KEPT) {
+        let what = format!("sign-in with next={next:?}");
+        let response = sign_in("rita's long password", next).await.unwrap();
+        assert_eq!(response.status(), StatusCode::SEE_OTHER, "{what}");
+        lands(&base, &location(&response), &what);
+        if KEPT.contains(next) {
+            assert_eq!(location(&response), *next, "{what}: an honest target is kept");
+        }
+        let cookie = response
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .map(|c| c.to_str().unwrap().split(';').next().unwrap().to_string())
+            .find(|c| c.starts_with("nwo_session="))
+            .expect("signed in");
+
+        // A wrong password: back to the form, which offers the same next.
+        let what = format!("a wrong password with next={next:?}");
+        let again = sign_in("not the password", next).await.unwrap();
+        assert_eq!(again.status(), StatusCode::SEE_OTHER, "{what}");
+        let offered = offered_next(&base, &location(&again), &what);
+        if KEPT.contains(next) {
+            assert_eq!(offered.as_deref(), Some(*next), "{what}");
+        }
+
+        // Signing out, asked to come back to `next`.
+        let what = format!("sign-out with next={next:?}");
+        let out = browser
+            .post(format!("{}/auth/logout", app.base))
+            .header("origin", app.base.clone())
+            .header("cookie", &cookie)
+            .form(&[("next", next)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(out.status(), StatusCode::SEE_OTHER, "{what}");
+        assert!(location(&out).starts_with("/login?signed-out=1"), "{what}: {}", location(&out));
+        let offered = offered_next(&base, &location(&out), &what);
+        if KEPT.contains(next) {
+            assert_eq!(offered.as_deref(), Some(*next), "{what}");
+        }
+    }
+
+    // A page asked for signed out: to the sign-in page, which offers to come
+    // back to it, and only to this site.
+    for (path, back) in [("/?limit=50", Some("/?limit=50")), ("//evil.example", None), ("//evil.example/x?y=1", None)] {
+        let response = browser.get(format!("{}{path}", app.base)).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::SEE_OTHER, "{path}");
+        let offered = offered_next(&base, &location(&response), &format!("signed out at {path}"));
+        if let Some(back) = back {
+            assert_eq!(offered.as_deref(), Some(back));
+        }
+    }
+    app.stop().await;
 }
 
 /// Signs in through the login form; returns the session cookie.

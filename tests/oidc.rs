@@ -5,7 +5,13 @@
 //! provider's login form posted, and the final redirect to the app caught
 //! before it is sent (nothing listens at the redirect URL).
 //!
+//! The last test runs the app's own sign-in routes against the provider:
+//! `/auth/oidc?next=...`, the provider's form, the app's callback, and where
+//! the browser is sent at the end.
+//!
 //! Needs `node` and the end2end packages: `cd end2end && npm ci`.
+
+mod common;
 
 use northwind_ops::model::Role;
 use northwind_ops::server::auth::oidc::{
@@ -42,9 +48,14 @@ impl Provider {
         Provider::start_on(0)
     }
 
-    /// On `port` (0: any free one). Returns once the provider has printed
-    /// the line saying where it listens.
     fn start_on(port: u16) -> Provider {
+        Provider::start_for(port, REDIRECT_URL)
+    }
+
+    /// On `port` (0: any free one), for a client that is sent back to
+    /// `redirect_url`. Returns once the provider has printed the line saying
+    /// where it listens.
+    fn start_for(port: u16, redirect_url: &str) -> Provider {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         assert!(
             root.join("end2end/node_modules/oidc-provider").is_dir(),
@@ -58,7 +69,7 @@ impl Provider {
             .env("OIDC_PORT", port.to_string())
             .env("OIDC_CLIENT_ID", CLIENT_ID)
             .env("OIDC_CLIENT_SECRET", CLIENT_SECRET)
-            .env("OIDC_REDIRECT_URIS", REDIRECT_URL)
+            .env("OIDC_REDIRECT_URIS", redirect_url)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr.reopen().expect("the stderr file reopens"))
@@ -132,12 +143,17 @@ enum Landing {
 }
 
 /// A browser of its own (cookie jar), following redirects by hand so that the
-/// one to the app is caught.
-struct Browser(reqwest::Client);
+/// one to the app (to `.1`) is caught.
+struct Browser(reqwest::Client, String);
 
 impl Browser {
     fn new() -> Browser {
-        Browser(reqwest::Client::builder().cookie_store(true).redirect(Policy::none()).build().unwrap())
+        Browser::back_to(REDIRECT_URL)
+    }
+
+    fn back_to(redirect_url: &str) -> Browser {
+        let client = reqwest::Client::builder().cookie_store(true).redirect(Policy::none()).build().unwrap();
+        Browser(client, redirect_url.to_string())
     }
 
     async fn go(&self, mut url: Url, mut form: Option<&[(&str, &str)]>) -> Landing {
@@ -153,7 +169,7 @@ impl Browser {
             }
             let location = response.headers()["location"].to_str().unwrap().to_string();
             url = url.join(&location).expect("a valid Location");
-            if url.as_str().starts_with(REDIRECT_URL) {
+            if url.as_str().starts_with(&self.1) {
                 return Landing::App(url);
             }
         }
@@ -374,4 +390,70 @@ async fn discovery_needs_the_issuer_exactly_and_a_provider_that_answers() {
         .await
         .unwrap_err();
     assert!(matches!(err, OidcError::Config(_)), "{err}");
+}
+
+/// A port free now, for a process started a moment later.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_single_sign_on_the_browser_stays_on_this_site() {
+    // The app names the provider, and the provider the app's callback: the
+    // provider's port is chosen first.
+    let port = free_port();
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secret.path(), CLIENT_SECRET).unwrap();
+    let issuer = format!("http://127.0.0.1:{port}");
+    let secret_path = secret.path().display().to_string();
+    let flags = ["--oidc-issuer", &issuer, "--oidc-client-id", CLIENT_ID, "--oidc-client-secret-file", &secret_path];
+    let app = common::TestApp::spawn_with(common::Engine::Dynoxide, &[], &flags).await;
+    let callback = format!("{}/auth/callback", app.base);
+    let _provider = Provider::start_for(port, &callback);
+    let base = Url::parse(&app.base).unwrap();
+
+    // `next` as the browser's query carries it: encoded (the server reads a
+    // tab, a line break), and as the issue was found, raw in the URL.
+    let encoded = |next: &str| url::form_urlencoded::byte_serialize(next.as_bytes()).collect::<String>();
+    let mut cases: Vec<(String, Option<&str>)> = [
+        "/\t/evil.example",
+        "\t//evil.example",
+        "/\n/evil.example",
+        "/\r\n/evil.example",
+        "//evil.example",
+        "/\\/evil.example",
+        "https:evil.example",
+        "https://evil.example/",
+        "javascript:alert(document.domain)",
+    ]
+    .iter()
+    .map(|next| (encoded(next), None))
+    .collect();
+    cases.push(("/%09/evil.example".into(), None));
+    cases.push(("/%0d%0a/evil.example".into(), None));
+    cases.push((encoded("/orders/o-1?x=1&y=2"), Some("/orders/o-1?x=1&y=2")));
+
+    for (query, kept) in cases {
+        let what = format!("/auth/oidc?next={query}");
+        let browser = Browser::back_to(&callback);
+        let begin = browser.0.get(format!("{}/auth/oidc?next={query}", app.base)).send().await.unwrap();
+        assert_eq!(begin.status(), StatusCode::SEE_OTHER, "{what}");
+        let to_provider = Url::parse(begin.headers()["location"].to_str().unwrap()).unwrap();
+        assert!(to_provider.as_str().starts_with(&issuer), "{what}: {to_provider}");
+        let Landing::App(back) = browser.sign_in(to_provider, "alice", "password-alice").await else {
+            panic!("{what}: the provider did not send the browser back");
+        };
+        let done = browser.0.get(back).send().await.unwrap();
+        assert_eq!(done.status(), StatusCode::SEE_OTHER, "{what}");
+        let location = done.headers()["location"].to_str().unwrap().to_string();
+        let landed = base.join(&location).unwrap();
+        assert_eq!(landed.origin(), base.origin(), "{what}: Location {location:?} takes the browser to {landed}");
+        if let Some(kept) = kept {
+            assert_eq!(location, kept, "{what}: an honest target is kept");
+        }
+        // Signed in, as the provider said.
+        let me = browser.0.get(format!("{}/api/me", app.base)).send().await.unwrap();
+        assert_eq!(me.status(), StatusCode::OK, "{what}");
+    }
+    app.stop().await;
 }

@@ -57,3 +57,24 @@ test('a user the provider knows but with no Northwind role is told so', async ({
   await expect(page.getByTestId('sign-in-error')).toContainText('no Northwind Ops role');
   await page.context().close();
 });
+
+test('after single sign-on a crafted next cannot send the browser to another site', async ({ browser, baseURL }) => {
+  // `/%09/` is a tab once the query is read: a browser drops it from a
+  // Location and reads `//evil.example`. The app must not send it there.
+  for (const next of ['/%09/evil.example', '%09//evil.example', '/%5C/evil.example', 'https:evil.example']) {
+    const context = await browser.newContext({ baseURL, storageState: { cookies: [], origins: [] } });
+    const page = await context.newPage();
+    const outside: string[] = [];
+    page.on('request', (r) => {
+      if (!r.url().startsWith(baseURL!) && !r.url().startsWith('http://127.0.0.1:')) outside.push(r.url());
+    });
+    await page.goto(`/auth/oidc?next=${next}`);
+    await page.locator('input[name="login"]').fill('alice');
+    await page.locator('input[name="password"]').fill('password-alice');
+    await page.locator('button[type="submit"]').click();
+    await expect(page.getByTestId('role')).toHaveText('ops');
+    expect(new URL(page.url()).origin).toBe(new URL(baseURL!).origin);
+    expect(outside).toEqual([]);
+    await context.close();
+  }
+});

@@ -12,6 +12,7 @@ pub mod accounts;
 pub mod oidc;
 pub mod pages;
 pub mod policy;
+pub mod redirect;
 pub mod routes;
 pub mod sessions;
 
@@ -25,6 +26,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use policy::Access;
+use redirect::Home;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,6 +96,8 @@ pub struct AuthSettings {
     pub allowed_hosts: Vec<String>,
     /// Cookies only over HTTPS: whenever the app is not plain-HTTP loopback.
     pub secure_cookies: bool,
+    /// This site's origin: every redirect after signing in stays on it.
+    pub home: Home,
 }
 
 #[derive(Clone)]
@@ -267,7 +271,7 @@ pub async fn guard(State(auth): State<Auth>, session: Session, mut request: Requ
     };
     match (needed, &principal) {
         (Some(_), None) if api => return ApiError::Unauthorized.into_response(),
-        (Some(_), None) => return sign_in_first(&request),
+        (Some(_), None) => return sign_in_first(&auth.settings.home, &request),
         (Some(Some(permission)), Some(who)) if !who.role.can(permission) => {
             return match who.require(permission) {
                 Err(err) if api => err.into_response(),
@@ -282,10 +286,11 @@ pub async fn guard(State(auth): State<Auth>, session: Session, mut request: Requ
     next.run(request).await
 }
 
-/// A page asked for without a session: to the sign-in page, and back after.
-fn sign_in_first(request: &Request) -> Response {
+/// A page asked for without a session: to the sign-in page, and back after
+/// (to where the request was, read as the browser will read it).
+fn sign_in_first(home: &Home, request: &Request) -> Response {
     let target = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
-    let next: String = url_escape(target);
+    let next: String = url_escape(&home.target(target));
     Redirect::to(&format!("/login?next={next}")).into_response()
 }
 

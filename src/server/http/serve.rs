@@ -4,6 +4,7 @@
 use super::api;
 use super::middleware::{self, RateLimit};
 use crate::app::{App, shell};
+use crate::server::auth::redirect::Home;
 use crate::server::auth::routes::{self, Provider, SignInState};
 use crate::server::auth::sessions::DynamoSessions;
 use crate::server::auth::{self, Auth, AuthSettings};
@@ -76,6 +77,7 @@ pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::
     let oidc = args.oidc.settings(&args.auth.public_url(addr)).map_err(std::io::Error::other)?;
     let settings = PageSettings { stuck_after_minutes: args.stuck_after_minutes, single_sign_on: oidc.is_some() };
     let limits = args.limits;
+    let home = Home::new(&args.auth.public_url(addr)).map_err(std::io::Error::other)?;
     let auth = Auth::new(
         service.store.clone(),
         AuthSettings {
@@ -83,6 +85,7 @@ pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::
             absolute: Duration::from_secs(args.auth.session_max_hours * 3600),
             allowed_hosts: args.auth.allowed_hosts(addr),
             secure_cookies: args.auth.secure_cookies(addr),
+            home,
         },
     );
     let sign_in = SignInState {
