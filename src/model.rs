@@ -485,8 +485,8 @@ impl Role {
         }
     }
 
-    /// The one definition of who may do what: the server's route policy, the
-    /// service's checks and the pages' buttons all ask this.
+    /// The one definition of who may do what: each route's declared access,
+    /// the service's checks and the pages' buttons all ask this.
     pub fn can(self, permission: Permission) -> bool {
         self >= permission.least_role()
     }
@@ -535,6 +535,34 @@ impl Permission {
     /// What moving an order to `to` needs: support may cancel, ops do the rest.
     pub fn to_change_status(to: Status) -> Permission {
         if to == Status::Cancelled { Permission::CancelOrder } else { Permission::ChangeOrders }
+    }
+}
+
+/// Who may reach a route: declared, as one of these, where the route is
+/// declared (the JSON API's router, the `<Route>`s' table, beside each server
+/// function). A route declared with none is refused to everyone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Access {
+    /// Anyone, and no credential is even read: probes and static files
+    /// (they cost no store call and answer while the store is down).
+    Open,
+    /// Anyone; a credential that is sent must be good (the sign-in flow,
+    /// "who am I").
+    Public,
+    /// Any signed-in user, whatever the role.
+    SignedIn,
+    /// A role that has this permission.
+    Needs(Permission),
+}
+
+impl Access {
+    /// Whether `role` (`None`: nobody signed in) passes.
+    pub fn admits(self, role: Option<Role>) -> bool {
+        match self {
+            Access::Open | Access::Public => true,
+            Access::SignedIn => role.is_some(),
+            Access::Needs(permission) => role.is_some_and(|r| r.can(permission)),
+        }
     }
 }
 

@@ -1,17 +1,22 @@
-//! Who may see and change what, against the real engines: every route and
-//! server function × {no credentials, viewer, support, ops, admin, a revoked
-//! token}; redirects after signing in and out that stay on this site;
-//! password sign-in, sign-out and sessions shared by two instances;
+//! Who may see and change what, against the real engines: every route the
+//! router has (the JSON API, the pages, the server functions, the sign-in
+//! flow, read from the router's own table) × {no credentials, viewer,
+//! support, ops, admin, a revoked token}; static files public by where they
+//! are; redirects after signing in and out that stay on this site; password
+//! sign-in, sign-out and sessions shared by two instances;
 //! the audit trail written in the same transaction as each change; cross-site
 //! and wrong-host requests refused.
 
 mod common;
 
 use common::{TestApp, engines, new_order_json};
-use northwind_ops::model::{Actor, Role};
+use northwind_ops::model::{Access, Actor, Role};
+use northwind_ops::server::auth::access::Declared;
 use northwind_ops::server::auth::accounts;
+use northwind_ops::server::http::middleware::is_api;
 use reqwest::{StatusCode, Url};
 use serde_json::{Value, json};
+use std::net::SocketAddr;
 
 /// Who asks.
 #[derive(Clone, Copy, Debug)]
@@ -30,30 +35,41 @@ const CALLERS: [Caller; 6] = [
     Caller::Revoked,
 ];
 
-/// What a route needs.
-#[derive(Clone, Copy, Debug)]
-enum Need {
-    /// Nothing, and no credential is even looked at (probes).
-    Probe,
-    /// Nothing; a credential that is sent must be valid.
-    Public,
-    SignedIn,
-    Role(Role),
+/// A server function declared with no access. Leptos registers it and the
+/// app routes it like any other; the guard refuses it to everyone, admins
+/// included: a route added without its access cannot be reached.
+#[leptos::server(prefix = "/api/fn", endpoint = "declared-with-nothing", input = leptos::server_fn::codec::Json)]
+async fn declared_with_nothing() -> Result<String, leptos::prelude::ServerFnError> {
+    Ok("reached".into())
 }
 
 /// One request, made fresh for each caller (writes need their own order).
 struct Request {
     method: reqwest::Method,
     path: String,
-    body: Option<Value>,
+    body: Option<Body>,
+    /// What an allowed caller gets.
+    ok: StatusCode,
+    /// A stream that does not end: only its status is read.
+    stream: bool,
 }
 
-fn get(path: impl Into<String>) -> Request {
-    Request { method: reqwest::Method::GET, path: path.into(), body: None }
+enum Body {
+    Json(Value),
+    Form(Vec<(&'static str, String)>),
 }
 
-fn post(path: impl Into<String>, body: Value) -> Request {
-    Request { method: reqwest::Method::POST, path: path.into(), body: Some(body) }
+fn get(path: impl Into<String>, ok: StatusCode) -> Request {
+    Request { method: reqwest::Method::GET, path: path.into(), body: None, ok, stream: false }
+}
+
+fn post(path: impl Into<String>, body: Value, ok: StatusCode) -> Request {
+    Request { method: reqwest::Method::POST, path: path.into(), body: Some(Body::Json(body)), ok, stream: false }
+}
+
+fn form(path: impl Into<String>, fields: &[(&'static str, &str)], ok: StatusCode) -> Request {
+    let fields = fields.iter().map(|(k, v)| (*k, v.to_string())).collect();
+    Request { method: reqwest::Method::POST, path: path.into(), body: Some(Body::Form(fields)), ok, stream: false }
 }
 
 /// A PENDING order of its own, made as an ops script would.
@@ -65,158 +81,179 @@ async fn fresh_order(app: &TestApp, n: &mut u32) -> String {
     id
 }
 
-/// Every route and server function, what it needs, and a request for it.
-async fn request_for(app: &TestApp, route: &str, n: &mut u32) -> (Need, Request, StatusCode) {
+/// A bulk cancellation of a fresh order, started by an admin: its id.
+async fn bulk_run(app: &TestApp, n: &mut u32) -> String {
+    let body = bulk_request(&fresh_order(app, n).await);
+    let (status, started) = app.post("/api/bulk/status", body).await;
+    assert_eq!(status, 202, "{started}");
+    started["id"].as_str().unwrap().to_string()
+}
+
+fn bulk_request(order_id: &str) -> Value {
+    json!({"orderIds": [order_id], "from": "PENDING", "to": "CANCELLED", "reason": "matrix"})
+}
+
+/// A request that reaches `route` and what it answers when let through.
+/// Every route the router has needs one here: a route added without a
+/// sample fails the matrix until it gets one.
+async fn sample(app: &TestApp, route: &Declared, n: &mut u32) -> Request {
     let ok = StatusCode::OK;
     let order = "m-base";
-    match route {
-        "healthz" => (Need::Probe, get("/healthz"), ok),
-        "login page" => (Need::Public, get("/login"), ok),
-        "dashboard page" => (Need::Role(Role::Viewer), get("/"), ok),
-        "order page" => (Need::Role(Role::Support), get(format!("/orders/{order}")), ok),
-        "customer page" => (Need::Role(Role::Support), get("/customers/cust-matrix"), ok),
-        "audit page" => (Need::Role(Role::Admin), get("/audit"), ok),
-        "capacity page" => (Need::Role(Role::Viewer), get("/capacity"), ok),
-        "pending" => (Need::Role(Role::Viewer), get("/api/pending"), ok),
-        "metrics" => (Need::Role(Role::Viewer), get("/api/metrics/pending"), ok),
-        "capacity" => (Need::Role(Role::Viewer), get("/api/capacity"), ok),
+    let method = route.method.as_ref().map_or("ANY", |m| m.as_str());
+    match (method, route.path.as_str()) {
+        ("GET", "/healthz") => get("/healthz", ok),
+        ("GET", "/readyz") => get("/readyz", ok),
+        // Pages.
+        ("GET", "/") => get("/", ok),
+        ("GET", "/orders/{id}") => get(format!("/orders/{order}"), ok),
+        ("GET", "/customers/{id}") => get("/customers/cust-matrix", ok),
+        // The page sends the browser on to the order (in the browser).
+        ("GET", "/search") => get(format!("/search?q={order}"), ok),
+        ("GET", "/login") => get("/login", ok),
+        ("GET", "/audit") => get("/audit", ok),
+        ("GET", "/capacity") => get("/capacity", ok),
+        // Signing in and out: the forms, posted from this site.
+        ("POST", "/auth/login") => form(
+            "/auth/login",
+            &[("name", "nobody"), ("password", "not a password"), ("next", "/")],
+            StatusCode::SEE_OTHER,
+        ),
+        ("POST", "/auth/logout") => form("/auth/logout", &[], StatusCode::SEE_OTHER),
+        // No identity provider in this app: the page says so.
+        ("GET", "/auth/oidc") => get("/auth/oidc", StatusCode::NOT_FOUND),
+        ("GET", "/auth/callback") => get("/auth/callback?code=c&state=s", StatusCode::SEE_OTHER),
+        // The JSON API.
+        ("GET", "/api/pending") => get("/api/pending", ok),
+        ("GET", "/api/pending.csv") => get("/api/pending.csv", ok),
+        ("GET", "/api/pending.jsonl") => get("/api/pending.jsonl", ok),
+        ("GET", "/api/metrics/pending") => get("/api/metrics/pending", ok),
+        ("GET", "/api/capacity") => get("/api/capacity", ok),
+        ("GET", "/api/live") => Request { stream: true, ..get("/api/live", ok) },
         // Prometheus scrapes with an API token: a viewer's is enough.
-        "prometheus" => (Need::Role(Role::Viewer), get("/metrics"), ok),
-        "order" => (Need::Role(Role::Support), get(format!("/api/orders/{order}")), ok),
-        "history" => (Need::Role(Role::Support), get(format!("/api/orders/{order}/history")), ok),
-        "customer" => (Need::Role(Role::Support), get("/api/customers/cust-matrix/orders"), ok),
-        "me" => (Need::SignedIn, get("/api/me"), ok),
-        "create" => {
+        ("GET", "/metrics") => get("/metrics", ok),
+        ("GET", "/api/orders/{order_id}") => get(format!("/api/orders/{order}"), ok),
+        ("GET", "/api/orders/{order_id}/history") => get(format!("/api/orders/{order}/history"), ok),
+        ("GET", "/api/customers/{customer_id}/orders") => get("/api/customers/cust-matrix/orders", ok),
+        ("GET", "/api/customers/{customer_id}/orders.csv") => get("/api/customers/cust-matrix/orders.csv", ok),
+        ("GET", "/api/me") => get("/api/me", ok),
+        ("ANY", "/api/{*rest}") => get("/api/nothing-here", StatusCode::NOT_FOUND),
+        ("POST", "/api/orders") => {
             *n += 1;
-            (
-                Need::Role(Role::Ops),
-                post("/api/orders", new_order_json(&format!("c-{n:05}"), "cust-matrix")),
-                StatusCode::CREATED,
-            )
+            post("/api/orders", new_order_json(&format!("c-{n:05}"), "cust-matrix"), StatusCode::CREATED)
         }
-        "cancel" => {
+        ("POST", "/api/orders/{order_id}/status") => {
             let id = fresh_order(app, n).await;
             let body = json!({"from": "PENDING", "to": "CANCELLED", "reason": "matrix"});
-            (Need::Role(Role::Support), post(format!("/api/orders/{id}/status"), body), ok)
+            post(format!("/api/orders/{id}/status"), body, ok)
         }
-        "confirm" => {
-            let id = fresh_order(app, n).await;
-            (
-                Need::Role(Role::Ops),
-                post(format!("/api/orders/{id}/status"), json!({"from": "PENDING", "to": "CONFIRMED"})),
-                ok,
-            )
+        ("POST", "/api/bulk/status") => {
+            post("/api/bulk/status", bulk_request(&fresh_order(app, n).await), StatusCode::ACCEPTED)
         }
-        "audit" => (Need::Role(Role::Admin), get("/api/audit"), ok),
-        "users" => (Need::Role(Role::Admin), get("/api/admin/users"), ok),
-        "tokens" => (Need::Role(Role::Admin), get("/api/admin/tokens"), ok),
-        "create token" => {
+        ("GET", "/api/bulk/{id}") => get(format!("/api/bulk/{}", bulk_run(app, n).await), ok),
+        ("DELETE", "/api/bulk/{id}") => {
+            let id = bulk_run(app, n).await;
+            Request { method: reqwest::Method::DELETE, ..get(format!("/api/bulk/{id}"), ok) }
+        }
+        ("GET", "/api/audit") => get("/api/audit", ok),
+        ("GET", "/api/admin/users") => get("/api/admin/users", ok),
+        ("GET", "/api/admin/tokens") => get("/api/admin/tokens", ok),
+        ("POST", "/api/admin/tokens") => {
             *n += 1;
-            (
-                Need::Role(Role::Admin),
-                post("/api/admin/tokens", json!({"name": format!("t-{n}"), "role": "viewer"})),
-                StatusCode::CREATED,
-            )
+            post("/api/admin/tokens", json!({"name": format!("t-{n}"), "role": "viewer"}), StatusCode::CREATED)
         }
-        "revoke token" => {
+        ("DELETE", "/api/admin/tokens/{name}") => {
             *n += 1;
             let name = format!("r-{n}");
             accounts::create_token(&app.store, &name, Role::Viewer, "tests").await.unwrap();
-            (
-                Need::Role(Role::Admin),
-                Request { method: reqwest::Method::DELETE, path: format!("/api/admin/tokens/{name}"), body: None },
-                ok,
-            )
+            Request { method: reqwest::Method::DELETE, ..get(format!("/api/admin/tokens/{name}"), ok) }
         }
-        "disable user" => {
+        ("POST", "/api/admin/users/{name}/disable") => {
             *n += 1;
             let name = format!("u-{n}");
             accounts::add_user(&app.store, &name, Role::Viewer, "a long enough password".into()).await.unwrap();
-            (Need::Role(Role::Admin), post(format!("/api/admin/users/{name}/disable"), json!({})), ok)
+            post(format!("/api/admin/users/{name}/disable"), json!({}), ok)
         }
-        "fn dashboard" => (Need::Role(Role::Viewer), post("/api/fn/dashboard", json!({"params": {}})), ok),
-        "fn order" => (Need::Role(Role::Support), post("/api/fn/order", json!({"order_id": order})), ok),
-        "fn history" => (Need::Role(Role::Support), post("/api/fn/order-history", json!({"order_id": order})), ok),
-        "fn customer" => (
-            Need::Role(Role::Support),
-            post("/api/fn/customer-orders", json!({"customer_id": "cust-matrix", "params": {}})),
-            ok,
-        ),
-        "fn search" => (Need::Role(Role::Support), post("/api/fn/search", json!({"query": order})), ok),
-        "fn cancel" => {
+        // Server functions.
+        ("POST", "/api/fn/dashboard") => post("/api/fn/dashboard", json!({"params": {}}), ok),
+        ("POST", "/api/fn/capacity") => post("/api/fn/capacity", json!({"date": null}), ok),
+        ("POST", "/api/fn/day") => post("/api/fn/day", json!({"date": null}), ok),
+        ("POST", "/api/fn/order") => post("/api/fn/order", json!({"order_id": order}), ok),
+        ("POST", "/api/fn/order-history") => post("/api/fn/order-history", json!({"order_id": order}), ok),
+        ("POST", "/api/fn/customer-orders") => {
+            post("/api/fn/customer-orders", json!({"customer_id": "cust-matrix", "params": {}}), ok)
+        }
+        ("POST", "/api/fn/search") => post("/api/fn/search", json!({"query": order}), ok),
+        ("POST", "/api/fn/change-status") => {
             let id = fresh_order(app, n).await;
             let body = json!({"order_id": id, "from": "PENDING", "to": "CANCELLED", "reason": "matrix"});
-            (Need::Role(Role::Support), post("/api/fn/change-status", body), ok)
+            post("/api/fn/change-status", body, ok)
         }
-        "fn confirm" => {
-            let id = fresh_order(app, n).await;
-            let body = json!({"order_id": id, "from": "PENDING", "to": "CONFIRMED", "reason": null});
-            (Need::Role(Role::Ops), post("/api/fn/change-status", body), ok)
+        ("POST", "/api/fn/start-bulk") => {
+            post("/api/fn/start-bulk", json!({"request": bulk_request(&fresh_order(app, n).await)}), ok)
         }
-        "fn audit" => (Need::Role(Role::Admin), post("/api/fn/audit", json!({"params": {}})), ok),
-        "fn capacity" => (Need::Role(Role::Viewer), post("/api/fn/capacity", json!({"date": null})), ok),
-        "fn day" => (Need::Role(Role::Viewer), post("/api/fn/day", json!({"date": null})), ok),
-        "fn me" => (Need::Public, post("/api/fn/me", json!({})), ok),
-        "fn sign-in options" => (Need::Public, post("/api/fn/sign-in-options", json!({})), ok),
-        other => panic!("no request for {other}"),
+        ("POST", "/api/fn/bulk-report") => post("/api/fn/bulk-report", json!({"id": bulk_run(app, n).await}), ok),
+        ("POST", "/api/fn/cancel-bulk") => post("/api/fn/cancel-bulk", json!({"id": bulk_run(app, n).await}), ok),
+        ("POST", "/api/fn/audit") => post("/api/fn/audit", json!({"params": {}}), ok),
+        ("POST", "/api/fn/me") => post("/api/fn/me", json!({}), ok),
+        ("POST", "/api/fn/sign-in-options") => post("/api/fn/sign-in-options", json!({}), ok),
+        ("POST", "/api/fn/declared-with-nothing") => post("/api/fn/declared-with-nothing", json!({}), ok),
+        (method, path) => panic!("the router has {method} {path}, and the matrix has no request for it: add one"),
     }
 }
 
-const ROUTES: &[&str] = &[
-    "healthz",
-    "login page",
-    "dashboard page",
-    "order page",
-    "customer page",
-    "audit page",
-    "capacity page",
-    "pending",
-    "metrics",
-    "capacity",
-    "prometheus",
-    "order",
-    "history",
-    "customer",
-    "me",
-    "create",
-    "cancel",
-    "confirm",
-    "audit",
-    "users",
-    "tokens",
-    "create token",
-    "revoke token",
-    "disable user",
-    "fn dashboard",
-    "fn order",
-    "fn history",
-    "fn customer",
-    "fn search",
-    "fn cancel",
-    "fn confirm",
-    "fn audit",
-    "fn capacity",
-    "fn me",
-    "fn sign-in options",
-];
-
-/// What `caller` must get for a route that needs `need` and answers `ok`.
-fn expected(need: Need, caller: Caller, page: bool, ok: StatusCode) -> StatusCode {
-    let refused_anonymous = if page { StatusCode::SEE_OTHER } else { StatusCode::UNAUTHORIZED };
-    match (need, caller) {
-        (Need::Probe, _) => ok,
-        (Need::Public, Caller::Revoked) => StatusCode::UNAUTHORIZED,
-        (Need::Public, _) => ok,
-        (_, Caller::Nobody) => refused_anonymous,
+/// What `caller` must get from a route that declares `access` (`None`:
+/// nothing) and answers `ok`.
+fn expected(access: Option<Access>, caller: Caller, page: bool, ok: StatusCode) -> StatusCode {
+    let anonymous = if page { StatusCode::SEE_OTHER } else { StatusCode::UNAUTHORIZED };
+    let Some(access) = access else { return StatusCode::FORBIDDEN };
+    match (access, caller) {
+        (Access::Open, _) => ok,
         (_, Caller::Revoked) => StatusCode::UNAUTHORIZED,
-        (Need::SignedIn, Caller::As(_)) => ok,
-        (Need::Role(least), Caller::As(role)) if role >= least => ok,
-        (Need::Role(_), Caller::As(_)) => StatusCode::FORBIDDEN,
+        (Access::Public, _) => ok,
+        (_, Caller::Nobody) => anonymous,
+        (Access::SignedIn, Caller::As(_)) => ok,
+        (Access::Needs(permission), Caller::As(role)) if role.can(permission) => ok,
+        (Access::Needs(_), Caller::As(_)) => StatusCode::FORBIDDEN,
     }
+}
+
+/// The table the app's router was built with, the way it builds it.
+fn route_table(app: &TestApp) -> Vec<Declared> {
+    let addr: SocketAddr = app.base.trim_start_matches("http://").parse().unwrap();
+    let args = common::serve_args(&[]);
+    northwind_ops::server::http::serve::route_table(app.service.clone(), &args, addr).unwrap().routes()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_route_answers_each_role_as_the_policy_says() {
+async fn every_page_and_server_function_leptos_knows_is_in_the_router_with_its_access() {
+    let app = TestApp::spawn(common::Engine::Dynoxide).await;
+    let routes = route_table(&app);
+    app.stop().await;
+    let find = |method: &str, path: &str| {
+        routes.iter().find(|r| r.path == path && r.method.as_ref().is_some_and(|m| m.as_str() == method))
+    };
+    let pages = leptos_axum::generate_route_list(northwind_ops::app::App);
+    assert!(pages.len() >= 7, "{} pages", pages.len());
+    // Each page once in app::PAGES, and nothing else there.
+    assert_eq!(northwind_ops::app::PAGES.len(), pages.len(), "app::PAGES names a page the router does not have");
+    for page in &pages {
+        let declared = find("GET", page.path()).unwrap_or_else(|| panic!("page {} is not routed", page.path()));
+        assert!(declared.access.is_some(), "page {} declares no access in app::PAGES", page.path());
+    }
+    let functions: Vec<_> = leptos::server_fn::axum::server_fn_paths().collect();
+    assert!(functions.len() >= 15, "{functions:?}");
+    for (path, method) in functions {
+        let declared = find(method.as_str(), path).unwrap_or_else(|| panic!("server function {path} is not routed"));
+        // The one declared with nothing is this test's own.
+        let want_declared = path != "/api/fn/declared-with-nothing";
+        assert_eq!(declared.access.is_some(), want_declared, "server function {path}: access!(...) beside it");
+    }
+    let undeclared: Vec<_> = routes.iter().filter(|r| r.access.is_none()).map(|r| r.path.as_str()).collect();
+    assert_eq!(undeclared, ["/api/fn/declared-with-nothing"], "every other route declares its access");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_answers_each_role_as_it_declares() {
     for engine in engines() {
         let app = TestApp::spawn(engine.clone()).await;
         let (status, _) = app.post("/api/orders", new_order_json("m-base", "cust-matrix")).await;
@@ -234,47 +271,98 @@ async fn every_route_answers_each_role_as_the_policy_says() {
                 .build()
                 .unwrap()
         };
+        let routes = route_table(&app);
+        assert!(routes.len() >= 50, "{} routes", routes.len());
         let mut n = 0;
         let mut cells = 0;
-        for route in ROUTES.iter().copied() {
+        for route in &routes {
             for caller in CALLERS {
                 let token = match caller {
                     Caller::Nobody => None,
                     Caller::As(role) => Some(app.tokens[&role].clone()),
                     Caller::Revoked => Some(revoked.clone()),
                 };
-                let (need, request, ok) = request_for(&app, route, &mut n).await;
-                // `/metrics` answers like the API: a scraper gets a 401, not the sign-in page.
-                let page =
-                    !request.path.starts_with("/api/") && !["/healthz", "/metrics"].contains(&request.path.as_str());
+                let request = sample(&app, route, &mut n).await;
+                let page = !is_api(&request.path);
                 let mut call = no_redirects(token.as_deref())
-                    .request(request.method.clone(), format!("{}{}", app.base, request.path));
-                if let Some(body) = &request.body {
-                    call = call.json(body);
-                }
+                    .request(request.method.clone(), format!("{}{}", app.base, request.path))
+                    .header("origin", app.base.clone());
+                call = match &request.body {
+                    Some(Body::Json(body)) => call.json(body),
+                    Some(Body::Form(fields)) => call.form(fields),
+                    None => call,
+                };
                 let response = call.send().await.unwrap();
                 let status = response.status();
-                let text = response.text().await.unwrap_or_default();
-                let want = expected(need, caller, page, ok);
-                assert_eq!(
-                    status,
-                    want,
-                    "{engine:?} {route} as {caller:?}: {}",
-                    text.chars().take(300).collect::<String>()
-                );
+                let text = if request.stream && status.is_success() {
+                    String::new()
+                } else {
+                    response.text().await.unwrap_or_default()
+                };
+                let want = expected(route.access, caller, page, request.ok);
+                let what = format!("{engine:?} {:?} {} as {caller:?}", route.method, route.path);
+                assert_eq!(status, want, "{what}: {}", text.chars().take(300).collect::<String>());
                 if !page && !status.is_success() {
                     let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-                    assert!(body["error"].as_str().is_some_and(|e| !e.is_empty()), "{route} as {caller:?}: {text}");
+                    assert!(body["error"].as_str().is_some_and(|e| !e.is_empty()), "{what}: {text}");
                 }
-                if page && status == StatusCode::FORBIDDEN {
-                    assert!(text.contains("This page needs the"), "{route} as {caller:?}: the page names the role");
+                if page && status == StatusCode::FORBIDDEN && route.access.is_some() {
+                    assert!(text.contains("This page needs the"), "{what}: the page names the role");
                 }
                 cells += 1;
             }
         }
-        assert_eq!(cells, ROUTES.len() * CALLERS.len());
+        assert_eq!(cells, routes.len() * CALLERS.len());
+
+        // The service checks again what a route lets through: support may
+        // cancel but not confirm, through the API and the server function.
+        let support = no_redirects(Some(&app.tokens[&Role::Support]));
+        let id = fresh_order(&app, &mut n).await;
+        let confirm = json!({"from": "PENDING", "to": "CONFIRMED"});
+        let api = support.post(format!("{}/api/orders/{id}/status", app.base)).json(&confirm).send().await.unwrap();
+        assert_eq!(api.status(), StatusCode::FORBIDDEN, "{engine:?}");
+        let body = json!({"order_id": id, "from": "PENDING", "to": "CONFIRMED", "reason": null});
+        let function = support.post(format!("{}/api/fn/change-status", app.base)).json(&body).send().await.unwrap();
+        assert_eq!(function.status(), StatusCode::FORBIDDEN, "{engine:?}");
+        let bulk = json!({"orderIds": [id], "from": "PENDING", "to": "CONFIRMED"});
+        let started = support.post(format!("{}/api/bulk/status", app.base)).json(&bulk).send().await.unwrap();
+        assert_eq!(started.status(), StatusCode::FORBIDDEN, "{engine:?}");
+        assert_eq!(app.get(&format!("/api/orders/{id}")).await.1["status"], "PENDING");
         app.stop().await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn static_files_are_public_by_where_they_are_served_from() {
+    let app = TestApp::spawn(common::Engine::Dynoxide).await;
+    let revoked = accounts::create_token(&app.store, "revoked-static", Role::Admin, "tests").await.unwrap();
+    app.store.revoke_token("revoked-static").await.unwrap();
+    let plain = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    // The assets dir (`public/`, copied into the site root) and the pkg dir,
+    // signed out, and with a credential that is no good: not even read.
+    for (path, content_type) in
+        [("/favicon.svg", "image/svg+xml"), ("/favicon.ico", "image/x-icon"), ("/pkg/northwind-ops.css", "text/css")]
+    {
+        for token in [None, Some(revoked.as_str())] {
+            let mut request = plain.get(format!("{}{path}", app.base));
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK, "{path} with {token:?}");
+            let got = response.headers()["content-type"].to_str().unwrap().to_string();
+            assert!(got.starts_with(content_type), "{path}: {got}");
+        }
+    }
+    // What is not a file there is a page, and pages need a sign-in.
+    for path in ["/no-such-page", "/favicon.png", "/pkg/nothing.js", "/pkg/../Cargo.toml", "/public/favicon.svg"] {
+        let response = plain.get(format!("{}{path}", app.base)).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::SEE_OTHER, "{path}");
+        assert!(response.headers()["location"].to_str().unwrap().starts_with("/login?next="), "{path}");
+    }
+    let signed_in = app.http.get(format!("{}/no-such-page", app.base)).send().await.unwrap();
+    assert_eq!(signed_in.status(), StatusCode::NOT_FOUND);
+    app.stop().await;
 }
 
 /// `next` values an attacker sends: as a browser reads each (tabs and line

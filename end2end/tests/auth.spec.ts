@@ -27,6 +27,22 @@ test('a page asked for without a session leads to sign-in and back', async ({ br
   await context.close();
 });
 
+test('the sign-in page shows its icon to a visitor who is not signed in', async ({ browser, baseURL }) => {
+  const context = await anonymous(browser, baseURL);
+  const page = await context.newPage();
+  await page.goto('/login');
+  const href = await page.locator('link[rel="icon"][type="image/svg+xml"]').getAttribute('href');
+  // What the browser gets for the page's icon, redirects followed.
+  const [status, type, url] = await page.evaluate(async (h) => {
+    const r = await fetch(h!);
+    return [r.status, r.headers.get('content-type'), r.url];
+  }, href);
+  expect(status).toBe(200);
+  expect(type).toContain('image/svg+xml');
+  expect(url).toBe(`${baseURL}/favicon.svg`);
+  await context.close();
+});
+
 test('a wrong password, an unknown user and a disabled user get the same message', async ({ browser, baseURL, request }) => {
   const context = await anonymous(browser, baseURL);
   const page = await context.newPage();

@@ -13,6 +13,26 @@ use leptos::server_fn::codec::{Json, JsonEncoding};
 use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
 use serde::{Deserialize, Serialize};
 
+/// Declares who may call a server function, beside it: `access!(GetOrder,
+/// Needs(ViewOrders))` names the type `#[server]` made of `get_order`. The
+/// server's guard finds it by the function's path; a server function
+/// declared with nothing is refused to everyone (see `server::auth::access`).
+macro_rules! access {
+    ($function:ty, $($access:tt)+) => {
+        #[cfg(feature = "ssr")]
+        inventory::submit! {
+            crate::server::auth::access::ServerFnAccess {
+                path: <$function as leptos::server_fn::ServerFn>::PATH,
+                access: {
+                    #[allow(unused_imports)]
+                    use crate::model::{Access::*, Permission::*};
+                    $($access)+
+                },
+            }
+        }
+    };
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{message}")]
 pub struct PageError {
@@ -121,23 +141,27 @@ pub async fn get_dashboard(params: PendingParams) -> Result<Dashboard, PageError
     let settings = expect_context::<crate::server::http::serve::PageSettings>();
     boxed(Box::pin(service().dashboard(&params, settings.stuck_after_minutes))).await
 }
+access!(GetDashboard, Needs(ViewOperations));
 
 /// A day's capacity figures (`date` `YYYY-MM-DD`, today when absent).
 #[server(prefix = "/api/fn", endpoint = "capacity", input = Json)]
 pub async fn get_capacity(date: Option<String>) -> Result<CapacityReport, PageError> {
     boxed(Box::pin(service().capacity(date.as_deref()))).await
 }
+access!(GetCapacity, Needs(ViewOperations));
 
 /// The day a page shows for `date` (`YYYY-MM-DD`, today in UTC when absent).
 #[server(prefix = "/api/fn", endpoint = "day", input = Json)]
 pub async fn get_day(date: Option<String>) -> Result<chrono::NaiveDate, PageError> {
     Ok(service().parse_day(date.as_deref())?)
 }
+access!(GetDay, Needs(ViewOperations));
 
 #[server(prefix = "/api/fn", endpoint = "order", input = Json)]
 pub async fn get_order(order_id: String) -> Result<Order, PageError> {
     boxed(Box::pin(service().order(&order_id))).await
 }
+access!(GetOrder, Needs(ViewOrders));
 
 #[server(prefix = "/api/fn", endpoint = "change-status", input = Json)]
 pub async fn change_status(
@@ -150,6 +174,9 @@ pub async fn change_status(
     let change = crate::model::StatusChange { from, to, reason };
     boxed(Box::pin(service().change_status(&order_id, change, &by))).await
 }
+// Cancelling is the least a status change needs; the service checks the
+// change asked for (`Permission::to_change_status`).
+access!(ChangeStatus, Needs(CancelOrder));
 
 /// Starts a bulk status change; the run's id.
 #[server(prefix = "/api/fn", endpoint = "start-bulk", input = Json)]
@@ -157,28 +184,33 @@ pub async fn start_bulk(request: BulkRequest) -> Result<String, PageError> {
     let by = signed_in()?;
     boxed(Box::pin(service().start_bulk(request, &by))).await
 }
+access!(StartBulk, Needs(CancelOrder));
 
 #[server(prefix = "/api/fn", endpoint = "bulk-report", input = Json)]
 pub async fn get_bulk_report(id: String) -> Result<BulkReport, PageError> {
     let by = signed_in()?;
     boxed(Box::pin(service().bulk_report(&id, &by))).await
 }
+access!(GetBulkReport, Needs(CancelOrder));
 
 #[server(prefix = "/api/fn", endpoint = "cancel-bulk", input = Json)]
 pub async fn cancel_bulk(id: String) -> Result<BulkReport, PageError> {
     let by = signed_in()?;
     boxed(Box::pin(service().cancel_bulk(&id, &by))).await
 }
+access!(CancelBulk, Needs(CancelOrder));
 
 #[server(prefix = "/api/fn", endpoint = "order-history", input = Json)]
 pub async fn get_order_history(order_id: String) -> Result<Vec<AuditEntry>, PageError> {
     boxed(Box::pin(service().order_history(&order_id))).await
 }
+access!(GetOrderHistory, Needs(ViewOrders));
 
 #[server(prefix = "/api/fn", endpoint = "audit", input = Json)]
 pub async fn get_audit(params: AuditParams) -> Result<AuditListing, PageError> {
     boxed(Box::pin(service().audit(&params))).await
 }
+access!(GetAudit, Needs(Administer));
 
 /// Who is signed in, if anyone (the header shows it; the pages offer only
 /// what the role may do, and the server checks it again).
@@ -186,6 +218,7 @@ pub async fn get_audit(params: AuditParams) -> Result<AuditListing, PageError> {
 pub async fn get_me() -> Result<Option<Me>, PageError> {
     Ok(principal().map(|p| p.me()))
 }
+access!(GetMe, Public);
 
 /// How one may sign in here.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -199,6 +232,7 @@ pub async fn sign_in_options() -> Result<SignInChoices, PageError> {
     let settings = expect_context::<crate::server::http::serve::PageSettings>();
     Ok(SignInChoices { single_sign_on: settings.single_sign_on })
 }
+access!(SignInOptions, Public);
 
 #[server(prefix = "/api/fn", endpoint = "customer-orders", input = Json)]
 pub async fn get_customer_orders(customer_id: String, params: PageParams) -> Result<OrderPage, PageError> {
@@ -209,8 +243,10 @@ pub async fn get_customer_orders(customer_id: String, params: PageParams) -> Res
     }
     Ok(page)
 }
+access!(GetCustomerOrders, Needs(ViewOrders));
 
 #[server(prefix = "/api/fn", endpoint = "search", input = Json)]
 pub async fn search(query: String) -> Result<SearchHit, PageError> {
     boxed(Box::pin(service().search(&query))).await
 }
+access!(Search, Needs(ViewOrders));

@@ -13,6 +13,7 @@ mod order;
 mod queue;
 mod search;
 
+use crate::model::{Access, Permission};
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::components::{A, Route, Router, Routes};
@@ -50,6 +51,19 @@ fn set_content_security_policy() {
         response.insert_header(http::header::CONTENT_SECURITY_POLICY, value);
     }
 }
+
+/// Who may open each page, beside the `<Route>`s of `App` below (in their
+/// `path!` spelling). The server's guard reads it for every page request; a
+/// `<Route>` missing here is refused to everyone.
+pub const PAGES: &[(&str, Access)] = &[
+    ("/", Access::Needs(Permission::ViewOperations)),
+    ("/orders/:id", Access::Needs(Permission::ViewOrders)),
+    ("/customers/:id", Access::Needs(Permission::ViewOrders)),
+    ("/search", Access::Needs(Permission::ViewOrders)),
+    ("/login", Access::Public),
+    ("/audit", Access::Needs(Permission::Administer)),
+    ("/capacity", Access::Needs(Permission::ViewOperations)),
+];
 
 #[component]
 pub fn App() -> impl IntoView {

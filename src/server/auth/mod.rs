@@ -1,31 +1,33 @@
 //! Who is asking, and may they: sign-in (local accounts, OpenID Connect, API
-//! tokens), sessions shared through the store, one route policy, and
-//! cross-site requests refused.
+//! tokens), sessions shared through the store, each route's access declared
+//! with it, and cross-site requests refused.
 //!
-//! Every request passes `guard`: it learns the principal (a bearer token,
-//! else the session), refuses a state-changing request that a session
-//! cookie authenticates unless it comes from our own origin, and checks the
-//! route's access (`policy`). Handlers and server functions find the
-//! `Principal` in the request's extensions.
+//! Every request passes `guard`, after routing: it finds the access declared
+//! for the route the request matched (`access`), learns the principal (a
+//! bearer token, else the session) unless the route is open to all, refuses
+//! a state-changing request that a session cookie authenticates unless it
+//! comes from our own origin, and checks the principal's role against the
+//! access. Handlers and server functions find the `Principal` in the
+//! request's extensions.
 
+pub mod access;
 pub mod accounts;
 pub mod oidc;
 pub mod pages;
-pub mod policy;
 pub mod redirect;
 pub mod routes;
 pub mod sessions;
 
-use crate::model::{Actor, Me, Permission, Role, SignIn, url_escape};
+use crate::model::{Access, Actor, Me, Permission, Role, SignIn, url_escape};
 use crate::server::error::ApiError;
 use crate::server::http::middleware::is_api;
 use crate::server::store::error::{StoreError, Unavailable};
 use crate::server::store::{Account, Store};
-use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use access::{Lookup, RouteTable};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
-use policy::Access;
 use redirect::Home;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -67,7 +69,7 @@ impl Principal {
 }
 
 /// Handlers take the principal the guard found; a route without one (which
-/// the policy does not allow past the guard) answers 401.
+/// its declared access does not let past the guard) answers 401.
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Principal {
     type Rejection = ApiError;
 
@@ -232,17 +234,38 @@ fn same_origin(headers: &HeaderMap) -> bool {
     matches!(headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()), Some("same-origin") | Some("none"))
 }
 
-/// Every request: host, principal, cross-site check, access.
-pub async fn guard(State(auth): State<Auth>, session: Session, mut request: Request, next: Next) -> Response {
+/// What `guard` needs: who is asking, and who may reach each route.
+#[derive(Clone)]
+pub struct Gate {
+    pub auth: Auth,
+    pub routes: Arc<RouteTable>,
+}
+
+/// Every request, once routed: host, the route's access, principal,
+/// cross-site check, role.
+pub async fn guard(State(gate): State<Gate>, session: Session, mut request: Request, next: Next) -> Response {
+    let auth = &gate.auth;
     let path = request.uri().path().to_string();
     let api = is_api(&path);
     if !auth.host_allowed(request.headers()) {
         return refuse(api, StatusCode::MISDIRECTED_REQUEST, "this server does not answer to that host name");
     }
-    let access = policy::access(request.method(), &path);
+    let access = match request.extensions().get::<MatchedPath>().map(|m| m.as_str()) {
+        Some(route) => match gate.routes.lookup(request.method(), route) {
+            Lookup::Declared(access) => access,
+            Lookup::WrongMethod(allowed) => return wrong_method(&allowed),
+            Lookup::Undeclared => {
+                tracing::error!(route, "a route with no declared access was asked for: refused to everyone");
+                return refuse(api, StatusCode::FORBIDDEN, "this route declares no access: it is refused to everyone");
+            }
+        },
+        // Static files are public by where they are; the rest is the 404 page.
+        None if gate.routes.serves_file(request.method(), &path).await => Access::Open,
+        None => Access::SignedIn,
+    };
     // Probes and static files need no principal: they cost no store call,
     // and answer while the store is down.
-    if access == Access::Public && (api || path.starts_with("/pkg/")) && !path.starts_with("/api/fn/") {
+    if access == Access::Open {
         return next.run(request).await;
     }
     let token = bearer(request.headers()).map(str::to_string);
@@ -264,21 +287,16 @@ pub async fn guard(State(auth): State<Auth>, session: Session, mut request: Requ
     if by_cookie && changes_state(request.method()) && !same_origin(request.headers()) {
         return refuse(api, StatusCode::FORBIDDEN, "cross-site request refused: send it from this site's own pages");
     }
-    let needed = match access {
-        Access::Public => None,
-        Access::SignedIn => Some(None),
-        Access::Needs(permission) => Some(Some(permission)),
-    };
-    match (needed, &principal) {
-        (Some(_), None) if api => return ApiError::Unauthorized.into_response(),
-        (Some(_), None) => return sign_in_first(&auth.settings.home, &request),
-        (Some(Some(permission)), Some(who)) if !who.role.can(permission) => {
-            return match who.require(permission) {
+    if !access.admits(principal.as_ref().map(|p| p.role)) {
+        return match (&principal, access) {
+            (None, _) if api => ApiError::Unauthorized.into_response(),
+            (None, _) => sign_in_first(&auth.settings.home, &request),
+            (Some(who), Access::Needs(permission)) => match who.require(permission) {
                 Err(err) if api => err.into_response(),
                 _ => pages::forbidden(who, permission),
-            };
-        }
-        _ => {}
+            },
+            (Some(_), _) => refuse(api, StatusCode::FORBIDDEN, "this route is not open to you"),
+        };
     }
     if let Some(principal) = principal {
         request.extensions_mut().insert(principal);
@@ -292,6 +310,17 @@ fn sign_in_first(home: &Home, request: &Request) -> Response {
     let target = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
     let next: String = url_escape(&home.target(target));
     Redirect::to(&format!("/login?next={next}")).into_response()
+}
+
+/// A 405 naming the methods the route declares (a method declared for no
+/// one reaches no handler).
+fn wrong_method(allowed: &[Method]) -> Response {
+    let allow = allowed.iter().map(Method::as_str).collect::<Vec<_>>().join(", ");
+    let mut response = StatusCode::METHOD_NOT_ALLOWED.into_response();
+    if let Ok(value) = HeaderValue::from_str(&allow) {
+        response.headers_mut().insert(header::ALLOW, value);
+    }
+    response
 }
 
 fn refuse(api: bool, status: StatusCode, message: &str) -> Response {

@@ -2,22 +2,20 @@
 //! OpenID Connect. Plain HTML forms and redirects, so they work before the
 //! page is hydrated.
 
+use super::access::Routes;
 use super::oidc::{CALLBACK_PATH, Oidc, OidcError, OidcSettings, PendingSignIn};
 use super::{Auth, pages};
-use crate::model::AccountSource;
 use crate::model::SignIn;
 use crate::model::url_escape;
+use crate::model::{Access, AccountSource};
 use crate::server::error::ApiError;
 use crate::server::http::middleware::RateLimit;
 use crate::server::store::Account;
-use axum::Router;
 use axum::extract::Query;
 use axum::extract::rejection::FormRejection;
 use axum::extract::{ConnectInfo, Form, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::get;
-use axum::routing::post;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tower_sessions::Session;
@@ -60,16 +58,18 @@ const PENDING: &str = "oidcPending";
 /// Account names of identity-provider users start with this (local names may not).
 pub const OIDC_PREFIX: &str = "oidc.";
 
-pub fn routes<S>() -> Router<S>
+/// The sign-in flow: open to anyone (it is how one signs in); the forms
+/// are checked for a cross-site origin like every cookie request.
+pub fn routes<S>() -> Routes<S>
 where
     S: Clone + Send + Sync + 'static,
     SignInState: axum::extract::FromRef<S>,
 {
-    Router::new()
-        .route("/auth/login", post(login))
-        .route("/auth/logout", post(logout))
-        .route("/auth/oidc", get(begin_oidc))
-        .route(CALLBACK_PATH, get(oidc_callback))
+    Routes::new()
+        .post("/auth/login", Access::Public, login)
+        .post("/auth/logout", Access::Public, logout)
+        .get("/auth/oidc", Access::Public, begin_oidc)
+        .get(CALLBACK_PATH, Access::Public, oidc_callback)
 }
 
 #[derive(serde::Deserialize)]

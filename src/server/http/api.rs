@@ -2,16 +2,19 @@
 //! `{"error": "...", "requestId": "..."}` with the status `ApiError` maps
 //! them to.
 
+use crate::model::{Access, Permission};
 use crate::model::{
     AuditListing, AuditParams, BulkReport, BulkRequest, CapacityReport, LiveEvent, Me, NewOrder, Order, OrderPage,
     PageParams, PendingPage, PendingParams, StatusChange,
 };
 use crate::model::{NewToken, PendingMetrics};
 use crate::server::auth::Principal;
+use crate::server::auth::access::Routes;
 use crate::server::error::ApiError;
 use crate::server::http::export;
 use crate::server::http::serve::AppState;
 use crate::server::stream::live::{Pushed, Refused};
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{ConnectInfo, Path, Query, State};
@@ -19,8 +22,6 @@ use axum::http::HeaderValue;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, delete, get, post};
-use axum::{Json, Router};
 use futures::TryStreamExt;
 use futures::{Stream, StreamExt};
 use serde::de::DeserializeOwned;
@@ -30,36 +31,49 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/orders", post(create_order))
-        .route("/api/orders/{order_id}", get(order))
-        .route("/api/orders/{order_id}/status", post(change_status))
-        .route("/api/customers/{customer_id}/orders", get(customer_orders))
-        .route("/api/orders/{order_id}/history", get(order_history))
-        .route("/api/pending", get(pending))
-        .route("/api/pending.csv", get(pending_csv))
-        .route("/api/pending.jsonl", get(pending_jsonl))
-        .route("/api/customers/{customer_id}/orders.csv", get(customer_csv))
-        .route("/api/bulk/status", post(start_bulk))
-        .route("/api/bulk/{id}", get(bulk_report).delete(cancel_bulk))
-        .route("/api/metrics/pending", get(pending_metrics))
-        .route("/api/capacity", get(capacity))
-        .route("/api/audit", get(audit))
-        .route("/api/me", get(me))
-        .route("/api/admin/users", get(accounts))
-        .route("/api/admin/users/{name}/disable", post(disable_account))
-        .route("/api/admin/tokens", get(tokens).post(create_token))
-        .route("/api/admin/tokens/{name}", delete(revoke_token))
-        .route("/api/{*rest}", any(no_such_route))
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(health))
-        .route("/readyz", get(ready))
+/// Every route of the JSON API (and the probes and `/metrics`), each with
+/// who may reach it. The service checks again what it serves
+/// (`Principal::require`): these are the first of two checks.
+pub fn routes() -> Routes<AppState> {
+    let view_operations = Access::Needs(Permission::ViewOperations);
+    let view_orders = Access::Needs(Permission::ViewOrders);
+    // Cancelling is the least a status change needs; the service checks
+    // the change asked for (`Permission::to_change_status`).
+    let status_change = Access::Needs(Permission::CancelOrder);
+    let administer = Access::Needs(Permission::Administer);
+    Routes::new()
+        .post("/api/orders", Access::Needs(Permission::ChangeOrders), create_order)
+        .get("/api/orders/{order_id}", view_orders, order)
+        .post("/api/orders/{order_id}/status", status_change, change_status)
+        .get("/api/customers/{customer_id}/orders", view_orders, customer_orders)
+        .get("/api/orders/{order_id}/history", view_orders, order_history)
+        .get("/api/pending", view_operations, pending)
+        .get("/api/pending.csv", view_operations, pending_csv)
+        .get("/api/pending.jsonl", view_operations, pending_jsonl)
+        .get("/api/customers/{customer_id}/orders.csv", view_orders, customer_csv)
+        .post("/api/bulk/status", status_change, start_bulk)
+        .get("/api/bulk/{id}", status_change, bulk_report)
+        .delete("/api/bulk/{id}", status_change, cancel_bulk)
+        .get("/api/metrics/pending", view_operations, pending_metrics)
+        .get("/api/capacity", view_operations, capacity)
+        .get("/api/audit", administer, audit)
+        .get("/api/me", Access::SignedIn, me)
+        .get("/api/admin/users", administer, accounts)
+        .post("/api/admin/users/{name}/disable", administer, disable_account)
+        .get("/api/admin/tokens", administer, tokens)
+        .post("/api/admin/tokens", administer, create_token)
+        .delete("/api/admin/tokens/{name}", administer, revoke_token)
+        // Any other API path: a 404 in JSON, to signed-in callers.
+        .any("/api/{*rest}", Access::SignedIn, no_such_route)
+        // Prometheus scrapes it with an API token (viewer is enough).
+        .get("/metrics", view_operations, metrics)
+        .get("/healthz", Access::Open, health)
+        .get("/readyz", Access::Open, ready)
 }
 
 /// The live stream: held open for minutes, so kept out of the request timeout.
-pub fn live_routes() -> Router<AppState> {
-    Router::new().route("/api/live", get(live))
+pub fn live_routes() -> Routes<AppState> {
+    Routes::new().get("/api/live", Access::Needs(Permission::ViewOperations), live)
 }
 
 async fn no_such_route() -> ApiError {

@@ -4,10 +4,11 @@
 use super::api;
 use super::middleware::{self, RateLimit};
 use crate::app::{App, shell};
+use crate::server::auth::access::{RouteTable, Routes};
 use crate::server::auth::redirect::Home;
 use crate::server::auth::routes::{self, Provider, SignInState};
 use crate::server::auth::sessions::DynamoSessions;
-use crate::server::auth::{self, Auth, AuthSettings};
+use crate::server::auth::{self, Auth, AuthSettings, Gate};
 use crate::server::cli::config::{Limits, ServeArgs};
 use crate::server::service::Service;
 use axum::Router;
@@ -19,7 +20,7 @@ use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
 use leptos::config::get_configuration;
 use leptos::prelude::*;
-use leptos_axum::{LeptosRoutes, generate_route_list};
+use leptos_axum::generate_route_list;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,6 +73,11 @@ pub fn leptos_options() -> LeptosOptions {
 /// The app, its Leptos options set to the address it is served on; a
 /// sign-in setting that does not hold is an error.
 pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::Result<Router> {
+    routed(service, args, addr).map(|(router, _)| router)
+}
+
+/// The app, and the table of its routes with who may reach each.
+fn routed(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::Result<(Router, Arc<RouteTable>)> {
     let mut leptos_options = leptos_options();
     leptos_options.site_addr = addr;
     let oidc = args.oidc.settings(&args.auth.public_url(addr)).map_err(std::io::Error::other)?;
@@ -104,23 +110,29 @@ pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::
         let options = leptos_options.clone();
         move || shell(options.clone())
     };
+    // Every route is added with its access; the guard reads the table.
     // Everything but the live stream is held to the request timeout.
-    let timed = Router::new()
+    let timed = Routes::new()
         .merge(api::routes())
         .merge(routes::routes())
-        .leptos_routes_with_context(&state, generate_route_list(App), context.clone(), pages)
+        .leptos(&state, generate_route_list(App), crate::app::PAGES, context.clone(), pages)
         .route_layer(axum::middleware::from_fn(crate::server::http::telemetry::mark_route))
-        .fallback(leptos_axum::file_and_error_handler_with_context::<AppState, _>(context, shell))
+        .static_files(
+            &leptos_options.site_root,
+            leptos_axum::file_and_error_handler_with_context::<AppState, _>(context, shell),
+        )
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             Duration::from_secs(limits.request_timeout_secs),
         ));
     let rate = middleware::RateLimit::new(limits.api_rate, limits.api_burst);
     let live = api::live_routes().route_layer(axum::middleware::from_fn(crate::server::http::telemetry::mark_route));
-    Ok(timed
-        .merge(live)
+    let (app, table) = timed.merge(live).into_parts();
+    let routes = Arc::new(table);
+    let gate = Gate { auth: auth.clone(), routes: routes.clone() };
+    let router = app
         .layer(RequestBodyLimitLayer::new(limits.max_body_bytes as usize))
-        .layer(axum::middleware::from_fn_with_state(auth.clone(), auth::guard))
+        .layer(axum::middleware::from_fn_with_state(gate, auth::guard))
         .layer(sessions(&auth))
         .layer(axum::middleware::from_fn(move |req, next| middleware::rate_limit(rate.clone(), req, next)))
         .layer(axum::middleware::from_fn(middleware::canonical_paths))
@@ -129,7 +141,14 @@ pub fn router(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::
         .layer(middleware::request_ids())
         // Outermost: every request is counted, those refused before routing too.
         .layer(axum::middleware::from_fn(crate::server::http::telemetry::track_http))
-        .with_state(state))
+        .with_state(state);
+    Ok((router, routes))
+}
+
+/// Every route the app serves and who may reach it: the table the guard
+/// reads, as `router` builds it (the role matrix test walks it).
+pub fn route_table(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::Result<Arc<RouteTable>> {
+    routed(service, args, addr).map(|(_, routes)| routes)
 }
 
 /// Sessions in the store, behind an HttpOnly, SameSite=Lax cookie that is
