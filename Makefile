@@ -18,10 +18,13 @@ setup:
 # --split: each page's code is a wasm chunk of its own, loaded when the page
 # is opened (src/app/lazy.rs). Tests run against this build.
 build: setup
-	cargo leptos build --split
+	@echo "== building the server and the browser bundle (first time on a fresh machine: about 17 minutes on 2 cores; afterwards seconds to a minute)"
+	@SECONDS=0; cargo leptos build --split; echo "   built in $$((SECONDS / 60))m$$((SECONDS % 60))s"
 
 run: build
+	@echo "== seeding the demo data and accounts (under a minute)"
 	$(BIN) seed --demo-accounts
+	@echo "== serving (Ctrl-C stops it)"
 	$(BIN) serve
 
 test: build test-rust test-e2e
