@@ -52,7 +52,7 @@ test('a page whose code does not arrive says so, and appears when tried again', 
   // The connection is back: "Try again" loads the page in place.
   await page.unroute(/\/pkg\/.*\.wasm$/);
   await page.getByTestId('chunk-retry').click();
-  await expect(page.getByRole('heading', { name: 'Capacity' })).toBeVisible();
+  await expect(page.getByRole('heading', { name: 'Capacity', exact: true })).toBeVisible();
   await expect(failed).toHaveCount(0);
   // The app lives on: back to the dashboard by its link.
   await page.getByRole('link', { name: 'Northwind Ops' }).click();
@@ -68,6 +68,6 @@ test('each page loads its own code: the dashboard does not fetch the capacity pa
   expect(names().some((n) => n.startsWith('split_capacity_page.'))).toBe(false);
 
   await page.getByTestId('nav-capacity').click();
-  await expect(page.getByRole('heading', { name: 'Capacity' })).toBeVisible();
+  await expect(page.getByRole('heading', { name: 'Capacity', exact: true })).toBeVisible();
   expect(names().some((n) => n.startsWith('split_capacity_page.'))).toBe(true);
 });

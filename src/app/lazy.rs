@@ -58,12 +58,7 @@ macro_rules! lazy_page {
             }
         }
 
-        #[leptos::wasm_split::wasm_split(
-                            $chunk,
-                            wasm_split_path = ::leptos::wasm_split,
-                            preload($preload),
-                            fallible
-                        )]
+        #[leptos::wasm_split::wasm_split($chunk, wasm_split_path = ::leptos::wasm_split, preload($preload), fallible)]
         fn $chunk() -> Result<AnyView, ChunkFailed> {
             Ok(view! { <$page/> }.into_any())
         }
