@@ -7,7 +7,7 @@
 //! (fewer samples). The server's own figures (tables 3, 4, 6 and 7) run its
 //! binaries as built: `target/debug` and, when `make bench` has built it,
 //! `target/release`. NORTHWIND_BENCH_ONLY=pending (tables 1 and 2) or any of
-//! fanout,reads,server,ingest,wasm,live runs only those parts and prints
+//! fanout,reads,server,ingest,wasm,browser,live runs only those parts and prints
 //! them, leaving BENCHMARKS.md as it is. NORTHWIND_BENCH_LIVE_CLIENTS and
 //! NORTHWIND_BENCH_LIVE_RATE change table 7's 1,000 clients and 200 orders/s.
 
@@ -938,24 +938,139 @@ async fn fill_concurrently(store: &Store, _day: NaiveDate, count: usize) {
     put_all(store, &orders, 16).await;
 }
 
+/// The site as the release build wrote it: its hash file names the main
+/// module and the split manifest, which names each page's chunks.
+struct Site {
+    pkg: PathBuf,
+    main_wasm: PathBuf,
+    /// Page (its chunk's name) → the files that page loads besides the main module.
+    pages: std::collections::BTreeMap<String, Vec<PathBuf>>,
+}
+
+impl Site {
+    fn read() -> Option<Site> {
+        let pkg = PathBuf::from("target/site/pkg");
+        let hashes = ["target/release/hash.txt", "target/debug/hash.txt"]
+            .iter()
+            .find_map(|p| std::fs::read_to_string(p).ok())?;
+        let hash = |key: &str| {
+            hashes
+                .lines()
+                .find_map(|l| l.split_once(':').filter(|(k, _)| k.trim() == key).map(|(_, v)| v.trim().to_string()))
+        };
+        let main_wasm = pkg.join(format!("northwind-ops.{}.wasm", hash("wasm")?));
+        let manifest: std::collections::BTreeMap<String, Vec<String>> = hash("manifest")
+            .and_then(|h| std::fs::read_to_string(pkg.join(format!("__wasm_split_manifest.{h}.json"))).ok())
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default();
+        let pages = manifest
+            .into_iter()
+            .map(|(page, files)| (page, files.iter().map(|f| pkg.join(format!("{f}.wasm"))).collect()))
+            .collect();
+        main_wasm.exists().then_some(Site { pkg, main_wasm, pages })
+    }
+}
+
+/// Raw, gzip -9 and brotli -q 11 bytes of some files, added up.
+fn sizes(files: &[PathBuf]) -> (u64, u64, u64) {
+    files.iter().fold((0, 0, 0), |(raw, gz, br), file| {
+        let bytes = std::fs::read(file).unwrap_or_default();
+        (raw + bytes.len() as u64, gz + gzip_size(&bytes), br + brotli_size(&bytes))
+    })
+}
+
+fn gzip_size(bytes: &[u8]) -> u64 {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    std::io::Write::write_all(&mut encoder, bytes).unwrap();
+    encoder.finish().map(|v| v.len() as u64).unwrap_or(0)
+}
+
 fn wasm_size(out: &mut String) {
-    let wasm = Path::new("target/site/pkg/northwind-ops.wasm");
-    let raw = std::fs::metadata(wasm).map(|m| m.len()).unwrap_or(0);
-    let gzip = Command::new("sh")
-        .arg("-c")
-        .arg(format!("gzip -9 -c {} | wc -c", wasm.display()))
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    let brotli = std::fs::read(wasm).map(|bytes| brotli_size(&bytes)).unwrap_or(0);
+    let Some(site) = Site::read() else {
+        writeln!(out, "(no built site under target/site: run `make bench`)\n").unwrap();
+        return;
+    };
     let kib = |n: u64| n as f64 / 1024.0;
-    let line = format!("| {:.0} KiB | {:.0} KiB | {:.0} KiB |", kib(raw), kib(gzip), kib(brotli));
-    println!("wasm: {line}");
+    let mut table = String::new();
+    let mut row = |what: &str, files: &[PathBuf]| {
+        let (raw, gz, br) = sizes(files);
+        let line =
+            format!("| {what} | {} | {:.0} KiB | {:.0} KiB | {:.0} KiB |", files.len(), kib(raw), kib(gz), kib(br));
+        println!("wasm: {line}");
+        writeln!(table, "{line}").unwrap();
+    };
+    row("the main module (every page)", std::slice::from_ref(&site.main_wasm));
+    for (page, files) in &site.pages {
+        row(&format!("`{page}`'s chunks"), files);
+    }
+    let mut every: Vec<PathBuf> = std::fs::read_dir(&site.pkg)
+        .map(|dir| {
+            dir.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+                .collect()
+        })
+        .unwrap_or_default();
+    every.sort();
+    row("every wasm file of the site", &every);
     writeln!(
         out,
-        "Hydrate bundle (`target/site/pkg/northwind-ops.wasm`, as `make bench` builds it: release, wasm-opt):\n\n\
-         | wasm raw | wasm gzip -9 | wasm brotli -q 11 |\n|---|---|---|\n{line}\n"
+        "Hydrate bundle as `make bench` builds it (release, wasm-opt, split by page: a page loads the main module \
+         and its chunks, some shared between pages):\n\n\
+         | what | files | raw | gzip -9 | brotli -q 11 |\n|---|---|---|---|---|\n{table}"
+    )
+    .unwrap();
+}
+
+/// The dashboard's first load and a repeat visit in Chromium, on emulated
+/// links (end2end/bench/first-load.mjs), against the release server.
+async fn browser(out: &mut String) {
+    let build = if Path::new(RELEASE.bin).exists() { RELEASE } else { DEV };
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(build, dir.path());
+    // Let the consumer count the seed before measuring.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let runs = env_or("NORTHWIND_BENCH_BROWSER_RUNS", 3u32);
+    let output = Command::new("node")
+        .arg("end2end/bench/first-load.mjs")
+        .env("BENCH_URL", &server.base)
+        .env("BENCH_TOKEN", &server.token)
+        .env("BENCH_RUNS", runs.to_string())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("node runs (make setup installs it)");
+    assert!(output.status.success(), "the browser benchmark failed");
+    let kib = |v: &serde_json::Value| v.as_f64().map_or("—".into(), |b| format!("{:.0} KiB", b / 1024.0));
+    let secs = |v: &serde_json::Value| v.as_f64().map_or("—".into(), |ms| format!("{:.2} s", ms / 1000.0));
+    let mut table = String::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(row) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let (first, repeat) = (&row["first"], &row["repeat"]);
+        let line = format!(
+            "| {} | {} | {} | {} ({} requests) | {} | {} of {} from the cache | {} |",
+            row["link"].as_str().unwrap_or_default(),
+            secs(&first["content"]),
+            secs(&first["live"]),
+            kib(&first["bytes"]),
+            first["requests"],
+            kib(&repeat["bytes"]),
+            repeat["wasmFromCache"],
+            repeat["wasmRequests"],
+            secs(&repeat["live"]),
+        );
+        println!("browser: {line}");
+        writeln!(table, "{line}").unwrap();
+    }
+    writeln!(out, "## 8. The dashboard's first load in Chromium\n").unwrap();
+    writeln!(
+        out,
+        "The {} server on a freshly seeded embedded store, signed in with an API token; Chromium with the DevTools \
+         protocol's network emulation (`Network.emulateNetworkConditions`: the round trip added to every request, the \
+         link's throughput). Median of {runs} loads each, a fresh browser context (an empty cache) per load. Server-rendered \
+         content: the first contentful paint; live: the page hydrated and its event stream open; on the wire: every \
+         byte received, headers included. A repeat visit: the same page loaded again in the same browser.\n\n\
+         | link | server-rendered content | hydrated and live | first load on the wire | repeat visit on the wire | \
+         repeat visit's wasm | repeat visit live |\n|---|---|---|---|---|---|---|\n{table}",
+        build.name
     )
     .unwrap();
 }
@@ -1024,9 +1139,10 @@ async fn main() {
                 "server" => server_side(&settings, &mut out).await,
                 "ingest" => ingest(&settings, &mut out).await,
                 "wasm" => wasm_size(&mut out),
+                "browser" => browser(&mut out).await,
                 "live" => live_crowd(&settings, &mut out).await,
                 other => panic!(
-                    "NORTHWIND_BENCH_ONLY: no part {other:?} (pending, fanout, reads, server, ingest, wasm, live)"
+                    "NORTHWIND_BENCH_ONLY: no part {other:?} (pending, fanout, reads, server, ingest, wasm, browser, live)"
                 ),
             }
         }
@@ -1053,6 +1169,7 @@ async fn main() {
     out.push_str(six);
     wasm_size(&mut out);
     live_crowd(&settings, &mut out).await;
+    browser(&mut out).await;
     let reading = std::fs::read_to_string("BENCHMARKS.md")
         .ok()
         .and_then(|old| old.split_once(READING_MARKER).map(|(_, kept)| kept.to_string()))

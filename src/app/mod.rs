@@ -7,6 +7,7 @@ mod common;
 mod customer;
 mod dashboard;
 pub mod data;
+mod lazy;
 mod live;
 mod login;
 mod order;
@@ -15,9 +16,9 @@ mod search;
 
 use crate::model::{Access, Permission};
 use leptos::prelude::*;
-use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_meta::{HashedStylesheet, MetaTags, Title, provide_meta_context};
 use leptos_router::components::{A, Route, Router, Routes};
-use leptos_router::{SsrMode, path};
+use leptos_router::{Lazy, SsrMode, path};
 
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     set_content_security_policy();
@@ -30,6 +31,9 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 // From `public/` (cargo-leptos copies it into the site root).
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
                 <link rel="icon" href="/favicon.ico" sizes="32x32"/>
+                // The stylesheet, script and wasm under their hashed names
+                // (cargo-leptos `hash-files`): cached for good by the browser.
+                <HashedStylesheet id="leptos" options=options.clone()/>
                 <AutoReload options=options.clone()/>
                 <HydrationScripts options/>
                 <MetaTags/>
@@ -80,7 +84,6 @@ pub fn App() -> impl IntoView {
         }
     });
     view! {
-        <Stylesheet id="leptos" href="/pkg/northwind-ops.css"/>
         <Title text="Northwind Ops"/>
         <Router>
             <header class="top">
@@ -95,13 +98,14 @@ pub fn App() -> impl IntoView {
             <main>
                 // Async: each page is sent whole, its data included.
                 <Routes fallback=|| view! { <common::NotFound message="No such page.".to_string()/> }>
-                    <Route path=path!("/") view=dashboard::DashboardPage ssr=SsrMode::Async/>
-                    <Route path=path!("/orders/:id") view=order::OrderPage ssr=SsrMode::Async/>
-                    <Route path=path!("/customers/:id") view=customer::CustomerPage ssr=SsrMode::Async/>
-                    <Route path=path!("/search") view=search::SearchPage ssr=SsrMode::Async/>
-                    <Route path=path!("/login") view=login::LoginPage ssr=SsrMode::Async/>
-                    <Route path=path!("/audit") view=audit::AuditPage ssr=SsrMode::Async/>
-                    <Route path=path!("/capacity") view=capacity::CapacityPage ssr=SsrMode::Async/>
+                    // Each page's code is a chunk of its own, loaded when the page is opened (see `lazy`).
+                    <Route path=path!("/") view={Lazy::<lazy::DashboardRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/orders/:id") view={Lazy::<lazy::OrderRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/customers/:id") view={Lazy::<lazy::CustomerRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/search") view={Lazy::<lazy::SearchRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/login") view={Lazy::<lazy::LoginRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/audit") view={Lazy::<lazy::AuditRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/capacity") view={Lazy::<lazy::CapacityRoute>::new()} ssr=SsrMode::Async/>
                 </Routes>
             </main>
         </Router>

@@ -107,6 +107,39 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
     response
 }
 
+/// How long browsers keep what they fetched. A hashed asset (`/pkg/`, named by
+/// its content when the build hashes file names) never changes under its
+/// name: kept a year without asking again. Pages are per user and change
+/// all the time: kept, but revalidated on every use, and never by a shared
+/// cache. Anything else keeps the default (revalidated by `Last-Modified`).
+pub async fn cache_control(hashed_assets: bool, request: Request, next: Next) -> Response {
+    let immutable = hashed_assets && is_hashed_asset(request.uri().path());
+    let mut response = next.run(request).await;
+    if response.headers().contains_key(header::CACHE_CONTROL) {
+        return response;
+    }
+    let is_html = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/html"));
+    let value = if immutable && response.status().is_success() {
+        "public, max-age=31536000, immutable"
+    } else if is_html {
+        "no-cache, private"
+    } else {
+        return response;
+    };
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static(value));
+    response
+}
+
+/// The files cargo-leptos names by their content hash: everything under
+/// `/pkg/` but wasm-bindgen's `snippets/`, which keep their names.
+fn is_hashed_asset(path: &str) -> bool {
+    path.strip_prefix("/pkg/").is_some_and(|rest| !rest.is_empty() && !rest.starts_with("snippets/"))
+}
+
 /// For everything but the app's pages: styles from this site, no script.
 const STATIC_CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; \
                           frame-ancestors 'none'; base-uri 'none'";

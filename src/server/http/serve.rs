@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tower::ServiceExt;
+use tower_http::compression::{CompressionLayer, DefaultPredicate};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_sessions::SessionManagerLayer;
@@ -64,10 +65,32 @@ pub struct PageSettings {
 /// The Leptos options as cargo-leptos passes them (LEPTOS_SITE_ROOT,
 /// LEPTOS_SITE_ADDR, the reload port).
 pub fn leptos_options() -> LeptosOptions {
-    get_configuration(None).map(|conf| conf.leptos_options).unwrap_or_else(|err| {
+    let mut options = get_configuration(None).map(|conf| conf.leptos_options).unwrap_or_else(|err| {
         tracing::warn!(error = %err, "Leptos settings unreadable; using the defaults");
         LeptosOptions::builder().output_name("northwind-ops").build()
-    })
+    });
+    if std::env::var_os("LEPTOS_HASH_FILES").is_none()
+        && let Some(path) = hash_file(&options)
+    {
+        options.hash_files = true;
+        // Leptos joins this to the binary's directory: a full path stands as it is.
+        options.hash_file = path.display().to_string().into();
+    }
+    options
+}
+
+/// The hash file the build left (`hash-files` in Cargo.toml: the site's
+/// assets then carry hashed names, and the shell must link those): beside
+/// this binary, or one directory up for a test or benchmark binary, which
+/// cargo puts in `deps/` under the server's directory.
+fn hash_file(options: &LeptosOptions) -> Option<std::path::PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [Some(dir), dir.parent().filter(|_| dir.ends_with("deps"))]
+        .into_iter()
+        .flatten()
+        .map(|dir| dir.join(options.hash_file.as_ref()))
+        .find(|path| path.is_file())
 }
 
 /// The app, its Leptos options set to the address it is served on; a
@@ -99,6 +122,7 @@ fn routed(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::Resu
         attempts: RateLimit::per_minute(args.auth.sign_in_attempts, args.auth.sign_in_attempts),
         provider: oidc.map(Provider::new),
     };
+    let hashed_assets = leptos_options.hash_files;
     let state = AppState { service: service.clone(), leptos_options: leptos_options.clone(), limits, sign_in };
     // Installed before the first request is counted.
     crate::server::http::telemetry::prometheus();
@@ -138,6 +162,9 @@ fn routed(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::Resu
         .layer(axum::middleware::from_fn(middleware::canonical_paths))
         .layer(axum::middleware::from_fn(middleware::security_headers))
         .layer(axum::middleware::from_fn(middleware::json_errors))
+        // Outside json_errors, which reads error bodies back as JSON.
+        .layer(compression())
+        .layer(axum::middleware::from_fn(move |req, next| middleware::cache_control(hashed_assets, req, next)))
         .layer(middleware::request_ids())
         // Outermost: every request is counted, those refused before routing too.
         .layer(axum::middleware::from_fn(crate::server::http::telemetry::track_http))
@@ -149,6 +176,17 @@ fn routed(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::Resu
 /// reads, as `router` builds it (the role matrix test walks it).
 pub fn route_table(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::Result<Arc<RouteTable>> {
     routed(service, args, addr).map(|(_, routes)| routes)
+}
+
+/// Answers compressed (brotli, else gzip) for a client that accepts it:
+/// pages, JSON, CSV and JSON lines as they are written, static files too
+/// when the build left no precompressed copy beside them (the release
+/// build does: `ServeDir` serves those as they are, and this layer leaves an
+/// answer that has a `Content-Encoding` alone). Never the live event stream
+/// (`text/event-stream` is excluded by the default predicate): a compressor
+/// would hold events back until its buffer filled.
+fn compression() -> CompressionLayer<DefaultPredicate> {
+    CompressionLayer::new()
 }
 
 /// Sessions in the store, behind an HttpOnly, SameSite=Lax cookie that is

@@ -1,18 +1,30 @@
 //! The embedded store: Dynoxide on a SQLite file, served on loopback inside
 //! this process, so the app talks to it through the same SDK code path as to
 //! DynamoDB Local or AWS.
+//!
+//! It runs on threads of its own. Dynoxide answers each request on the
+//! thread that reads it, holding that thread while it waits for the
+//! database's lock and while SQLite works. On the app's own runtime (two
+//! worker threads on this machine) that held both workers whenever two
+//! store calls met: every page, API answer and live event behind them
+//! waited, which is where 200 viewers' p99 of over a second came from
+//! (BENCHMARKS.md's reading). Here, a store call that waits holds only the
+//! store's threads; the app's workers go on serving.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 pub const DB_FILE: &str = "northwind.db";
+/// The store's own worker threads: one answers while another parses the
+/// next request; SQLite serves one at a time anyway.
+const STORE_THREADS: usize = 2;
 
 pub struct Embedded {
     pub addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<Result<(), String>>>,
+    /// Resolves when the store has stopped serving (its runtime's result).
+    stopped: Option<oneshot::Receiver<Result<(), String>>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +35,8 @@ pub enum EmbeddedError {
     Open { path: String, message: String },
     #[error("cannot listen on {addr} for the embedded store: {source}")]
     Listen { addr: SocketAddr, source: std::io::Error },
+    #[error("cannot start the embedded store's threads: {0}")]
+    Threads(std::io::Error),
 }
 
 impl Embedded {
@@ -35,15 +49,33 @@ impl Embedded {
             .map_err(|e| EmbeddedError::Open { path: path_text.clone(), message: e.to_string() })?;
         // The orders are personal data: the file is this user's alone.
         crate::server::cli::files::restrict(&path, 0o600).map_err(dir_error)?;
-        let listener =
-            tokio::net::TcpListener::bind(addr).await.map_err(|source| EmbeddedError::Listen { addr, source })?;
-        let addr = listener.local_addr().map_err(|source| EmbeddedError::Listen { addr, source })?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(dynoxide::server::serve_with_shutdown(listener, db, async {
-            let _ = stopped.await;
-        }));
+        let listen_error = |source| EmbeddedError::Listen { addr, source };
+        let listener = std::net::TcpListener::bind(addr).map_err(listen_error)?;
+        listener.set_nonblocking(true).map_err(listen_error)?;
+        let addr = listener.local_addr().map_err(listen_error)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(STORE_THREADS)
+            .thread_name("embedded-store")
+            .enable_all()
+            .build()
+            .map_err(EmbeddedError::Threads)?;
+        let (stop, stop_rx) = oneshot::channel::<()>();
+        let (done, stopped) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("embedded-store".into())
+            .spawn(move || {
+                let served = runtime.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
+                    dynoxide::server::serve_with_shutdown(listener, db, async {
+                        let _ = stop_rx.await;
+                    })
+                    .await
+                });
+                let _ = done.send(served);
+            })
+            .map_err(EmbeddedError::Threads)?;
         tracing::info!(%addr, path = %path_text, "embedded store (Dynoxide) listening");
-        Ok(Self { addr, stop: Some(stop), task: Some(task) })
+        Ok(Self { addr, stop: Some(stop), stopped: Some(stopped) })
     }
 
     pub fn endpoint(&self) -> String {
@@ -56,8 +88,8 @@ impl Embedded {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
+        if let Some(stopped) = self.stopped.take() {
+            let _ = stopped.await;
         }
     }
 }
