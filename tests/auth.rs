@@ -340,8 +340,15 @@ async fn static_files_are_public_by_where_they_are_served_from() {
     let plain = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     // The assets dir (`public/`, copied into the site root) and the pkg dir,
     // signed out, and with a credential that is no good: not even read.
+    // The stylesheet's name carries a hash of its content (hash-files).
+    let css = std::fs::read_dir("target/site/pkg")
+        .unwrap()
+        .filter_map(|entry| entry.unwrap().file_name().into_string().ok())
+        .find(|name| name.starts_with("northwind-ops.") && name.ends_with(".css"))
+        .expect("the build's stylesheet in target/site/pkg");
+    let css = format!("/pkg/{css}");
     for (path, content_type) in
-        [("/favicon.svg", "image/svg+xml"), ("/favicon.ico", "image/x-icon"), ("/pkg/northwind-ops.css", "text/css")]
+        [("/favicon.svg", "image/svg+xml"), ("/favicon.ico", "image/x-icon"), (css.as_str(), "text/css")]
     {
         for token in [None, Some(revoked.as_str())] {
             let mut request = plain.get(format!("{}{path}", app.base));
