@@ -39,6 +39,14 @@ if [ "${#apt_packages[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${apt_packages[@]}"
 fi
 
+# moto's server: the CloudWatch emulator the capacity tests read DynamoDB's
+# metrics from (`python3 -m moto.server`), from PyPI.
+MOTO_VERSION=5.2.1
+if ! python3 -c "import moto, flask" 2>/dev/null; then
+  step "installing moto[server] $MOTO_VERSION (the tests' CloudWatch emulator)"
+  python3 -m pip install --quiet "moto[server]==$MOTO_VERSION"
+fi
+
 # Playwright, DynamoDB Local and binaryen's wasm-opt, from the committed lock.
 stamp="$root/end2end/node_modules/.installed"
 if [ ! -f "$stamp" ] || [ "$root/end2end/package-lock.json" -nt "$stamp" ]; then
