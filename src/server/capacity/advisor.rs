@@ -367,7 +367,10 @@ pub struct Advice {
 pub enum Verdict {
     Advice(Box<Advice>),
     /// Less than `MIN_OBSERVED_MINUTES` observed: no mode recommended.
-    NotEnoughHistory { resource: String, observed: usize },
+    NotEnoughHistory {
+        resource: String,
+        observed: usize,
+    },
 }
 
 impl Verdict {
@@ -578,7 +581,13 @@ fn units(series: &Series, access: Access) -> Result<Vec<Option<f64>>, AdviceErro
 
 /// Simulate one side (with a minimum capacity per minute, `floor`, where
 /// given) and price both modes for it, over its observed minutes.
-fn account(units: &[Option<f64>], first_minute_of_day: usize, prices: &Prices, access: Access, floor: &[u32]) -> Utilisation {
+fn account(
+    units: &[Option<f64>],
+    first_minute_of_day: usize,
+    prices: &Prices,
+    access: Access,
+    floor: &[u32],
+) -> Utilisation {
     let simulation = simulate_with(units, first_minute_of_day, floor);
     let minutes = (units.iter().flatten().count() as f64).max(1.0);
     let consumed: f64 = units.iter().flatten().sum();
@@ -1152,7 +1161,10 @@ mod tests {
         );
         // A day less a minute is still not a day; a day is.
         series.observed = (0..series.minutes.len()).map(|m| m < MIN_OBSERVED_MINUTES - 1).collect();
-        assert!(matches!(recommend(&series, &Prices::default()).unwrap(), Verdict::NotEnoughHistory { observed: 1439, .. }));
+        assert!(matches!(
+            recommend(&series, &Prices::default()).unwrap(),
+            Verdict::NotEnoughHistory { observed: 1439, .. }
+        ));
         series.observed[MIN_OBSERVED_MINUTES - 1] = true;
         assert!(matches!(recommend(&series, &Prices::default()).unwrap(), Verdict::Advice(_)));
     }
@@ -1236,7 +1248,11 @@ mod tests {
         assert_eq!(actions[0]["ScalableDimension"], "dynamodb:index:WriteCapacityUnits");
         assert_eq!(actions[0]["ScalableTargetAction"]["MinCapacity"], 43);
         assert_eq!(actions[1]["ScalableTargetAction"]["MinCapacity"], 15);
-        assert!(advice.reason.contains("Auto scaling alone cannot follow the write burst at 2026-11-30 22:00 UTC"), "{}", advice.reason);
+        assert!(
+            advice.reason.contains("Auto scaling alone cannot follow the write burst at 2026-11-30 22:00 UTC"),
+            "{}",
+            advice.reason
+        );
     }
 
     fn run_u32(units: u32, count: usize) -> Vec<u32> {

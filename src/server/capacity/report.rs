@@ -12,9 +12,9 @@ use crate::model::{
     AccessUse, AdviceWindow, CapacityReport, HeatMinute, HotKeyMinute, HotShard, ModeAdvice, RecentUnits,
     ResourceUnits, ShardHeat, ShardPlan, ThrottleCount, UnitsMinute,
 };
-use crate::server::stream::hotkeys::PARTITION_WRITE_UNITS;
 use crate::server::store::error::Throttle;
 use crate::server::store::{CapacityDay, HeatDay};
+use crate::server::stream::hotkeys::PARTITION_WRITE_UNITS;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeSet;
 
@@ -110,7 +110,12 @@ fn hot_keys(capacity: &CapacityDay) -> Vec<HotKeyMinute> {
         })
         .collect();
     all.sort_by(|a, b| {
-        (&a.resource, std::cmp::Reverse(a.units), a.minute, &a.key).cmp(&(&b.resource, std::cmp::Reverse(b.units), b.minute, &b.key))
+        (&a.resource, std::cmp::Reverse(a.units), a.minute, &a.key).cmp(&(
+            &b.resource,
+            std::cmp::Reverse(b.units),
+            b.minute,
+            &b.key,
+        ))
     });
     let mut kept: Vec<HotKeyMinute> = Vec::new();
     for hot in all {
@@ -351,7 +356,10 @@ mod tests {
         let counts = throttles(&capacity);
         assert_eq!((counts[0].place.as_str(), counts[0].total), ("GSI2", 7));
         assert_eq!(counts[0].minutes, vec![(10, 7)]);
-        assert_eq!((listed[0].read_source.as_str(), listed[1].write_source.as_str()), ("this app's calls", "this app's calls"));
+        assert_eq!(
+            (listed[0].read_source.as_str(), listed[1].write_source.as_str()),
+            ("this app's calls", "this app's calls")
+        );
         let figures = crate::server::capacity::sources::from_stream(&capacity, "none-streamed");
         let days = [history::Day { date: date(), figures: &figures }];
         let end = date().and_hms_opt(12, 0, 0).unwrap().and_utc();
@@ -368,7 +376,10 @@ mod tests {
     #[test]
     fn hot_keys_are_listed_per_resource_most_first() {
         let mut capacity = CapacityDay { date: date(), ..CapacityDay::default() };
-        capacity.hot.insert(600, vec![("orders/GSI1".into(), "CUSTOMER#bot".into(), 30_000), ("orders".into(), "ORDER#1".into(), 12)]);
+        capacity.hot.insert(
+            600,
+            vec![("orders/GSI1".into(), "CUSTOMER#bot".into(), 30_000), ("orders".into(), "ORDER#1".into(), 12)],
+        );
         capacity.hot.insert(601, vec![("orders/GSI1".into(), "CUSTOMER#bot".into(), 45_000)]);
         let hot = hot_keys(&capacity);
         let listed: Vec<(&str, u16, u64)> = hot.iter().map(|h| (h.resource.as_str(), h.minute, h.units)).collect();

@@ -114,6 +114,14 @@ pub fn from_stream(day: &CapacityDay, streamed: &str) -> Figures {
         }
         units.insert((resource.clone(), Access::Write), Side { minutes, origin: Origin::Stream });
     }
+    // Every resource says where both its sides come from, consumed or not.
+    let resources: Vec<Resource> = units.keys().map(|(resource, _)| resource.clone()).collect();
+    for resource in resources {
+        let write_origin = if resource.table == streamed { Origin::Stream } else { Origin::AppCalls };
+        for (access, origin) in [(Access::Read, Origin::AppCalls), (Access::Write, write_origin)] {
+            units.entry((resource.clone(), access)).or_insert_with(|| Side { minutes: vec![0.0; MINUTES], origin });
+        }
+    }
     let observed = if day.observed.len() == MINUTES { day.observed.clone() } else { vec![false; MINUTES] };
     Figures { units, observed }
 }
@@ -232,9 +240,18 @@ mod tests {
         use crate::server::store::cloudwatch::metric_keys;
         let keys = metric_keys("orders", "metrics");
         let start: DateTime<Utc> = "2026-11-29T00:00:00Z".parse().unwrap();
-        let mut read = CloudWatchMinutes { start, minutes: 1440, created: Some("2026-11-29T10:00:00Z".parse().unwrap()), ..Default::default() };
-        let write = keys.iter().position(|k| k.name == "ConsumedWriteCapacityUnits" && k.resource.index.as_deref() == Some("GSI2")).unwrap();
-        let throttled = keys.iter().position(|k| k.name == "ThrottledRequests" && k.operation == Some("PutItem")).unwrap();
+        let mut read = CloudWatchMinutes {
+            start,
+            minutes: 1440,
+            created: Some("2026-11-29T10:00:00Z".parse().unwrap()),
+            ..Default::default()
+        };
+        let write = keys
+            .iter()
+            .position(|k| k.name == "ConsumedWriteCapacityUnits" && k.resource.index.as_deref() == Some("GSI2"))
+            .unwrap();
+        let throttled =
+            keys.iter().position(|k| k.name == "ThrottledRequests" && k.operation == Some("PutItem")).unwrap();
         read.add(&keys, &format!("q{write}"), "2026-11-29T10:15:00Z".parse().unwrap(), 300.0);
         read.add(&keys, &format!("q{throttled}"), "2026-11-29T10:15:00Z".parse().unwrap(), 7.0);
         let now: DateTime<Utc> = "2026-11-29T12:00:30Z".parse().unwrap();

@@ -652,7 +652,8 @@ fn print_advice(advice: &Advice) {
     println!("  why           {}", advice.reason);
     let resource = crate::server::capacity::usage::Resource::parse(&advice.resource);
     for floor in &advice.schedule {
-        let (table, index) = resource.as_ref().map_or((advice.resource.as_str(), None), |r| (r.table.as_str(), r.index.as_deref()));
+        let (table, index) =
+            resource.as_ref().map_or((advice.resource.as_str(), None), |r| (r.table.as_str(), r.index.as_deref()));
         for action in floor.put_scheduled_actions(table, index) {
             println!("  scheduled action (aws application-autoscaling put-scheduled-action --cli-input-json):");
             println!("{}", serde_json::to_string_pretty(&action).unwrap_or_default());

@@ -90,7 +90,8 @@ impl Service {
         let now = Utc::now();
         let figures: Vec<Figures> = match self.capacity.source {
             Source::Stream => {
-                let read = futures::future::try_join_all(days.iter().map(|d| self.store.persisted_capacity_day(*d))).await?;
+                let read =
+                    futures::future::try_join_all(days.iter().map(|d| self.store.persisted_capacity_day(*d))).await?;
                 read.iter().map(|c| self.figures(c)).collect()
             }
             Source::CloudWatch => {

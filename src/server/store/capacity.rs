@@ -277,10 +277,8 @@ impl Store {
                 let mut sets = Vec::with_capacity(chunk.len());
                 for (i, minute) in chunk.iter().enumerate() {
                     sets.push(format!("#o{i} = :one"));
-                    update = update.expression_attribute_names(
-                        format!("#o{i}"),
-                        keys::capacity_minute_attribute('o', *minute),
-                    );
+                    update = update
+                        .expression_attribute_names(format!("#o{i}"), keys::capacity_minute_attribute('o', *minute));
                 }
                 update.update_expression(format!("SET {}", sets.join(", "))).send().await?;
             }
@@ -327,7 +325,8 @@ fn add_item(capacity: &mut CapacityDay, item: &Item) {
                     Some(('r', minute)) => (capacity.units.entry((resource.clone(), Access::Read)), minute),
                     Some(('w', minute)) => (capacity.units.entry((resource.clone(), Access::Write)), minute),
                     Some(('x', minute)) => {
-                        let series = capacity.transactional.entry(resource.clone()).or_insert_with(|| vec![0.0; MINUTES]);
+                        let series =
+                            capacity.transactional.entry(resource.clone()).or_insert_with(|| vec![0.0; MINUTES]);
                         series[minute as usize] += float(item, name);
                         continue;
                     }

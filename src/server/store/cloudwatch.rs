@@ -87,7 +87,11 @@ pub fn metric_keys(orders: &str, metrics: &str) -> Vec<MetricKey> {
         }
         if resource.index.is_none() {
             for operation in OPERATIONS {
-                wanted.push(MetricKey { resource: resource.clone(), name: "ThrottledRequests", operation: Some(operation) });
+                wanted.push(MetricKey {
+                    resource: resource.clone(),
+                    name: "ThrottledRequests",
+                    operation: Some(operation),
+                });
             }
         }
     }
@@ -99,7 +103,11 @@ pub fn queries(keys: &[MetricKey], offset: usize) -> Vec<MetricDataQuery> {
     keys.iter()
         .enumerate()
         .map(|(i, key)| {
-            let metric = Metric::builder().namespace(NAMESPACE).metric_name(key.name).set_dimensions(Some(key.dimensions())).build();
+            let metric = Metric::builder()
+                .namespace(NAMESPACE)
+                .metric_name(key.name)
+                .set_dimensions(Some(key.dimensions()))
+                .build();
             let stat = MetricStat::builder().metric(metric).period(PERIOD_SECONDS).stat(key.stat()).build();
             MetricDataQuery::builder().id(format!("q{}", offset + i)).metric_stat(stat).return_data(true).build()
         })
@@ -217,7 +225,8 @@ mod tests {
         // 4 resources × 6 metrics, and 2 tables × 10 operations.
         assert_eq!(keys.len(), 4 * 6 + 2 * 10);
         let gsi2 = keys.iter().find(|k| k.resource.index.as_deref() == Some("GSI2")).unwrap();
-        let names: Vec<String> = gsi2.dimensions().iter().map(|d| format!("{}={}", d.name().unwrap(), d.value().unwrap())).collect();
+        let names: Vec<String> =
+            gsi2.dimensions().iter().map(|d| format!("{}={}", d.name().unwrap(), d.value().unwrap())).collect();
         assert_eq!(names, ["TableName=orders", "GlobalSecondaryIndexName=GSI2"]);
         let queries = queries(&keys[..3], 500);
         assert_eq!(queries.iter().map(|q| q.id().unwrap_or_default()).collect::<Vec<_>>(), ["q500", "q501", "q502"]);

@@ -25,9 +25,9 @@
 //! to read and what a batch means.
 
 use crate::model::{LiveEvent, PendingOrder, iso_millis};
+use crate::server::capacity::usage::{Resource, epoch_minute};
 use crate::server::store::error::StoreError;
 use crate::server::store::{Checkpoint, Lease, Store, StreamBatch, StreamShard};
-use crate::server::capacity::usage::{Resource, epoch_minute};
 use crate::server::stream::counters::{self, Change, Deltas, Image};
 use crate::server::stream::hotkeys::{self, HotKey};
 use crate::server::stream::live::LiveHub;

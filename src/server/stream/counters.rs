@@ -22,8 +22,8 @@
 
 use crate::model::PendingOrder;
 use crate::server::capacity::usage::Resource;
-use crate::server::stream::pricing::Write;
 use crate::server::store::keys::{self, attr};
+use crate::server::stream::pricing::Write;
 use chrono::{DateTime, NaiveDate, Timelike, Utc};
 use std::collections::BTreeMap;
 
@@ -470,7 +470,8 @@ mod tests {
 
     #[test]
     fn priced_writes_go_to_their_minutes_stream_item_and_move_no_day() {
-        let write = |index: Option<&str>, units| Write { index: index.map(str::to_string), partition: "p".into(), units };
+        let write =
+            |index: Option<&str>, units| Write { index: index.map(str::to_string), partition: "p".into(), units };
         let mut deltas = Deltas::default();
         let at = at("2026-11-29T10:15:31Z");
         deltas.record_writes(&at, "orders", &[write(None, 4), write(Some("GSI1"), 4), write(Some("GSI2"), 1)]);

@@ -79,7 +79,12 @@ impl Layout {
             hash: PK.into(),
             range: None,
             indexes: vec![
-                IndexLayout { name: GSI1.into(), hash: GSI1PK.into(), range: Some(GSI1SK.into()), projection: Projection::All },
+                IndexLayout {
+                    name: GSI1.into(),
+                    hash: GSI1PK.into(),
+                    range: Some(GSI1SK.into()),
+                    projection: Projection::All,
+                },
                 IndexLayout {
                     name: GSI2.into(),
                     hash: GSI2PK.into(),
@@ -316,7 +321,8 @@ mod tests {
     #[test]
     fn writes_name_their_partition_keys() {
         let writes = Layout::orders().price(None, Some(&order("9", 0, Some(7))));
-        let keys: Vec<(Option<&str>, &str)> = writes.iter().map(|w| (w.index.as_deref(), w.partition.as_str())).collect();
+        let keys: Vec<(Option<&str>, &str)> =
+            writes.iter().map(|w| (w.index.as_deref(), w.partition.as_str())).collect();
         assert_eq!(
             keys,
             [(None, "ORDER#9"), (Some("GSI1"), "CUSTOMER#c1"), (Some("GSI2"), "STATUS#PENDING#2026-11-29#7")]
