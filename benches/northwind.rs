@@ -929,6 +929,46 @@ async fn ingest(settings: &Settings, out: &mut String) {
     writeln!(out).unwrap();
 }
 
+/// What pricing every record (write units per table and index, hot keys)
+/// costs the stream consumer: records a second draining a backlog of new
+/// orders from the stream's start, with the pricing off (as before it) and on.
+async fn consumer_rate(settings: &Settings, out: &mut String) {
+    use northwind_ops::server::stream::consumer::{Consumer, ConsumerOptions};
+    writeln!(out, "## 5b. The stream consumer: records/s with and without write pricing\n").unwrap();
+    writeln!(
+        out,
+        "A backlog of {} new orders (BatchWriteItem, one stream record each), drained from the stream's start \
+         by one consumer (batches of 500, each applied in checkpointed transactions); fresh tables (and a fresh \
+         DynamoDB Local) per run.\n",
+        settings.ingest_orders
+    )
+    .unwrap();
+    writeln!(out, "| engine | without pricing records/s | with pricing records/s | ratio |").unwrap();
+    writeln!(out, "|---|---|---|---|").unwrap();
+    let day = Utc::now().date_naive();
+    for engine in [Engine::Dynoxide, Engine::DynamoDbLocal] {
+        let mut rates = Vec::new();
+        for pricing in [false, true] {
+            let running = start(engine, None).await;
+            let store = Arc::new(open_store(&running, 10, "consumer").await);
+            fill_concurrently(&store, day, settings.ingest_orders as usize).await;
+            let mut options = ConsumerOptions::new("bench");
+            options.pricing = pricing;
+            let consumer = Consumer::new(store, options, None);
+            let started = Instant::now();
+            let mut applied = 0;
+            while applied < settings.ingest_orders {
+                applied += consumer.poll().await.unwrap();
+            }
+            rates.push(applied as f64 / started.elapsed().as_secs_f64());
+        }
+        let line = format!("| {} | {:.0} | {:.0} | {:.2} |", engine.name(), rates[0], rates[1], rates[1] / rates[0]);
+        println!("consumer: {line}");
+        writeln!(out, "{line}").unwrap();
+    }
+    writeln!(out).unwrap();
+}
+
 /// The ceiling: pre-built orders, BatchWriteItem of 25, 16 in flight.
 async fn fill_concurrently(store: &Store, _day: NaiveDate, count: usize) {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
@@ -1138,11 +1178,12 @@ async fn main() {
                 "reads" => read_efficiency(&settings, &mut out).await,
                 "server" => server_side(&settings, &mut out).await,
                 "ingest" => ingest(&settings, &mut out).await,
+                "consumer" => consumer_rate(&settings, &mut out).await,
                 "wasm" => wasm_size(&mut out),
                 "browser" => browser(&mut out).await,
                 "live" => live_crowd(&settings, &mut out).await,
                 other => panic!(
-                    "NORTHWIND_BENCH_ONLY: no part {other:?} (pending, fanout, reads, server, ingest, wasm, browser, live)"
+                    "NORTHWIND_BENCH_ONLY: no part {other:?} (pending, fanout, reads, server, ingest, consumer, wasm, browser, live)"
                 ),
             }
         }
@@ -1165,6 +1206,7 @@ async fn main() {
     let (before_six, six) = server.split_once("## 6.").unwrap();
     out.push_str(before_six);
     ingest(&settings, &mut out).await;
+    consumer_rate(&settings, &mut out).await;
     out.push_str("## 6.");
     out.push_str(six);
     wasm_size(&mut out);

@@ -27,4 +27,8 @@ if [ -n "${OIDC_ISSUER:-}" ]; then
   export NORTHWIND_OIDC_ISSUER="$OIDC_ISSUER" NORTHWIND_OIDC_CLIENT_ID="northwind-ops" \
     NORTHWIND_OIDC_CLIENT_SECRET="northwind-test-secret"
 fi
-exec $bin serve --addr "127.0.0.1:$port"
+# The embedded store on a port of its own, written down for the capacity
+# test, which writes orders straight into it as another service would.
+store_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+echo "http://127.0.0.1:$store_port" > "$data/store-endpoint"
+exec $bin serve --addr "127.0.0.1:$port" --embedded-addr "127.0.0.1:$store_port"

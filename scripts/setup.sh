@@ -85,4 +85,13 @@ sed 's/^/   /' "$packages_log"
 rm -f "$packages_log"
 took
 
+# moto's server: the CloudWatch emulator the capacity tests read DynamoDB's
+# metrics from (`python3 -m moto.server`), from PyPI.
+MOTO_VERSION=5.2.1
+if ! python3 -c "import moto, flask" 2>/dev/null; then
+  step "installing moto[server] $MOTO_VERSION (the tests' CloudWatch emulator, under a minute)"
+  python3 -m pip install --quiet "moto[server]==$MOTO_VERSION"
+  took
+fi
+
 printf '\n== set up in %dm%02ds\n' $(((SECONDS - started) / 60)) $(((SECONDS - started) % 60))

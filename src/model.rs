@@ -259,6 +259,9 @@ pub struct CapacityReport {
     pub date: NaiveDate,
     #[serde(with = "iso_millis")]
     pub as_of: DateTime<Utc>,
+    /// The capacity source: `stream` (write units priced from the orders
+    /// table's stream, every writer) or `cloudwatch` (DynamoDB's own).
+    pub source: String,
     /// Per table and index, the table first.
     pub resources: Vec<ResourceUnits>,
     /// Throttled attempts by reason and where, most first.
@@ -266,8 +269,13 @@ pub struct CapacityReport {
     pub heat: ShardHeat,
     /// The planner's table for the day's peak order rate, when there was one.
     pub plan: Option<ShardPlan>,
-    /// The advisor's verdict per table and index over the day's minutes.
+    /// The advisor's verdict per table and index over its window.
     pub advice: Vec<ModeAdvice>,
+    /// The window the advice weighs, and how much of it was observed.
+    pub advice_window: AdviceWindow,
+    /// The partition keys written most during the day, per table and index
+    /// (from the stream), most first.
+    pub hot_keys: Vec<HotKeyMinute>,
     /// This instance's calls, per second, over the last five minutes (today
     /// only; other instances are counted in the minutes once they flush).
     pub recent: Vec<RecentUnits>,
@@ -285,6 +293,36 @@ pub struct ResourceUnits {
     pub minutes: Vec<UnitsMinute>,
     pub read_total: f64,
     pub write_total: f64,
+    /// Where the read and the write figures come from: `stream`,
+    /// `CloudWatch` or `this app's calls`.
+    pub read_source: String,
+    pub write_source: String,
+}
+
+/// A partition key's write units in one minute.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HotKeyMinute {
+    pub resource: String,
+    pub key: String,
+    pub minute: u16,
+    pub units: u64,
+    /// Of one partition's 1,000 write units a second, averaged over the minute.
+    pub share: f64,
+}
+
+/// The advisor's window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdviceWindow {
+    pub source: String,
+    pub days: u32,
+    #[serde(with = "iso_millis")]
+    pub start: DateTime<Utc>,
+    pub minutes: usize,
+    pub observed_minutes: usize,
+    /// Observed minutes over the window's, 0 to 1.
+    pub coverage: f64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -370,8 +408,12 @@ pub struct ShardPlan {
 #[serde(rename_all = "camelCase")]
 pub struct ModeAdvice {
     pub resource: String,
-    /// `on-demand` or `provisioned`.
+    /// `on-demand`, `provisioned`, or `none` (not enough history).
     pub mode: String,
+    /// `aws application-autoscaling put-scheduled-action --cli-input-json`
+    /// documents provisioned needs (a floor raise before a burst and its
+    /// setting back), pretty-printed.
+    pub scheduled_actions: Vec<String>,
     pub minutes: usize,
     pub on_demand_monthly: f64,
     pub provisioned_monthly: f64,

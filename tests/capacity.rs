@@ -343,3 +343,362 @@ async fn metrics_parse_as_prometheus_text_and_move_with_the_work() {
         app.stop().await;
     }
 }
+
+/// A DynamoDB client of another writer (the order service): not the app's
+/// store, so none of its calls is recorded by the app.
+fn outside_client(app: &TestApp) -> aws_sdk_dynamodb::Client {
+    let endpoint = match &app.engine {
+        common::Engine::Dynoxide => app.embedded.as_ref().unwrap().endpoint(),
+        common::Engine::DynamoDbLocal(url) => url.clone(),
+    };
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+        .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new("outside", "outside", None, None, "tests"))
+        .build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
+
+/// Units the engine reported, per resource (`table`, `table/GSI1`, ...).
+#[derive(Debug, Default)]
+struct Reported(BTreeMap<String, f64>);
+
+impl Reported {
+    fn add(&mut self, capacity: Option<&aws_sdk_dynamodb::types::ConsumedCapacity>) {
+        let Some(capacity) = capacity else { return };
+        for (resource, _, units) in store::units_of(capacity, Access::Write) {
+            *self.0.entry(resource.to_string()).or_default() += units;
+        }
+    }
+}
+
+/// An order with `lines` line items (about 60 bytes each), so sizes vary
+/// across the 1 KB steps.
+fn sized_order(id: &str, customer: &str, lines: usize, at: chrono::DateTime<Utc>) -> northwind_ops::model::Order {
+    let mut order = order(id, customer, Status::Pending, at);
+    order.items = (0..lines.max(1))
+        .map(|i| northwind_ops::model::LineItem {
+            sku: format!("SKU-{i:04}"),
+            name: format!("Line item number {i} of a long order"),
+            quantity: 1,
+            unit_price: 100,
+        })
+        .collect();
+    order
+}
+
+/// The stream's write units per resource over the day.
+fn stream_totals(capacity: &store::CapacityDay) -> BTreeMap<String, f64> {
+    capacity.stream.iter().map(|(r, minutes)| (r.to_string(), minutes.iter().sum())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_made_outside_the_app_are_priced_from_the_stream_as_the_engine_reports_them() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let store = app.store.clone();
+        let table = app.config.orders_table.clone();
+        let outside = outside_client(&app);
+        let now = Utc::now();
+        let day = now.date_naive();
+        let shards = store.shards_for(day).await.unwrap();
+        let indexes = aws_sdk_dynamodb::types::ReturnConsumedCapacity::Indexes;
+        let mut reported = Reported::default();
+        // Puts, as the order service writes them: sizes from 0.3 to 4 KB.
+        let ids: Vec<String> = (0..60).map(|i| format!("x-{i:03}")).collect();
+        for (i, id) in ids.iter().enumerate() {
+            let item = store::order_item(&sized_order(id, &format!("c-{}", i % 7), i % 60, now), shards).unwrap();
+            let out =
+                outside.put_item().table_name(&table).set_item(Some(item)).return_consumed_capacity(indexes.clone());
+            reported.add(out.send().await.unwrap().consumed_capacity());
+        }
+        let key = |id: &str| AttributeValue::S(keys::order_pk(id));
+        // Updates that move an order out of GSI2, as the app's own do.
+        for id in &ids[..20] {
+            let out = outside
+                .update_item()
+                .table_name(&table)
+                .key(keys::PK, key(id))
+                .update_expression("SET #s = :c REMOVE GSI2PK, GSI2SK")
+                .expression_attribute_names("#s", "status")
+                .expression_attribute_values(":c", AttributeValue::S("CONFIRMED".into()))
+                .return_consumed_capacity(indexes.clone());
+            reported.add(out.send().await.unwrap().consumed_capacity());
+        }
+        // A projected attribute changed in place; one GSI2 does not project.
+        for id in &ids[20..30] {
+            let out = outside
+                .update_item()
+                .table_name(&table)
+                .key(keys::PK, key(id))
+                .update_expression("SET #t = :t, note = :n")
+                .expression_attribute_names("#t", "total")
+                .expression_attribute_values(":t", AttributeValue::N("2999".into()))
+                .expression_attribute_values(":n", AttributeValue::S("gift".into()))
+                .return_consumed_capacity(indexes.clone());
+            reported.add(out.send().await.unwrap().consumed_capacity());
+        }
+        for id in &ids[30..40] {
+            let out = outside
+                .update_item()
+                .table_name(&table)
+                .key(keys::PK, key(id))
+                .update_expression("SET note = :n")
+                .expression_attribute_values(":n", AttributeValue::S("not projected in GSI2".into()))
+                .return_consumed_capacity(indexes.clone());
+            reported.add(out.send().await.unwrap().consumed_capacity());
+        }
+        // Deletes, of orders in and out of GSI2.
+        for id in ids[15..25].iter().chain(&ids[50..55]) {
+            let out = outside
+                .delete_item()
+                .table_name(&table)
+                .key(keys::PK, key(id))
+                .return_consumed_capacity(indexes.clone());
+            reported.add(out.send().await.unwrap().consumed_capacity());
+        }
+        // A batch of 20 puts.
+        let requests: Vec<_> = (0..20)
+            .map(|i| {
+                let item =
+                    store::order_item(&sized_order(&format!("b-{i:03}"), "c-batch", i * 3, now), shards).unwrap();
+                let put = aws_sdk_dynamodb::types::PutRequest::builder().set_item(Some(item)).build().unwrap();
+                aws_sdk_dynamodb::types::WriteRequest::builder().put_request(put).build()
+            })
+            .collect();
+        let out = outside.batch_write_item().request_items(&table, requests).return_consumed_capacity(indexes.clone());
+        for capacity in out.send().await.unwrap().consumed_capacity() {
+            reported.add(Some(capacity));
+        }
+
+        let running = consumer(&store, "pricing-1", 5_000);
+        drain(&running).await;
+        let capacity = store.capacity_day(day).await.unwrap();
+        let priced = stream_totals(&capacity);
+        println!("{engine:?}: reported {:?}\n  priced from the stream {priced:?}", reported.0);
+        for (resource, units) in &reported.0 {
+            let ours = priced.get(resource).copied().unwrap_or(0.0);
+            let off = (ours - units).abs() / units;
+            assert!(off <= 0.02, "{engine:?}: {resource}: {ours} priced, {units} reported ({:.1}% off)", off * 100.0);
+        }
+        assert!(reported.0.len() == 3, "{engine:?}: the table and both indexes were written: {:?}", reported.0);
+        assert!(capacity.observed_minutes() >= 1, "{engine:?}: the consumer marked the minutes it observed");
+
+        // The first batch replayed: refused with its checkpoint, nothing added.
+        let arn = running.stream_arn().await.unwrap();
+        let shard = store.stream_shards(&arn).await.unwrap()[0].id.clone();
+        let (records, _) = read_batch(&store, &arn, &shard, None, 40).await;
+        let replay = running.apply(&arn, &shard, None, &records, false).await;
+        assert!(matches!(replay, Err(StoreError::Conflict(_))), "{engine:?}: {replay:?}");
+        assert_eq!(stream_totals(&store.capacity_day(day).await.unwrap()), priced, "{engine:?}: a replay adds nothing");
+
+        // The API shows them, and says where they come from.
+        let (status, body) = app.get("/api/capacity").await;
+        assert_eq!(status, 200, "{body}");
+        let report: CapacityReport = serde_json::from_value(body).unwrap();
+        assert_eq!(report.source, "stream");
+        let listed = report.resources.iter().find(|r| r.resource == table).expect("the orders table is listed");
+        assert_eq!(listed.write_source, "stream");
+        assert_eq!(listed.read_source, "this app's calls");
+        assert!(listed.write_total >= priced[&table], "{engine:?}: {listed:?}");
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_keys_name_a_customer_ordering_in_a_loop() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let store = app.store.clone();
+        let table = app.config.orders_table.clone();
+        let outside = outside_client(&app);
+        let running = consumer(&store, "hot-1", 5_000);
+        *app.service.consumer.lock().unwrap() = Some(running.status());
+        let now = Utc::now();
+        let shards = store.shards_for(now.date_naive()).await.unwrap();
+        // A bot orders 40 times; 40 other customers once each.
+        for i in 0..80 {
+            let customer = if i % 2 == 0 { "bot".to_string() } else { format!("human-{i}") };
+            let item =
+                store::order_item(&order(&format!("k-{i:03}"), &customer, Status::Pending, now), shards).unwrap();
+            outside.put_item().table_name(&table).set_item(Some(item)).send().await.unwrap();
+        }
+        drain(&running).await;
+        let capacity = store.capacity_day(now.date_naive()).await.unwrap();
+        let gsi1 = format!("{table}/GSI1");
+        let bot: u64 = capacity
+            .hot
+            .values()
+            .flatten()
+            .filter(|(resource, key, _)| *resource == gsi1 && key == "CUSTOMER#bot")
+            .map(|(_, _, units)| units)
+            .sum();
+        assert!((30..=40).contains(&bot), "{engine:?}: the bot's GSI1 partition: {bot} units in {:?}", capacity.hot);
+        assert!(
+            capacity.hot.values().flatten().all(|(_, key, _)| !key.starts_with("CUSTOMER#human")),
+            "{engine:?}: one order each is not hot: {:?}",
+            capacity.hot
+        );
+        let (status, body) = app.get("/api/capacity").await;
+        assert_eq!(status, 200);
+        let report: CapacityReport = serde_json::from_value(body).unwrap();
+        let hot = report.hot_keys.iter().find(|h| h.resource == gsi1).expect("GSI1 has a hot key");
+        assert_eq!(hot.key, "CUSTOMER#bot", "{engine:?}: {:?}", report.hot_keys);
+        assert!(hot.share > 0.0 && hot.share < 0.01, "{hot:?}");
+        // /metrics: this instance's consumer's top keys of its last minute.
+        let viewer = app.client_as(Some(northwind_ops::model::Role::Viewer));
+        let text = viewer.get(format!("{}/metrics", app.base)).send().await.unwrap().text().await.unwrap();
+        let lines: Vec<&str> =
+            text.lines().filter(|l| l.starts_with("northwind_dynamodb_hot_key_write_units")).collect();
+        assert!(lines.len() <= 3 * northwind_ops::server::stream::consumer::TOP_KEYS, "bounded: {lines:?}");
+        openmetrics_parser::prometheus::parse_prometheus(&text).unwrap_or_else(|e| panic!("{e:?} in\n{text}"));
+        app.stop().await;
+    }
+}
+
+/// moto's server (`python3 -m moto.server`) as a CloudWatch emulator on a
+/// free port, stopped by its pid when dropped.
+struct Moto {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Moto {
+    async fn start() -> Moto {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new("python3")
+            .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("moto's server starts: run scripts/setup.sh (pip install 'moto[server]')");
+        let moto = Moto { child, url: format!("http://127.0.0.1:{port}") };
+        for _ in 0..150 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                return moto;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("moto's server did not listen on {port}");
+    }
+
+    fn client(&self) -> aws_sdk_cloudwatch::Client {
+        let config = aws_sdk_cloudwatch::Config::builder()
+            .behavior_version(aws_sdk_cloudwatch::config::BehaviorVersion::latest())
+            .region(aws_sdk_cloudwatch::config::Region::new("us-east-1"))
+            .endpoint_url(&self.url)
+            .credentials_provider(aws_sdk_cloudwatch::config::Credentials::new("t", "t", None, None, "tests"))
+            .build();
+        aws_sdk_cloudwatch::Client::from_conf(config)
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One datapoint of an AWS/DynamoDB metric, as DynamoDB would publish it.
+async fn publish(
+    cloudwatch: &aws_sdk_cloudwatch::Client,
+    name: &str,
+    dimensions: &[(&str, &str)],
+    at: chrono::DateTime<Utc>,
+    value: f64,
+) {
+    use aws_sdk_cloudwatch::types::{Dimension, MetricDatum};
+    let datum = MetricDatum::builder()
+        .metric_name(name)
+        .set_dimensions(Some(dimensions.iter().map(|(n, v)| Dimension::builder().name(*n).value(*v).build()).collect()))
+        .timestamp(aws_sdk_cloudwatch::primitives::DateTime::from_secs(at.timestamp()))
+        .value(value)
+        .build();
+    cloudwatch.put_metric_data().namespace("AWS/DynamoDB").metric_data(datum).send().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cloudwatch_source_reads_dynamodbs_own_metrics_from_the_emulator() {
+    let moto = Moto::start().await;
+    let cloudwatch = moto.client();
+    let engine = engines().remove(0);
+    let flags = ["--capacity-source", "cloudwatch", "--cloudwatch-endpoint-url", moto.url.as_str()];
+    let app = TestApp::spawn_with(engine, &flags, &[]).await;
+    let table = app.config.orders_table.clone();
+    let minute = Utc::now() - chrono::Duration::minutes(5);
+    let minute = minute - chrono::Duration::seconds(i64::from(minute.second()));
+    let of_day = (minute.hour() * 60 + minute.minute()) as u16;
+    publish(&cloudwatch, "ConsumedWriteCapacityUnits", &[("TableName", &table)], minute, 900.0).await;
+    let gsi2 = [("TableName", table.as_str()), ("GlobalSecondaryIndexName", "GSI2")];
+    publish(&cloudwatch, "ConsumedWriteCapacityUnits", &gsi2, minute, 600.0).await;
+    publish(&cloudwatch, "ConsumedReadCapacityUnits", &[("TableName", &table)], minute, 30.5).await;
+    publish(&cloudwatch, "WriteThrottleEvents", &gsi2, minute, 4.0).await;
+    publish(&cloudwatch, "ThrottledRequests", &[("TableName", &table), ("Operation", "PutItem")], minute, 3.0).await;
+
+    let (status, body) = app.get("/api/capacity").await;
+    assert_eq!(status, 200, "{body}");
+    let report: CapacityReport = serde_json::from_value(body).unwrap();
+    assert_eq!(report.source, "cloudwatch");
+    let find = |resource: &str| report.resources.iter().find(|r| r.resource == resource).cloned();
+    let orders = find(&table).expect("the table is listed");
+    assert_eq!((orders.write_total, orders.read_total), (900.0, 30.5));
+    assert_eq!((orders.write_source.as_str(), orders.read_source.as_str()), ("CloudWatch", "CloudWatch"));
+    let index = find(&format!("{table}/GSI2")).expect("GSI2 is listed");
+    assert_eq!(index.write_total, 600.0);
+    assert_eq!(index.minutes.iter().find(|m| m.write > 0.0).map(|m| m.minute), Some(of_day));
+    let throttled =
+        |reason: &str| report.throttles.iter().find(|t| t.reason == reason).map(|t| (t.resource.clone(), t.total));
+    assert_eq!(throttled("WriteThrottleEvents"), Some((format!("table/{table}/index/GSI2"), 4)));
+    assert_eq!(throttled("ThrottledRequests (PutItem)"), Some((format!("table/{table}"), 3)));
+    assert_eq!(report.advice_window.source, "cloudwatch");
+    assert!(report.advice.iter().all(|a| a.mode == "none"), "a table created just now: {:?}", report.advice);
+
+    // Cached a minute: a datapoint published now is not read again at once.
+    publish(&cloudwatch, "ConsumedWriteCapacityUnits", &gsi2, minute, 50.0).await;
+    let (_, body) = app.get("/api/capacity").await;
+    let again: CapacityReport = serde_json::from_value(body).unwrap();
+    let index = again.resources.iter().find(|r| r.resource == format!("{table}/GSI2")).unwrap();
+    assert_eq!(index.write_total, 600.0, "read from the minute-long cache");
+    app.stop().await;
+}
+
+/// What pricing costs the consumer, as figures (not a pass/fail timing):
+/// records a second draining a backlog of new orders, pricing off and on.
+/// `make bench` measures the same as its `consumer` part; run alone with
+/// `cargo test --features ssr --test capacity -- --ignored --nocapture consumer_records`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn consumer_records_per_second_with_and_without_pricing() {
+    let backlog: usize = std::env::var("NORTHWIND_BENCH_BACKLOG").ok().and_then(|v| v.parse().ok()).unwrap_or(5_000);
+    for engine in engines() {
+        let mut rates = Vec::new();
+        for pricing in [false, true] {
+            let app = TestApp::spawn(engine.clone()).await;
+            let now = Utc::now();
+            let orders: Vec<_> = (0..backlog)
+                .map(|i| order(&format!("q-{i:06}"), &format!("c-{}", i % 997), Status::Pending, now))
+                .collect();
+            for chunk in orders.chunks(500) {
+                app.store.put_orders(chunk).await.unwrap();
+            }
+            let mut options = northwind_ops::server::stream::consumer::ConsumerOptions::new("rate");
+            options.pricing = pricing;
+            let running = northwind_ops::server::stream::consumer::Consumer::new(app.store.clone(), options, None);
+            let started = std::time::Instant::now();
+            let mut applied = 0;
+            while (applied as usize) < backlog {
+                applied += running.poll().await.unwrap();
+            }
+            rates.push(applied as f64 / started.elapsed().as_secs_f64());
+            app.stop().await;
+        }
+        println!(
+            "consumer: {engine:?}: {backlog} records, without pricing {:.0} records/s, with pricing {:.0} records/s ({:.2}x)",
+            rates[0],
+            rates[1],
+            rates[1] / rates[0]
+        );
+    }
+}

@@ -190,25 +190,63 @@ fn bad_settings_are_refused_with_a_message_that_names_them() {
     assert!(stderr.contains("--orders-table"), "{stderr}");
 }
 
-/// A known trace, written as the app writes its minutes: an hour of today
-/// with 70 write units a second on the orders table, and one minute of one
-/// write unit a second on GSI2.
-async fn write_trace(config: &northwind_ops::server::cli::config::StoreConfig) {
-    use northwind_ops::server::capacity::advisor::Access;
-    use northwind_ops::server::capacity::usage::{Resource, minute_start};
+/// Sets `units` write units, as the stream consumer writes them, on the orders
+/// table in each of `minutes` (of the day) of `day`: one update per hour item.
+async fn set_stream_units(
+    store: &northwind_ops::server::store::Store,
+    config: &northwind_ops::server::cli::config::StoreConfig,
+    day: chrono::NaiveDate,
+    minutes: &[u32],
+    units: f64,
+) {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use northwind_ops::server::store::keys;
+    for hour in 0..24u32 {
+        let chunk: Vec<u32> = minutes.iter().copied().filter(|m| m / 60 == hour).collect();
+        if chunk.is_empty() {
+            continue;
+        }
+        let mut update = store
+            .client()
+            .update_item()
+            .table_name(&config.metrics_table)
+            .key(keys::PK, AttributeValue::S(keys::capacity_pk(day)))
+            .key(keys::SK, AttributeValue::S(keys::capacity_stream_sk(&config.orders_table, hour)))
+            .expression_attribute_values(":u", AttributeValue::N(units.to_string()));
+        let mut sets = Vec::new();
+        for (i, minute) in chunk.iter().enumerate() {
+            sets.push(format!("#w{i} = :u"));
+            update = update.expression_attribute_names(format!("#w{i}"), keys::capacity_minute_attribute('w', *minute));
+        }
+        update.update_expression(format!("SET {}", sets.join(", "))).send().await.unwrap();
+    }
+}
+
+/// A known trace, written as the stream consumer writes it: `units` write
+/// units a minute on the orders table over each of `days`, every minute of
+/// them observed; and today's last `minutes` finished minutes observed (the
+/// window ends at the current minute, unfinished), with one
+/// write unit each (a console just started has written something).
+async fn write_trace(config: &northwind_ops::server::cli::config::StoreConfig, days: u32, units: f64, minutes: i64) {
+    use chrono::Timelike;
+    use northwind_ops::server::capacity::usage::{epoch_minute, minute_start};
     let (store, embedded) = northwind_ops::server::store::connect(config).await.unwrap();
     store.provision(Some(northwind_ops::server::store::TableCapacity::OnDemand)).await.unwrap();
     let today = chrono::Utc::now().date_naive();
-    let orders = Resource::table(config.orders_table.clone());
-    let gsi2 = Resource::index(config.orders_table.clone(), "GSI2");
-    for minute in 0..60 {
-        let at = minute_start(northwind_ops::server::store::day_minute(today, minute));
-        store.usage().consumed(at, &orders, Access::Write, 4200.0);
-        if minute == 0 {
-            store.usage().consumed(at, &gsi2, Access::Write, 60.0);
-        }
+    for back in 1..=days {
+        let day = today - chrono::Days::new(u64::from(back));
+        set_stream_units(&store, config, day, &(0..1440).collect::<Vec<u32>>(), units).await;
+        let start = epoch_minute(day.and_hms_opt(0, 0, 0).unwrap().and_utc());
+        store.mark_observed(start, start + 1439).await.unwrap();
     }
-    assert!(store.flush_usage().await.unwrap() > 0);
+    if minutes > 0 {
+        let now = epoch_minute(chrono::Utc::now());
+        for minute in now - minutes..now {
+            let at = minute_start(minute);
+            set_stream_units(&store, config, at.date_naive(), &[at.hour() * 60 + at.minute()], 1.0).await;
+        }
+        store.mark_observed(now - minutes, now - 1).await.unwrap();
+    }
     drop(store);
     if let Some(embedded) = embedded {
         embedded.shutdown().await;
@@ -253,41 +291,44 @@ async fn advise_prices_a_known_trace_as_worked_by_hand() {
         }
         let (code, _, stderr) = advise(&["--days", "3"]);
         assert_eq!(code, Some(1), "{engine:?}: {stderr}");
-        assert!(
-            stderr.contains("no consumed capacity is recorded in the metrics table")
-                && stderr.contains(&config.metrics_table),
-            "{stderr}"
-        );
+        assert!(stderr.contains("no capacity figures") && stderr.contains(&config.metrics_table), "{stderr}");
 
-        write_trace(&config).await;
+        // Two minutes observed today: no mode, and why.
+        write_trace(&config, 0, 0.0, 2).await;
         let (code, stdout, stderr) = advise(&["--days", "1"]);
         assert_eq!(code, Some(0), "{engine:?}: {stderr}");
         println!("{engine:?}:\n{stdout}");
-        assert!(stdout.contains("from 60 minutes recorded"), "{stdout}");
-        // Orders: 4,200 write units a minute is 70/s, exactly the 70% target
-        // of 100 WCU, held all hour (no scaling). A month is 720 such hours:
-        // on demand 252,000 units × $0.625/M × 720 = $113.40; provisioned
-        // 100 WCU × $0.00065 × 720 = $46.80, plus the 1 RCU reads keep, ×
-        // $0.00013 × 720 = $0.0936: $46.8936.
+        assert!(stdout.contains("source: stream"), "{stdout}");
+        let orders = section(&stdout, &config.orders_table);
+        assert!(orders.contains(": no recommendation\n"), "{orders}");
+        assert!(
+            orders.contains(
+                "not enough history: 2 minutes observed; choose after at least a day, better two to four weeks"
+            ),
+            "{orders}"
+        );
+
+        // Fourteen whole days of 600 write units a minute (10/s), observed,
+        // and today's two minutes of one unit each: 15 WCU in every one of
+        // the 20,162 minutes, $7.02 a month, + the 1 RCU reads keep, $0.0936:
+        // $7.1136; on demand (600 × 20,160 + 2) units over 20,162 minutes
+        // scaled to 43,200, × $0.625/M = $16.1984. Today's other minutes are unobserved: left out.
+        write_trace(&config, 14, 600.0, 0).await;
+        let (code, stdout, stderr) = advise(&["--days", "15"]);
+        assert_eq!(code, Some(0), "{engine:?}: {stderr}");
+        println!("{engine:?}:\n{stdout}");
+        assert!(stdout.contains(&format!("{} of ", 14 * 1440 + 2)), "{stdout}");
         let orders = section(&stdout, &config.orders_table);
         assert!(orders.contains(": provisioned\n"), "{orders}");
-        assert!(orders.contains("on-demand $113.4000; provisioned with auto scaling $46.8936"), "{orders}");
-        assert!(orders.contains("writes        average 70.00/s, peak 70.00/s; 70.0% of provisioned"), "{orders}");
-        // GSI2: 60 write units in the first minute, then nothing. Auto
-        // scaling starts at 2 WCU, scales in to 1 after 15 minutes at or
-        // below 50%: 15 × 2 + 45 × 1 = 75 WCU-minutes, × $0.00065 / 60 × 720
-        // = $0.585, plus $0.0936 of reads: $0.6786; on demand 60 × $0.625/M
-        // × 720 = $0.0270.
-        let gsi2 = section(&stdout, &format!("{}/GSI2", config.orders_table));
-        assert!(gsi2.contains(": on-demand\n"), "{gsi2}");
-        assert!(gsi2.contains("on-demand $0.0270; provisioned with auto scaling $0.6786"), "{gsi2}");
+        assert!(orders.contains("on-demand $16.1984; provisioned with auto scaling $7.1136"), "{orders}");
+        assert!(orders.contains("Auto scaling alone follows every ramp"), "{orders}");
 
         // A prices file overrides what it names: on-demand writes at twice the price.
         let prices = dir.path().join("prices.json");
         std::fs::write(&prices, r#"{"onDemandWritePerMillion": 1.25}"#).unwrap();
-        let (code, stdout, stderr) = advise(&["--days", "1", "--prices", &prices.display().to_string()]);
+        let (code, stdout, stderr) = advise(&["--days", "15", "--prices", &prices.display().to_string()]);
         assert_eq!(code, Some(0), "{stderr}");
-        assert!(section(&stdout, &config.orders_table).contains("on-demand $226.8000;"), "{stdout}");
+        assert!(section(&stdout, &config.orders_table).contains("on-demand $32.3968;"), "{stdout}");
         std::fs::write(&prices, r#"{"provisionedWcuHour": -1}"#).unwrap();
         let (code, _, stderr) = advise(&["--prices", &prices.display().to_string()]);
         assert_eq!(code, Some(1), "{stderr}");

@@ -372,6 +372,7 @@ async fn every_throttled_attempt_is_recorded_the_ones_the_sdk_retried_away_inclu
         records_applied: 0,
         bad_records: 0,
         live_clients: 0,
+        hot_keys: Vec::new(),
     });
     let tally = rig.stop().await;
     println!(

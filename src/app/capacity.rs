@@ -1,12 +1,16 @@
 //! The capacity page: what the tables and indexes consumed per minute, the
 //! attempts DynamoDB throttled and why, how hot each GSI2 shard ran against
 //! its partition's limit, and the shard planner's and the capacity-mode
-//! advisor's tables over the day. Read again every few seconds while open.
+//! advisor's tables over its window, and the partition keys written most.
+//! Every figure says where it comes from: the orders table's stream (every
+//! writer), CloudWatch (DynamoDB's own), or this app's calls. Read again
+//! every few seconds while open.
 
 use super::common::{DayInput, ErrorView, TableHead, day_axis, svg_num};
 use super::data::get_capacity;
 use crate::model::{
-    CapacityReport, HeatMinute, ModeAdvice, RecentUnits, ResourceUnits, ShardHeat, ShardPlan, ThrottleCount,
+    AdviceWindow, CapacityReport, HeatMinute, HotKeyMinute, ModeAdvice, RecentUnits, ResourceUnits, ShardHeat,
+    ShardPlan, ThrottleCount,
 };
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
@@ -57,16 +61,19 @@ pub fn CapacityPage() -> impl IntoView {
 #[component]
 fn CapacityView(report: CapacityReport) -> impl IntoView {
     let as_of = report.as_of.format("%H:%M:%S UTC").to_string();
+    let source = report.source.clone();
+    let throttle_source = report.source.clone();
     view! {
         <p class="as-of" data-testid="as-of">
             {format!("{} · as of {as_of} · read again every few seconds", report.date)}
         </p>
-        <UnitsSection resources=report.resources/>
+        <UnitsSection resources=report.resources source/>
+        <HotKeysSection hot=report.hot_keys/>
         <RecentSection recent=report.recent/>
-        <ThrottleSection throttles=report.throttles/>
+        <ThrottleSection throttles=report.throttles source=throttle_source/>
         <HeatSection heat=report.heat/>
         <PlanSection plan=report.plan/>
-        <AdviceSection advice=report.advice/>
+        <AdviceSection advice=report.advice window=report.advice_window/>
     }
 }
 
@@ -91,24 +98,35 @@ fn clock(minute: u16) -> String {
     format!("{:02}:{:02}", minute / 60, minute % 60)
 }
 
+/// Where the figures of a capacity source come from, in words.
+fn source_note(source: &str) -> &'static str {
+    if source == "cloudwatch" {
+        "Source: CloudWatch. Every figure is DynamoDB's own, from the AWS/DynamoDB metrics of each table and \
+         index (60-second sums), whoever made the calls."
+    } else {
+        "Source: the stream. Write units of the orders table and its indexes are every writer's (the order \
+         service, batch jobs, this app), priced from the table's stream as DynamoDB bills each write, plus the \
+         second half of this app's own transactions. Reads appear in no stream: they are this app's calls only, \
+         as DynamoDB answered them, and so is the metrics table."
+    }
+}
+
 #[component]
-fn UnitsSection(resources: Vec<ResourceUnits>) -> impl IntoView {
+fn UnitsSection(resources: Vec<ResourceUnits>, source: String) -> impl IntoView {
     let empty = resources.is_empty();
     let charts = resources.clone();
     view! {
         <section aria-labelledby="units-heading">
             <h2 id="units-heading">"Consumed capacity per minute"</h2>
-            <p class="muted">
-                "Capacity units DynamoDB reported for every call of the app, its stream consumer, seed and loadgen, "
-                "per table and index. Each process adds its minutes to the metrics table once a minute; this "
-                "instance's latest are included as they happen."
-            </p>
+            <p class="muted" data-testid="units-source" data-source=source.clone()>{source_note(&source)}</p>
             <table class="orders" data-testid="units-table">
                 <caption class="visually-hidden">"Units per table and index over the day"</caption>
                 <TableHead columns=&[
                     ("Table or index", false),
                     ("Read units", true),
+                    ("Reads from", false),
                     ("Write units", true),
+                    ("Writes from", false),
                     ("Busiest minute, reads/s", true),
                     ("Busiest minute, writes/s", true),
                 ]/>
@@ -123,7 +141,9 @@ fn UnitsSection(resources: Vec<ResourceUnits>) -> impl IntoView {
                                 <tr data-resource=r.resource.clone()>
                                     <td class="mono">{r.resource.clone()}</td>
                                     <td class="num" data-testid="read-units">{units(r.read_total)}</td>
+                                    <td data-testid="read-source">{r.read_source.clone()}</td>
                                     <td class="num" data-testid="write-units">{units(r.write_total)}</td>
+                                    <td data-testid="write-source">{r.write_source.clone()}</td>
                                     <td class="num">{per_second(peak(|m| m.read))}</td>
                                     <td class="num">{per_second(peak(|m| m.write))}</td>
                                 </tr>
@@ -189,11 +209,46 @@ fn UnitsChart(resource: ResourceUnits) -> impl IntoView {
 }
 
 #[component]
+fn HotKeysSection(hot: Vec<HotKeyMinute>) -> impl IntoView {
+    let empty = hot.is_empty();
+    view! {
+        <section aria-labelledby="hot-keys-heading">
+            <h2 id="hot-keys-heading">"Hot keys"</h2>
+            <p class="muted">
+                "The partition keys written most in a minute, per table and index, from the stream (every writer), "
+                "against the 1,000 write units a second one partition key can take. A key is kept for a minute once "
+                "it took 10 units in it: one order's own key never is, a customer ordering in a loop or a day's "
+                "single GSI2 partition is."
+            </p>
+            {empty.then(|| view! { <p class="empty" data-testid="no-hot-keys">"No key took 10 write units in a minute this day."</p> })}
+            {(!empty).then(|| view! {
+                <table class="orders" data-testid="hot-keys-table">
+                    <caption class="visually-hidden">"Partition keys written most per minute"</caption>
+                    <TableHead columns=&[("Table or index", false), ("Partition key", false), ("Minute (UTC)", false), ("Write units", true), ("Of a partition", true)]/>
+                    <tbody>
+                        {hot.into_iter().map(|h| view! {
+                            <tr data-resource=h.resource.clone() data-key=h.key.clone()>
+                                <td class="mono">{h.resource.clone()}</td>
+                                <td class="mono">{h.key.clone()}</td>
+                                <td>{clock(h.minute)}</td>
+                                <td class="num">{h.units}</td>
+                                <td class="num">{percent(h.share)}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            })}
+        </section>
+    }
+}
+
+#[component]
 fn RecentSection(recent: Vec<RecentUnits>) -> impl IntoView {
     (!recent.is_empty()).then(|| {
         view! {
             <section aria-labelledby="recent-heading">
                 <h2 id="recent-heading">"This instance, the last five minutes"</h2>
+                <p class="muted">"Source: this app's calls on this instance, as DynamoDB answered them."</p>
                 <table class="orders" data-testid="recent-table">
                     <caption class="visually-hidden">"Units per second of this instance's calls"</caption>
                     <TableHead columns=&[
@@ -228,15 +283,20 @@ fn RecentSection(recent: Vec<RecentUnits>) -> impl IntoView {
 }
 
 #[component]
-fn ThrottleSection(throttles: Vec<ThrottleCount>) -> impl IntoView {
+fn ThrottleSection(throttles: Vec<ThrottleCount>, source: String) -> impl IntoView {
     let total: u64 = throttles.iter().map(|t| t.total).sum();
+    let from = if source == "cloudwatch" {
+        "Source: CloudWatch (DynamoDB's ReadThrottleEvents, WriteThrottleEvents and ThrottledRequests per operation)."
+    } else {
+        "Source: this app's calls (other writers' throttles are in no stream; CloudWatch has them on AWS)."
+    };
     view! {
         <section aria-labelledby="throttles-heading">
             <h2 id="throttles-heading">"Throttled attempts"</h2>
             <p class="muted" data-testid="throttle-total">
                 {format!(
                     "{total} attempts throttled this day, the ones the SDK retried away included, by the reason \
-                     DynamoDB gave and where."
+                     DynamoDB gave and where. {from}"
                 )}
             </p>
             {(!throttles.is_empty()).then(|| view! {
@@ -410,15 +470,27 @@ fn PlanSection(plan: Option<ShardPlan>) -> impl IntoView {
 }
 
 #[component]
-fn AdviceSection(advice: Vec<ModeAdvice>) -> impl IntoView {
+fn AdviceSection(advice: Vec<ModeAdvice>, window: AdviceWindow) -> impl IntoView {
     let empty = advice.is_empty();
+    let coverage = format!(
+        "Source: {}. Window: the last {} days, from {} UTC; {} of its {} minutes observed ({} coverage). A minute the \
+         source observed without traffic counts as idle; one nobody observed is left out. Below a day observed, \
+         no mode is recommended.",
+        window.source,
+        window.days,
+        window.start.format("%Y-%m-%d %H:%M"),
+        window.observed_minutes,
+        window.minutes,
+        percent(window.coverage)
+    );
     view! {
         <section aria-labelledby="advice-heading">
             <h2 id="advice-heading">"Capacity mode advisor"</h2>
             <p class="muted">
-                "On demand against provisioned with auto scaling (70% target), over this day's minutes scaled to a "
-                "30-day month, at the server's prices. `northwind-ops advise --days 7` weighs a week."
+                "On demand against provisioned with auto scaling (70% target), over the observed minutes scaled to a "
+                "30-day month, at the server's prices (`northwind-ops advise` prints the same)."
             </p>
+            <p data-testid="advice-window">{coverage}</p>
             {empty.then(|| view! { <p class="empty">"Nothing recorded to advise on."</p> })}
             {(!empty).then(|| view! {
                 <table class="orders advice" data-testid="advice-table">
@@ -443,7 +515,10 @@ fn AdviceSection(advice: Vec<ModeAdvice>) -> impl IntoView {
                                     <td class="num">{dollars(a.provisioned_monthly)}</td>
                                     <td class="num">{side(a.write)}</td>
                                     <td class="num">{side(a.read)}</td>
-                                    <td class="reason">{a.reason.clone()}</td>
+                                    <td class="reason">
+                                        {a.reason.clone()}
+                                        {a.scheduled_actions.iter().map(|json| view! { <pre class="mono" data-testid="scheduled-action">{json.clone()}</pre> }).collect_view()}
+                                    </td>
                                 </tr>
                             }
                         }).collect_view()}

@@ -152,7 +152,11 @@ impl TestApp {
             per_client: args.limits.max_live_per_client as usize,
         });
         let service = Service::new(store.clone(), Arc::new(CursorCodec::new(CURSOR_SECRET)), live)
-            .with_stuck_after(args.stuck_after_minutes);
+            .with_stuck_after(args.stuck_after_minutes)
+            .with_capacity(northwind_ops::server::service::figures::CapacitySettings {
+                source: config.capacity_source(),
+                ..Default::default()
+            });
         let (stop, stopped) = oneshot::channel::<()>();
         let (addr, _task) = serve::start(service.clone(), &args, async {
             let _ = stopped.await;

@@ -27,12 +27,23 @@
 //!   counted as throttled: with provisioned capacity those requests would
 //!   have failed. Burst capacity is not modelled, so this is pessimistic.
 //!
+//! - A minute nobody observed is left out: it costs nothing either way and
+//!   counts towards nothing; the state of auto scaling carries over it, and
+//!   its streaks (minutes above or below) start again after it.
+//! - Scheduled floor raises: when provisioned is cheaper but auto scaling
+//!   would have throttled at the start of a burst (the month-end batch), the
+//!   advisor tries an Application Auto Scaling scheduled action that raises
+//!   the minimum capacity to what the burst wants from 10 minutes before it
+//!   to its end, replays the minutes with that floor, and recommends it
+//!   when nothing throttles and it is still cheaper.
+//! - No recommendation on less than a day of observed minutes (`recommend`).
+//!
 //! Costs: on demand, every consumed unit as one request unit (write units at
 //! the write price, read units at the read price); provisioned, every minute's
 //! capacity at the unit-hour price / 60. Monthly figures scale the simulated
 //! span to a 30-day month: cost × (30 × 1440 minutes) / minutes simulated.
 
-use chrono::{DateTime, Timelike, Utc};
+use chrono::{DateTime, Datelike, Timelike, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::Path;
@@ -224,10 +235,78 @@ pub struct Minute {
 pub struct Series {
     /// The table, or `table/index`, the figures are for.
     pub resource: String,
-    /// When the first minute began. Only its time of day matters: the
-    /// decrease quota counts per UTC day.
+    /// When the first minute began. Its time of day places the decrease
+    /// quota's UTC days; its date, a scheduled action.
     pub start: DateTime<Utc>,
     pub minutes: Vec<Minute>,
+    /// Which minutes were observed (the same length as `minutes`); empty:
+    /// every one. An unobserved minute is unknown, not idle.
+    #[serde(default)]
+    pub observed: Vec<bool>,
+}
+
+impl Series {
+    fn is_observed(&self, minute: usize) -> bool {
+        self.observed.get(minute).copied().unwrap_or(self.observed.is_empty())
+    }
+
+    /// Minutes observed.
+    pub fn observed_minutes(&self) -> usize {
+        (0..self.minutes.len()).filter(|m| self.is_observed(*m)).count()
+    }
+}
+
+/// Observed minutes below which the advisor recommends no mode: a day.
+pub const MIN_OBSERVED_MINUTES: usize = MINUTES_PER_DAY;
+
+/// A floor raise before a burst that auto scaling alone cannot follow.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduledFloor {
+    pub access: Access,
+    /// When the minimum capacity is raised (10 minutes before the burst)
+    /// and when it is set back.
+    pub raise_at: DateTime<Utc>,
+    pub lower_at: DateTime<Utc>,
+    /// The minimum capacity while raised: what the burst wants at 70%.
+    pub min_capacity: u32,
+    /// The minimum to set back (what the minutes before the burst wanted).
+    pub restore_capacity: u32,
+    /// `cron(...)` when the burst falls on a month's last day (every month),
+    /// else `at(...)` of the one seen.
+    pub raise_schedule: String,
+    pub lower_schedule: String,
+}
+
+impl ScheduledFloor {
+    /// The two `aws application-autoscaling put-scheduled-action
+    /// --cli-input-json` documents: the raise, and the setting back.
+    pub fn put_scheduled_actions(&self, table: &str, index: Option<&str>) -> Vec<serde_json::Value> {
+        let (resource_id, dimension) = match index {
+            Some(index) => (format!("table/{table}/index/{index}"), "index"),
+            None => (format!("table/{table}"), "table"),
+        };
+        let unit = match self.access {
+            Access::Read => "ReadCapacityUnits",
+            Access::Write => "WriteCapacityUnits",
+        };
+        let name = resource_id.replace('/', "-");
+        let action = |suffix: &str, schedule: &str, min: u32| {
+            serde_json::json!({
+                "ServiceNamespace": "dynamodb",
+                "ScheduledActionName": format!("{name}-{}-{suffix}", self.access),
+                "ResourceId": resource_id,
+                "ScalableDimension": format!("dynamodb:{dimension}:{unit}"),
+                "Schedule": schedule,
+                "Timezone": "Etc/UTC",
+                "ScalableTargetAction": {"MinCapacity": min},
+            })
+        };
+        vec![
+            action("raise", &self.raise_schedule, self.min_capacity),
+            action("lower", &self.lower_schedule, self.restore_capacity),
+        ]
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -278,6 +357,39 @@ pub struct Advice {
     pub write: Utilisation,
     /// One paragraph naming the figures behind `mode`.
     pub reason: String,
+    /// The scheduled floor raises provisioned needs (empty when auto scaling
+    /// alone follows every ramp, or on demand is advised).
+    pub schedule: Vec<ScheduledFloor>,
+}
+
+/// What the advisor says of one resource over a window.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    Advice(Box<Advice>),
+    /// Less than `MIN_OBSERVED_MINUTES` observed: no mode recommended.
+    NotEnoughHistory {
+        resource: String,
+        observed: usize,
+    },
+}
+
+impl Verdict {
+    /// Why no mode is recommended, in words.
+    pub fn not_enough_history(observed: usize) -> String {
+        let amount = if observed == 1 { "1 minute".to_string() } else { format!("{observed} minutes") };
+        format!("not enough history: {amount} observed; choose after at least a day, better two to four weeks")
+    }
+}
+
+/// `advise`, but only on at least a day of observed minutes: the decision
+/// hinges on measured utilisation over weeks, not on a few minutes.
+pub fn recommend(series: &Series, prices: &Prices) -> Result<Verdict, AdviceError> {
+    let observed = series.observed_minutes();
+    if observed < MIN_OBSERVED_MINUTES {
+        prices.check("the prices given")?;
+        return Ok(Verdict::NotEnoughHistory { resource: series.resource.clone(), observed });
+    }
+    Ok(Verdict::Advice(Box::new(advise(series, prices)?)))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -295,14 +407,14 @@ pub enum AdviceError {
 /// manage). Costs are monthly: the span scaled to 30 days.
 pub fn advise(series: &Series, prices: &Prices) -> Result<Advice, AdviceError> {
     prices.check("the prices given")?;
-    if series.minutes.is_empty() {
+    if series.observed_minutes() == 0 {
         return Err(AdviceError::NoData { resource: series.resource.clone() });
     }
     let reads = units(series, Access::Read)?;
     let writes = units(series, Access::Write)?;
     let first_minute_of_day = (series.start.num_seconds_from_midnight() / 60) as usize;
-    let read = account(&reads, first_minute_of_day, prices, Access::Read);
-    let write = account(&writes, first_minute_of_day, prices, Access::Write);
+    let read = account(&reads, first_minute_of_day, prices, Access::Read, &[]);
+    let write = account(&writes, first_minute_of_day, prices, Access::Write, &[]);
     let on_demand_monthly = read.on_demand_monthly + write.on_demand_monthly;
     let provisioned_monthly = read.provisioned_monthly + write.provisioned_monthly;
     // Cheaper is not enough: a mode that would have refused requests (auto
@@ -312,19 +424,141 @@ pub fn advise(series: &Series, prices: &Prices) -> Result<Advice, AdviceError> {
     let mut advice = Advice {
         resource: series.resource.clone(),
         mode,
-        minutes: series.minutes.len(),
+        minutes: series.observed_minutes(),
         on_demand_monthly,
         provisioned_monthly,
         read,
         write,
         reason: String::new(),
+        schedule: Vec::new(),
     };
+    if throttles && provisioned_monthly < on_demand_monthly {
+        with_floor(&mut advice, series, &reads, &writes, first_minute_of_day, prices);
+    }
     advice.reason = reason(&advice, prices);
     Ok(advice)
 }
 
-/// One side's units per minute, each a finite number of zero or more.
-fn units(series: &Series, access: Access) -> Result<Vec<f64>, AdviceError> {
+/// Provisioned with a scheduled floor raise before each burst auto scaling
+/// could not follow, when that throttles nothing and is still cheaper.
+fn with_floor(
+    advice: &mut Advice,
+    series: &Series,
+    reads: &[Option<f64>],
+    writes: &[Option<f64>],
+    first_minute_of_day: usize,
+    prices: &Prices,
+) {
+    let mut schedule = Vec::new();
+    let mut sides = Vec::new();
+    for (units, access) in [(reads, Access::Read), (writes, Access::Write)] {
+        let plain = simulate_with(units, first_minute_of_day, &[]);
+        let floors = bursts(units, &plain.throttled);
+        let floor = floor_of(&floors, units.len());
+        let side = account(units, first_minute_of_day, prices, access, &floor);
+        if side.throttled_minutes > 0 {
+            return;
+        }
+        for burst in floors {
+            let Some(floor) = scheduled(series, &burst, access) else { return };
+            schedule.push(floor);
+        }
+        sides.push(side);
+    }
+    let write = sides.pop().expect("two sides");
+    let read = sides.pop().expect("two sides");
+    let provisioned_monthly = read.provisioned_monthly + write.provisioned_monthly;
+    if provisioned_monthly < advice.on_demand_monthly {
+        advice.mode = Mode::Provisioned;
+        advice.provisioned_monthly = provisioned_monthly;
+        advice.read = read;
+        advice.write = write;
+        advice.schedule = schedule;
+    }
+}
+
+/// One burst auto scaling could not follow: the floor it needs, from when
+/// to when (minute indexes, the end excluded).
+#[derive(Clone, Debug, PartialEq)]
+struct Burst {
+    raise: usize,
+    lower: usize,
+    floor: u32,
+    restore: u32,
+}
+
+/// Minutes raised before a burst starts.
+const RAISE_AHEAD_MINUTES: usize = 10;
+/// Throttled minutes further apart than this are separate bursts.
+const BURST_GAP_MINUTES: usize = 60;
+
+/// The bursts behind throttled minutes: each starts at its first throttled
+/// minute, wants the capacity of its busiest minute, and lasts while the
+/// minutes stay above half of that.
+fn bursts(units: &[Option<f64>], throttled: &[usize]) -> Vec<Burst> {
+    let mut bursts: Vec<Burst> = Vec::new();
+    for &start in throttled {
+        if bursts.last().is_some_and(|b| start < b.lower + BURST_GAP_MINUTES) {
+            continue;
+        }
+        let level = |m: usize| units.get(m).copied().flatten().unwrap_or(0.0);
+        let peak = (start..units.len().min(start + 4 * 60)).map(level).fold(0.0, f64::max);
+        let mut end = start;
+        while end < units.len() && level(end) >= peak / 2.0 {
+            end += 1;
+        }
+        let raise = start.saturating_sub(RAISE_AHEAD_MINUTES);
+        let before = (raise.saturating_sub(60)..raise).map(level).fold(0.0, f64::max);
+        bursts.push(Burst { raise, lower: end, floor: desired(peak), restore: desired(before) });
+    }
+    bursts
+}
+
+/// The minimum capacity of every minute the bursts ask for (0: none).
+fn floor_of(bursts: &[Burst], minutes: usize) -> Vec<u32> {
+    let mut floor = vec![0; minutes];
+    for burst in bursts {
+        for minute in &mut floor[burst.raise..burst.lower.min(minutes)] {
+            *minute = (*minute).max(burst.floor);
+        }
+    }
+    floor
+}
+
+/// A burst as a scheduled action: every month when it fell on a month's
+/// last day (the month-end batch), else once at the time it was seen.
+/// `None` for a burst at the very start of the span (nothing to schedule
+/// ahead of).
+fn scheduled(series: &Series, burst: &Burst, access: Access) -> Option<ScheduledFloor> {
+    if burst.raise == 0 {
+        return None;
+    }
+    let at = |minute: usize| series.start + chrono::Duration::minutes(minute as i64);
+    let (raise_at, lower_at) = (at(burst.raise), at(burst.lower));
+    let month_end = |t: DateTime<Utc>| (t + chrono::Duration::days(1)).month() != t.month();
+    let schedule = |t: DateTime<Utc>, monthly: bool| {
+        if monthly {
+            let day = if month_end(t) { "L" } else { "1" };
+            format!("cron({} {} {day} * ? *)", t.minute(), t.hour())
+        } else {
+            format!("at({})", t.format("%Y-%m-%dT%H:%M:%S"))
+        }
+    };
+    let monthly = month_end(raise_at);
+    Some(ScheduledFloor {
+        access,
+        raise_at,
+        lower_at,
+        min_capacity: burst.floor,
+        restore_capacity: burst.restore,
+        raise_schedule: schedule(raise_at, monthly),
+        lower_schedule: schedule(lower_at, monthly),
+    })
+}
+
+/// One side's units per minute, each a finite number of zero or more, and
+/// `None` for a minute not observed.
+fn units(series: &Series, access: Access) -> Result<Vec<Option<f64>>, AdviceError> {
     series
         .minutes
         .iter()
@@ -334,8 +568,10 @@ fn units(series: &Series, access: Access) -> Result<Vec<f64>, AdviceError> {
                 Access::Read => m.read_units,
                 Access::Write => m.write_units,
             };
-            if value.is_finite() && value >= 0.0 {
-                Ok(value)
+            if !series.is_observed(minute) {
+                Ok(None)
+            } else if value.is_finite() && value >= 0.0 {
+                Ok(Some(value))
             } else {
                 Err(AdviceError::BadMinute { resource: series.resource.clone(), minute, access, value })
             }
@@ -343,17 +579,24 @@ fn units(series: &Series, access: Access) -> Result<Vec<f64>, AdviceError> {
         .collect()
 }
 
-/// Simulate one side and price both modes for it.
-fn account(units: &[f64], first_minute_of_day: usize, prices: &Prices, access: Access) -> Utilisation {
-    let simulation = simulate(units, first_minute_of_day);
-    let minutes = units.len() as f64;
-    let consumed: f64 = units.iter().sum();
+/// Simulate one side (with a minimum capacity per minute, `floor`, where
+/// given) and price both modes for it, over its observed minutes.
+fn account(
+    units: &[Option<f64>],
+    first_minute_of_day: usize,
+    prices: &Prices,
+    access: Access,
+    floor: &[u32],
+) -> Utilisation {
+    let simulation = simulate_with(units, first_minute_of_day, floor);
+    let minutes = (units.iter().flatten().count() as f64).max(1.0);
+    let consumed: f64 = units.iter().flatten().sum();
     // Every minute holds at least 1 unit, so this is never zero.
-    let paid_unit_minutes: f64 = simulation.provisioned.iter().map(|&p| f64::from(p)).sum();
+    let paid_unit_minutes: f64 = simulation.provisioned.iter().map(|&p| f64::from(p)).sum::<f64>().max(1.0);
     let to_month = MONTH_MINUTES / minutes;
     Utilisation {
         average_per_second: consumed / (60.0 * minutes),
-        peak_per_second: units.iter().copied().fold(0.0, f64::max) / 60.0,
+        peak_per_second: units.iter().flatten().copied().fold(0.0, f64::max) / 60.0,
         average_utilisation: consumed / (60.0 * paid_unit_minutes),
         provisioned_average: paid_unit_minutes / minutes,
         on_demand_monthly: consumed * prices.on_demand_per_unit(access) * to_month,
@@ -367,9 +610,11 @@ fn account(units: &[f64], first_minute_of_day: usize, prices: &Prices, access: A
 /// What auto scaling did to one side of a resource.
 #[derive(Debug, Default)]
 struct Simulation {
-    /// Capacity units in force during each minute.
+    /// Capacity units in force during each observed minute.
     provisioned: Vec<u32>,
     throttled_minutes: u32,
+    /// Which minutes (indexes into the series) were throttled.
+    throttled: Vec<usize>,
     /// Minutes whose end raised, or lowered, the capacity.
     increases: Vec<usize>,
     decreases: Vec<usize>,
@@ -382,21 +627,37 @@ fn desired(units: f64) -> u32 {
     ((units * 100.0 / (60.0 * TARGET_PERCENT)).ceil() as u32).max(1)
 }
 
-/// Replay auto scaling over one side's minutes; `first_minute_of_day` places
-/// the first minute in its UTC day.
+/// Replay auto scaling over one side's minutes, every one observed;
+/// `first_minute_of_day` places the first minute in its UTC day.
+#[cfg(test)]
 fn simulate(units: &[f64], first_minute_of_day: usize) -> Simulation {
+    let units: Vec<Option<f64>> = units.iter().copied().map(Some).collect();
+    simulate_with(&units, first_minute_of_day, &[])
+}
+
+/// Replay auto scaling over one side's minutes (`None`: not observed,
+/// skipped), never below `floor` where it is given (a scheduled minimum).
+fn simulate_with(units: &[Option<f64>], first_minute_of_day: usize, floor: &[u32]) -> Simulation {
     let mut simulation = Simulation::default();
-    let Some(&first) = units.first() else {
+    let floor_at = |minute: usize| floor.get(minute).copied().unwrap_or(0);
+    let Some((start, first)) = units.iter().enumerate().find_map(|(m, u)| u.map(|u| (m, u))) else {
         return simulation;
     };
-    let mut provisioned = desired(first);
+    let mut provisioned = desired(first).max(floor_at(start));
     let (mut above, mut below) = (0, 0);
     let mut quota = DecreaseQuota::default();
-    for (minute, &consumed) in units.iter().enumerate() {
+    for (minute, consumed) in units.iter().enumerate() {
+        let Some(consumed) = *consumed else {
+            // Unknown: no streak runs across it.
+            (above, below) = (0, 0);
+            continue;
+        };
+        provisioned = provisioned.max(floor_at(minute));
         simulation.provisioned.push(provisioned);
         let capacity = 60.0 * f64::from(provisioned);
         if consumed > capacity {
             simulation.throttled_minutes += 1;
+            simulation.throttled.push(minute);
         }
         let percent = consumed * 100.0 / capacity;
         above = if percent > TARGET_PERCENT { above + 1 } else { 0 };
@@ -408,7 +669,8 @@ fn simulate(units: &[f64], first_minute_of_day: usize) -> Simulation {
                 provisioned = want;
                 simulation.increases.push(minute);
             }
-        } else if below >= SCALE_IN_AFTER_MINUTES && want < provisioned {
+        } else if below >= SCALE_IN_AFTER_MINUTES && want.max(floor_at(minute + 1)) < provisioned {
+            let want = want.max(floor_at(minute + 1));
             let day = (first_minute_of_day + minute) / MINUTES_PER_DAY;
             // Refused by the quota: `below` stays, so the next qualifying
             // minute tries again.
@@ -464,6 +726,25 @@ fn reason(advice: &Advice, prices: &Prices) -> String {
         advice.minutes,
         utilisation_reason(advice, prices),
     );
+    for floor in &advice.schedule {
+        text.push_str(&format!(
+            " Auto scaling alone cannot follow the {} burst at {} (it reacts after 2 minutes above 70%, and \
+             throttled meanwhile): raise the minimum {} capacity to {} units at {} ({}) and set it back to {} at \
+             {} ({}); with that, nothing throttles.",
+            floor.access,
+            (floor.raise_at + chrono::Duration::minutes(RAISE_AHEAD_MINUTES as i64)).format("%Y-%m-%d %H:%M UTC"),
+            floor.access,
+            floor.min_capacity,
+            floor.raise_at.format("%H:%M"),
+            floor.raise_schedule,
+            floor.restore_capacity,
+            floor.lower_at.format("%H:%M"),
+            floor.lower_schedule,
+        ));
+    }
+    if advice.mode == Mode::Provisioned && advice.schedule.is_empty() {
+        text.push_str(" Auto scaling alone follows every ramp in these minutes.");
+    }
     let (writes, reads) = (advice.write.throttled_minutes, advice.read.throttled_minutes);
     if writes + reads > 0 {
         text.push_str(&format!(
@@ -527,6 +808,7 @@ mod tests {
             resource: "northwind-orders/GSI2".into(),
             start: noon(),
             minutes: units.iter().map(|&write_units| Minute { read_units: 0.0, write_units }).collect(),
+            observed: Vec::new(),
         }
     }
 
@@ -796,6 +1078,7 @@ mod tests {
             minutes: (0..30)
                 .map(|m| Minute { read_units: 420.0, write_units: if m < 10 { 420.0 } else { 60.0 } })
                 .collect(),
+            observed: Vec::new(),
         };
         let advice = advise(&series, &Prices::default()).unwrap();
         assert_eq!(advice.read.provisioned_average, 10.0);
@@ -843,6 +1126,133 @@ mod tests {
         // 1 WCU + 1 RCU for 30 days: 720 h × ($0.00065 + $0.00013) = $0.5616.
         assert_close(advice.provisioned_monthly, 0.5616);
         assert!(!advice.reason.contains("NaN"));
+    }
+
+    /// Fourteen days of write units from 2026-11-17 00:00 UTC (the last is
+    /// November 30th, a month's last day), every minute observed.
+    fn fortnight(units: impl Fn(usize) -> f64) -> Series {
+        let minutes = (0..14 * MINUTES_PER_DAY).map(|m| Minute { read_units: 0.0, write_units: units(m) }).collect();
+        Series {
+            resource: "northwind-orders".into(),
+            start: "2026-11-17T00:00:00Z".parse().unwrap(),
+            minutes,
+            observed: Vec::new(),
+        }
+    }
+
+    fn advice_of(series: &Series) -> Advice {
+        match recommend(series, &Prices::default()).unwrap() {
+            Verdict::Advice(advice) => *advice,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn minutes_of_history_recommend_nothing_and_say_why() {
+        let mut series = fortnight(|_| 600.0);
+        series.observed = vec![false; series.minutes.len()];
+        series.observed[100] = true;
+        series.observed[101] = true;
+        let verdict = recommend(&series, &Prices::default()).unwrap();
+        assert_eq!(verdict, Verdict::NotEnoughHistory { resource: "northwind-orders".into(), observed: 2 });
+        assert_eq!(
+            Verdict::not_enough_history(2),
+            "not enough history: 2 minutes observed; choose after at least a day, better two to four weeks"
+        );
+        // A day less a minute is still not a day; a day is.
+        series.observed = (0..series.minutes.len()).map(|m| m < MIN_OBSERVED_MINUTES - 1).collect();
+        assert!(matches!(
+            recommend(&series, &Prices::default()).unwrap(),
+            Verdict::NotEnoughHistory { observed: 1439, .. }
+        ));
+        series.observed[MIN_OBSERVED_MINUTES - 1] = true;
+        assert!(matches!(recommend(&series, &Prices::default()).unwrap(), Verdict::Advice(_)));
+    }
+
+    #[test]
+    fn unobserved_minutes_cost_nothing_and_scale_nothing() {
+        // Two observed weeks of steady 600 a minute, with the middle day
+        // unknown: the same monthly figures as every minute observed.
+        let steady = fortnight(|_| 600.0);
+        let mut gap = steady.clone();
+        gap.observed = (0..gap.minutes.len()).map(|m| !(7 * 1440..8 * 1440).contains(&m)).collect();
+        gap.minutes[7 * 1440 + 5].write_units = 1e9;
+        let (whole, holed) = (advice_of(&steady), advice_of(&gap));
+        assert_eq!(holed.minutes, 13 * 1440);
+        assert_close(holed.on_demand_monthly, whole.on_demand_monthly);
+        assert_close(holed.provisioned_monthly, whole.provisioned_monthly);
+        assert_eq!(holed.write.throttled_minutes, 0, "the unknown minute's units are not counted");
+    }
+
+    #[test]
+    fn a_steady_fortnight_recommends_provisioned_as_worked_by_hand() {
+        // 600 units a minute = 10/s wants ceil(10 / 0.7) = 15 units, all
+        // fortnight: 15 × $0.00065 × 720 h = $7.02 a month, and reads at the
+        // 1-unit minimum, $0.0936: $7.1136. On demand: 600 × 43,200 minutes
+        // = 25.92 M units × $0.625 / M = $16.20.
+        let advice = advice_of(&fortnight(|_| 600.0));
+        assert_eq!(advice.mode, Mode::Provisioned);
+        assert_close(advice.provisioned_monthly, 7.1136);
+        assert_close(advice.on_demand_monthly, 16.2);
+        assert!(advice.schedule.is_empty());
+        assert!(advice.reason.contains("Auto scaling alone follows every ramp"), "{}", advice.reason);
+    }
+
+    #[test]
+    fn a_spiky_fortnight_recommends_on_demand_as_worked_by_hand() {
+        // Each hour, minutes 30 and 31 take 60,000 units and the rest none
+        // (see `two_minute_spikes_once_an_hour_recommend_on_demand` for the
+        // hour's arithmetic): $167.6376 provisioned against $54 on demand a
+        // month, and 2 throttled minutes an hour: a floor raise before each
+        // spike would cost more still, so on demand.
+        let advice = advice_of(&fortnight(|m| if m % 60 == 30 || m % 60 == 31 { 60_000.0 } else { 0.0 }));
+        assert_eq!(advice.mode, Mode::OnDemand);
+        assert_close(advice.provisioned_monthly, 167.6376);
+        assert_close(advice.on_demand_monthly, 54.0);
+        assert_eq!(advice.write.throttled_minutes, 2 * 24 * 14);
+        assert!(advice.schedule.is_empty());
+    }
+
+    #[test]
+    fn the_month_end_batch_gets_a_scheduled_floor_raise_worked_by_hand() {
+        // Steady 600 a minute (15 units); on November 30th from 22:00 to
+        // midnight the batch writes 3x, 1,800 a minute = 30/s. Auto scaling
+        // alone: 22:00 and 22:01 run 30/s on 15 units (throttled), then
+        // scale out to ceil(30 / 0.7) = 43 from 22:02: on demand is advised.
+        let batch_start = 13 * 1440 + 22 * 60;
+        let series = fortnight(|m| if m >= batch_start { 1800.0 } else { 600.0 });
+        let plain = simulate(&series.minutes.iter().map(|m| m.write_units).collect::<Vec<_>>(), 0);
+        assert_eq!(plain.throttled, [batch_start, batch_start + 1]);
+        // With the floor raised to 43 from 21:50 to the batch's end (the
+        // span's end, midnight), nothing throttles: 43 units run 30/s at
+        // 69.8%, never above 70% (no scale-out) nor at or below 50% long
+        // enough to scale in (21:50-21:59, 10 minutes at 23%).
+        // Write unit-minutes: 20,160 × 15 + 130 × (43 − 15) = 306,040;
+        //   × $0.00065 / 60 = $3.315433 for the 14 days, × 30/14 = $7.104500.
+        // Reads, the 1-unit minimum: $0.0936. Provisioned: $7.198100.
+        // On demand: 20,160 × 600 + 120 × 1,200 = 12,240,000 units
+        //   × $0.625 / M = $7.65, × 30/14 = $16.392857.
+        let advice = advice_of(&series);
+        assert_eq!(advice.mode, Mode::Provisioned, "{}", advice.reason);
+        assert_close(advice.provisioned_monthly, 7.1981);
+        assert_close(advice.on_demand_monthly, 16.392857142857142);
+        assert_eq!(advice.write.throttled_minutes, 0);
+        let floor = &advice.schedule[..];
+        assert_eq!(floor.len(), 1);
+        assert_eq!((floor[0].min_capacity, floor[0].restore_capacity), (43, 15));
+        assert_eq!(floor[0].raise_at, "2026-11-30T21:50:00Z".parse::<DateTime<Utc>>().unwrap());
+        assert_eq!(floor[0].raise_schedule, "cron(50 21 L * ? *)", "every month's last day");
+        assert_eq!(floor[0].lower_schedule, "cron(0 0 1 * ? *)");
+        let actions = floor[0].put_scheduled_actions("northwind-orders", Some("GSI2"));
+        assert_eq!(actions[0]["ResourceId"], "table/northwind-orders/index/GSI2");
+        assert_eq!(actions[0]["ScalableDimension"], "dynamodb:index:WriteCapacityUnits");
+        assert_eq!(actions[0]["ScalableTargetAction"]["MinCapacity"], 43);
+        assert_eq!(actions[1]["ScalableTargetAction"]["MinCapacity"], 15);
+        assert!(
+            advice.reason.contains("Auto scaling alone cannot follow the write burst at 2026-11-30 22:00 UTC"),
+            "{}",
+            advice.reason
+        );
     }
 
     fn run_u32(units: u32, count: usize) -> Vec<u32> {

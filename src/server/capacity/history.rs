@@ -1,79 +1,123 @@
-//! The persisted minutes (`store::CapacityDay`) as the advisor's series: one
-//! per table and index, over one span of consecutive minutes.
-//!
-//! The span runs from the first minute any resource consumed anything to the
-//! last. A running app flushes its own writes to the metrics table, so while
-//! one runs every minute has data; a gap inside the span is a quiet
-//! minute, and minutes before the first or after the last are unknown, not
-//! idle, so they are left out rather than counted as zero.
+//! A window of days' figures (`sources::Figures`) as the advisor's series:
+//! one per table and index, over every minute of the window, each marked
+//! observed or not by the source of its writes. A minute the source
+//! observed with no traffic is zero; a minute nobody observed is unknown,
+//! and the advisor leaves it out. Coverage is the observed minutes over the
+//! window's.
 
-use super::advisor::{Access, Minute, Series};
-use super::usage::{Resource, minute_start};
-use crate::server::store::{CapacityDay, day_minute};
-use std::collections::BTreeMap;
+use super::advisor::{Minute, Series};
+use super::sources::Figures;
+use super::usage::Resource;
+use chrono::{DateTime, NaiveDate, Utc};
+use std::collections::BTreeSet;
 
-/// Every resource's series over the span the days have data for, oldest
-/// minute first; none when nothing was recorded.
-pub fn series(days: &[CapacityDay]) -> Vec<Series> {
-    let mut by_resource: BTreeMap<Resource, BTreeMap<i64, Minute>> = BTreeMap::new();
-    for day in days {
-        for ((resource, access), units) in &day.units {
-            let minutes = by_resource.entry(resource.clone()).or_default();
-            for (minute, &n) in units.iter().enumerate().filter(|(_, n)| **n > 0.0) {
-                let entry = minutes.entry(day_minute(day.date, minute as u32)).or_default();
-                match access {
-                    Access::Read => entry.read_units += n,
-                    Access::Write => entry.write_units += n,
-                }
+const MINUTES: usize = 1440;
+
+/// One day of a window.
+pub struct Day<'a> {
+    pub date: NaiveDate,
+    pub figures: &'a Figures,
+}
+
+/// The window the advisor weighs, and how much of it was observed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Window {
+    pub start: DateTime<Utc>,
+    /// Minutes from `start` to the end (now, or the last day's end).
+    pub minutes: usize,
+    pub observed: usize,
+}
+
+impl Window {
+    /// Observed minutes over the window's, 0 to 1.
+    pub fn coverage(&self) -> f64 {
+        if self.minutes == 0 { 0.0 } else { self.observed as f64 / self.minutes as f64 }
+    }
+}
+
+/// Every resource's series over `days` (oldest first), cut at `end`; the
+/// window they cover.
+pub fn series(days: &[Day<'_>], end: DateTime<Utc>) -> (Vec<Series>, Window) {
+    let Some(first) = days.first() else {
+        return (Vec::new(), Window { start: end, minutes: 0, observed: 0 });
+    };
+    let start = first.date.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
+    let length = ((end - start).num_minutes().max(0) as usize).min(days.len() * MINUTES);
+    let mut observed = vec![false; length];
+    for (d, day) in days.iter().enumerate() {
+        for (m, seen) in day.figures.observed.iter().enumerate() {
+            if let Some(slot) = observed.get_mut(d * MINUTES + m) {
+                *slot = *seen;
             }
         }
     }
-    let first = by_resource.values().filter_map(|m| m.keys().next()).min().copied();
-    let last = by_resource.values().filter_map(|m| m.keys().next_back()).max().copied();
-    let (Some(first), Some(last)) = (first, last) else { return Vec::new() };
-    by_resource
+    let resources: BTreeSet<&Resource> =
+        days.iter().flat_map(|d| d.figures.units.keys().map(|(resource, _)| resource)).collect();
+    let series = resources
         .into_iter()
-        .map(|(resource, minutes)| Series {
-            resource: resource.to_string(),
-            start: minute_start(first),
-            minutes: (first..=last).map(|m| minutes.get(&m).copied().unwrap_or_default()).collect(),
+        .map(|resource| {
+            let mut minutes = vec![Minute::default(); length];
+            for (d, day) in days.iter().enumerate() {
+                for (access, side) in [super::advisor::Access::Read, super::advisor::Access::Write]
+                    .into_iter()
+                    .filter_map(|access| day.figures.side(resource, access).map(|side| (access, side)))
+                {
+                    for (m, units) in side.minutes.iter().enumerate() {
+                        let Some(minute) = minutes.get_mut(d * MINUTES + m) else { break };
+                        match access {
+                            super::advisor::Access::Read => minute.read_units += units,
+                            super::advisor::Access::Write => minute.write_units += units,
+                        }
+                    }
+                }
+            }
+            Series { resource: resource.to_string(), start, minutes, observed: observed.clone() }
         })
-        .collect()
+        .collect();
+    let seen = observed.iter().filter(|o| **o).count();
+    (series, Window { start, minutes: length, observed: seen })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::NaiveDate;
+    use crate::server::capacity::advisor::Access;
+    use crate::server::capacity::sources::{Origin, Side};
 
-    fn day(date: NaiveDate, entries: &[(&str, Access, usize, f64)]) -> CapacityDay {
-        let mut day = CapacityDay { date, ..CapacityDay::default() };
-        for (resource, access, minute, n) in entries {
-            let series =
-                day.units.entry((Resource::parse(resource).unwrap(), *access)).or_insert_with(|| vec![0.0; 1440]);
-            series[*minute] = *n;
+    fn figures(entries: &[(&str, Access, usize, f64)], observed: std::ops::Range<usize>) -> Figures {
+        let mut figures = Figures { observed: vec![false; MINUTES], ..Figures::default() };
+        for m in observed {
+            figures.observed[m] = true;
         }
-        day
+        for (resource, access, minute, n) in entries {
+            let side = figures
+                .units
+                .entry((Resource::parse(resource).unwrap(), *access))
+                .or_insert_with(|| Side { minutes: vec![0.0; MINUTES], origin: Origin::Stream });
+            side.minutes[*minute] = *n;
+        }
+        figures
     }
 
     #[test]
-    fn the_span_runs_from_the_first_minute_with_data_to_the_last_across_days() {
+    fn the_window_runs_over_every_day_to_the_end_with_observed_minutes_marked() {
         let first = NaiveDate::from_ymd_opt(2026, 11, 28).unwrap();
         let second = first.succ_opt().unwrap();
-        let days = [
-            day(first, &[("orders", Access::Write, 1438, 60.0)]),
-            day(second, &[("orders/GSI2", Access::Read, 1, 30.0), ("orders", Access::Write, 0, 120.0)]),
-        ];
-        let series = series(&days);
-        assert_eq!(series.len(), 2);
+        let (a, b) = (
+            figures(&[("orders", Access::Write, 1438, 60.0)], 1430..1440),
+            figures(&[("orders/GSI2", Access::Read, 1, 30.0), ("orders", Access::Write, 0, 120.0)], 0..2),
+        );
+        let days = [Day { date: first, figures: &a }, Day { date: second, figures: &b }];
+        let end: DateTime<Utc> = "2026-11-29T00:03:00Z".parse().unwrap();
+        let (series, window) = series(&days, end);
+        assert_eq!((window.minutes, window.observed), (1443, 12), "10 + 2 observed of 1440 + 3");
+        assert!((window.coverage() - 12.0 / 1443.0).abs() < 1e-12);
         let orders = &series[0];
-        assert_eq!(orders.resource, "orders");
-        assert_eq!(orders.start, "2026-11-28T23:58:00Z".parse::<chrono::DateTime<chrono::Utc>>().unwrap());
-        let writes: Vec<f64> = orders.minutes.iter().map(|m| m.write_units).collect();
-        assert_eq!(writes, [60.0, 0.0, 120.0, 0.0], "23:58, a quiet 23:59, 00:00, 00:01");
-        let gsi2 = &series[1];
-        assert_eq!((gsi2.resource.as_str(), gsi2.minutes.len()), ("orders/GSI2", 4), "the same span for each");
-        assert_eq!(gsi2.minutes[3].read_units, 30.0);
-        assert!(super::series(&[CapacityDay { date: first, ..CapacityDay::default() }]).is_empty());
+        assert_eq!((orders.resource.as_str(), orders.minutes.len()), ("orders", 1443));
+        assert_eq!(orders.start, "2026-11-28T00:00:00Z".parse::<DateTime<Utc>>().unwrap());
+        assert_eq!((orders.minutes[1438].write_units, orders.minutes[1440].write_units), (60.0, 120.0));
+        assert_eq!(orders.observed_minutes(), 12);
+        assert_eq!(series[1].minutes[1441].read_units, 30.0, "the same window for each resource");
+        assert!(super::series(&[], end).0.is_empty());
     }
 }

@@ -9,11 +9,14 @@
 //! - `usage`: what this process's calls consumed and how often they were
 //!   throttled, as the store's interceptor records it;
 //! - `history`: the persisted minutes as the advisor's series;
+//! - `sources`: where each figure comes from (the stream, CloudWatch, this
+//!   app's calls), and a day's figures as the chosen source gives them;
 //! - `report`: the capacity page's figures, the planner and the advisor run
-//!   over a day of them.
+//!   over them.
 
 pub mod advisor;
 pub mod history;
 pub mod planner;
 pub mod report;
+pub mod sources;
 pub mod usage;

@@ -3,16 +3,18 @@
 //! minute, with the planner and the advisor run over them. Pure: no store
 //! access, no clock.
 
-use super::advisor::{self, Access, Prices};
-use super::history;
+use super::advisor::{self, Access, Prices, Verdict};
+use super::history::{self, Window};
 use super::planner::{self, PlanInput};
+use super::sources::{Figures, Source};
 use super::usage::{Resource, Tally};
 use crate::model::{
-    AccessUse, CapacityReport, HeatMinute, HotShard, ModeAdvice, RecentUnits, ResourceUnits, ShardHeat, ShardPlan,
-    ThrottleCount, UnitsMinute,
+    AccessUse, AdviceWindow, CapacityReport, HeatMinute, HotKeyMinute, HotShard, ModeAdvice, RecentUnits,
+    ResourceUnits, ShardHeat, ShardPlan, ThrottleCount, UnitsMinute,
 };
 use crate::server::store::error::Throttle;
 use crate::server::store::{CapacityDay, HeatDay};
+use crate::server::stream::hotkeys::PARTITION_WRITE_UNITS;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeSet;
 
@@ -21,7 +23,13 @@ pub const WARN_ABOVE: f64 = 0.8;
 
 /// What the report is made of.
 pub struct Inputs<'a> {
+    /// The day's throttles and hot keys as the store holds them.
     pub capacity: &'a CapacityDay,
+    /// The day's units, as the source gives them.
+    pub figures: &'a Figures,
+    pub source: Source,
+    /// The advice over its window (`advice`), worked out by the caller.
+    pub advice: &'a Advice,
     pub heat: &'a HeatDay,
     /// Orders of the day that entered PENDING, per minute (1440).
     pub entered_per_minute: &'a [i64],
@@ -29,21 +37,93 @@ pub struct Inputs<'a> {
     pub current_shards: u32,
     /// This process's last seconds (`Usage::recent`), empty for another day.
     pub recent: &'a [(i64, Tally)],
-    pub prices: &'a Prices,
     pub as_of: DateTime<Utc>,
 }
+
+/// Hot keys listed per table and index for a day.
+const HOT_KEYS_LISTED: usize = 10;
 
 pub fn report(inputs: &Inputs<'_>) -> CapacityReport {
     CapacityReport {
         date: inputs.capacity.date,
         as_of: inputs.as_of,
-        resources: resources(inputs.capacity),
+        source: inputs.source.to_string(),
+        resources: resources(inputs.figures),
         throttles: throttles(inputs.capacity),
         heat: heat(inputs.heat, units_per_write()),
         plan: plan(inputs.entered_per_minute, inputs.current_shards),
-        advice: advice(inputs.capacity, inputs.prices),
+        advice: inputs.advice.verdicts.clone(),
+        advice_window: inputs.advice.window.clone(),
+        hot_keys: hot_keys(inputs.capacity),
         recent: recent(inputs.recent),
     }
+}
+
+/// The advisor's verdicts over a window, as the page and the API show them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Advice {
+    pub verdicts: Vec<ModeAdvice>,
+    pub window: AdviceWindow,
+}
+
+/// The advisor over a window of days (oldest first) ending at `end`.
+pub fn advice(days: &[history::Day<'_>], end: DateTime<Utc>, source: Source, prices: &Prices) -> Advice {
+    let (series, window) = history::series(days, end);
+    let verdicts = series
+        .iter()
+        .filter_map(|series| match advisor::recommend(series, prices) {
+            Ok(verdict) => Some(mode_advice(&verdict, series)),
+            Err(err) => {
+                tracing::warn!(resource = series.resource, error = %err, "no advice");
+                None
+            }
+        })
+        .collect();
+    Advice { verdicts, window: advice_window(&window, days.len() as u32, source) }
+}
+
+fn advice_window(window: &Window, days: u32, source: Source) -> AdviceWindow {
+    AdviceWindow {
+        source: source.to_string(),
+        days,
+        start: window.start,
+        minutes: window.minutes,
+        observed_minutes: window.observed,
+        coverage: window.coverage(),
+    }
+}
+
+/// The day's hot keys: per table and index, the key-minutes with the most
+/// units, most first.
+fn hot_keys(capacity: &CapacityDay) -> Vec<HotKeyMinute> {
+    let mut all: Vec<HotKeyMinute> = capacity
+        .hot
+        .iter()
+        .flat_map(|(minute, keys)| {
+            keys.iter().map(move |(resource, key, units)| HotKeyMinute {
+                resource: resource.clone(),
+                key: key.clone(),
+                minute: *minute,
+                units: *units,
+                share: *units as f64 / 60.0 / PARTITION_WRITE_UNITS,
+            })
+        })
+        .collect();
+    all.sort_by(|a, b| {
+        (&a.resource, std::cmp::Reverse(a.units), a.minute, &a.key).cmp(&(
+            &b.resource,
+            std::cmp::Reverse(b.units),
+            b.minute,
+            &b.key,
+        ))
+    });
+    let mut kept: Vec<HotKeyMinute> = Vec::new();
+    for hot in all {
+        if kept.iter().filter(|k| k.resource == hot.resource).count() < HOT_KEYS_LISTED {
+            kept.push(hot);
+        }
+    }
+    kept
 }
 
 /// Bytes of the typical order's GSI2 entry (the planner's sizing; the
@@ -57,13 +137,15 @@ fn units_per_write() -> u32 {
     typical_entry_bytes(1).map_or(1, |bytes| bytes.div_ceil(1024).max(1))
 }
 
-fn resources(capacity: &CapacityDay) -> Vec<ResourceUnits> {
-    let names: BTreeSet<&Resource> = capacity.units.keys().map(|(r, _)| r).collect();
+fn resources(figures: &Figures) -> Vec<ResourceUnits> {
+    let names: BTreeSet<&Resource> = figures.units.keys().map(|(r, _)| r).collect();
     names
         .into_iter()
         .map(|resource| {
-            let side = |access| capacity.units.get(&(resource.clone(), access));
-            let (read, write) = (side(Access::Read), side(Access::Write));
+            let side = |access| figures.side(resource, access);
+            let source = |access| side(access).map_or("-".to_string(), |s| s.origin.to_string());
+            let (read_source, write_source) = (source(Access::Read), source(Access::Write));
+            let (read, write) = (side(Access::Read).map(|s| &s.minutes), side(Access::Write).map(|s| &s.minutes));
             let at = |series: Option<&Vec<f64>>, minute: usize| series.map_or(0.0, |s| s[minute]);
             let minutes = (0..1440)
                 .map(|m| UnitsMinute { minute: m as u16, read: at(read, m), write: at(write, m) })
@@ -77,6 +159,8 @@ fn resources(capacity: &CapacityDay) -> Vec<ResourceUnits> {
                 minutes,
                 read_total: total(read),
                 write_total: total(write),
+                read_source,
+                write_source,
             }
         })
         .collect()
@@ -153,25 +237,37 @@ fn plan(entered_per_minute: &[i64], current_shards: u32) -> Option<ShardPlan> {
     })
 }
 
-fn advice(capacity: &CapacityDay, prices: &Prices) -> Vec<ModeAdvice> {
-    history::series(std::slice::from_ref(capacity))
-        .iter()
-        .filter_map(|series| match advisor::advise(series, prices) {
-            Ok(advice) => Some(advice),
-            Err(err) => {
-                tracing::warn!(resource = series.resource, error = %err, "no advice");
-                None
-            }
-        })
-        .map(|advice| {
-            let side = |u: &advisor::Utilisation| AccessUse {
-                average_per_second: u.average_per_second,
-                peak_per_second: u.peak_per_second,
-                average_utilisation: u.average_utilisation,
-            };
+fn mode_advice(verdict: &Verdict, series: &advisor::Series) -> ModeAdvice {
+    let side = |u: &advisor::Utilisation| AccessUse {
+        average_per_second: u.average_per_second,
+        peak_per_second: u.peak_per_second,
+        average_utilisation: u.average_utilisation,
+    };
+    match verdict {
+        Verdict::NotEnoughHistory { resource, observed } => ModeAdvice {
+            resource: resource.clone(),
+            mode: "none".into(),
+            scheduled_actions: Vec::new(),
+            minutes: *observed,
+            on_demand_monthly: 0.0,
+            provisioned_monthly: 0.0,
+            read: AccessUse { average_per_second: 0.0, peak_per_second: 0.0, average_utilisation: 0.0 },
+            write: AccessUse { average_per_second: 0.0, peak_per_second: 0.0, average_utilisation: 0.0 },
+            reason: Verdict::not_enough_history(*observed),
+        },
+        Verdict::Advice(advice) => {
+            let resource = Resource::parse(&series.resource);
+            let (table, index) =
+                resource.as_ref().map_or((series.resource.as_str(), None), |r| (r.table.as_str(), r.index.as_deref()));
             ModeAdvice {
                 resource: advice.resource.clone(),
                 mode: advice.mode.to_string(),
+                scheduled_actions: advice
+                    .schedule
+                    .iter()
+                    .flat_map(|floor| floor.put_scheduled_actions(table, index))
+                    .map(|json| serde_json::to_string_pretty(&json).unwrap_or_default())
+                    .collect(),
                 minutes: advice.minutes,
                 on_demand_monthly: advice.on_demand_monthly,
                 provisioned_monthly: advice.provisioned_monthly,
@@ -179,8 +275,8 @@ fn advice(capacity: &CapacityDay, prices: &Prices) -> Vec<ModeAdvice> {
                 write: side(&advice.write),
                 reason: advice.reason.clone(),
             }
-        })
-        .collect()
+        }
+    }
 }
 
 fn recent(seconds: &[(i64, Tally)]) -> Vec<RecentUnits> {
@@ -253,15 +349,41 @@ mod tests {
         capacity
             .throttles
             .insert(("IndexWriteKeyRangeThroughputExceeded".into(), "table/orders/index/GSI2".into()), throttled);
-        let listed = resources(&capacity);
+        let listed = resources(&crate::server::capacity::sources::from_stream(&capacity, "none-streamed"));
         assert_eq!(listed.iter().map(|r| r.resource.as_str()).collect::<Vec<_>>(), ["orders", "orders/GSI2"]);
         assert_eq!(listed[1].minutes, vec![UnitsMinute { minute: 10, read: 0.0, write: 120.0 }]);
         assert_eq!((listed[0].read_total, listed[1].write_total), (0.5, 120.0));
         let counts = throttles(&capacity);
         assert_eq!((counts[0].place.as_str(), counts[0].total), ("GSI2", 7));
         assert_eq!(counts[0].minutes, vec![(10, 7)]);
-        let advice = advice(&capacity, &Prices::default());
-        assert_eq!(advice.len(), 2, "one verdict per table and index");
-        assert_eq!(advice[1].minutes, 2, "minutes 10 and 11: the span with data");
+        assert_eq!(
+            (listed[0].read_source.as_str(), listed[1].write_source.as_str()),
+            ("this app's calls", "this app's calls")
+        );
+        let figures = crate::server::capacity::sources::from_stream(&capacity, "none-streamed");
+        let days = [history::Day { date: date(), figures: &figures }];
+        let end = date().and_hms_opt(12, 0, 0).unwrap().and_utc();
+        let advice = advice(&days, end, Source::Stream, &Prices::default());
+        assert_eq!(advice.verdicts.len(), 2, "one verdict per table and index");
+        assert_eq!(advice.verdicts[1].mode, "none");
+        assert_eq!(
+            advice.verdicts[1].reason,
+            "not enough history: 0 minutes observed; choose after at least a day, better two to four weeks"
+        );
+        assert_eq!((advice.window.minutes, advice.window.observed_minutes), (720, 0));
+    }
+
+    #[test]
+    fn hot_keys_are_listed_per_resource_most_first() {
+        let mut capacity = CapacityDay { date: date(), ..CapacityDay::default() };
+        capacity.hot.insert(
+            600,
+            vec![("orders/GSI1".into(), "CUSTOMER#bot".into(), 30_000), ("orders".into(), "ORDER#1".into(), 12)],
+        );
+        capacity.hot.insert(601, vec![("orders/GSI1".into(), "CUSTOMER#bot".into(), 45_000)]);
+        let hot = hot_keys(&capacity);
+        let listed: Vec<(&str, u16, u64)> = hot.iter().map(|h| (h.resource.as_str(), h.minute, h.units)).collect();
+        assert_eq!(listed, [("orders", 600, 12), ("orders/GSI1", 601, 45_000), ("orders/GSI1", 600, 30_000)]);
+        assert!((hot[1].share - 0.75).abs() < 1e-12, "45,000 a minute is 750/s of 1,000");
     }
 }

@@ -66,11 +66,14 @@ pub fn filed(throttle: &Throttle) -> Throttle {
 pub struct Tally {
     pub units: BTreeMap<(Resource, Access), f64>,
     pub throttles: BTreeMap<(String, String), u64>,
+    /// Write units of transactions (a part of `units`' writes): DynamoDB
+    /// bills them twice, which the stream cannot see.
+    pub transactional: BTreeMap<Resource, f64>,
 }
 
 impl Tally {
     pub fn is_empty(&self) -> bool {
-        self.units.is_empty() && self.throttles.is_empty()
+        self.units.is_empty() && self.throttles.is_empty() && self.transactional.is_empty()
     }
 
     fn add_units(&mut self, resource: &Resource, access: Access, units: f64) {
@@ -87,6 +90,9 @@ impl Tally {
         }
         for (key, n) in &other.throttles {
             *self.throttles.entry(key.clone()).or_default() += n;
+        }
+        for (resource, units) in &other.transactional {
+            *self.transactional.entry(resource.clone()).or_default() += units;
         }
     }
 }
@@ -139,6 +145,18 @@ impl Usage {
             *total += units;
             *total
         }))
+    }
+
+    /// Write units of a transaction answered at `at`, already recorded by
+    /// `consumed`: kept apart per minute, so that the stream's figures can
+    /// add the second half DynamoDB bills.
+    pub fn transactional(&self, at: DateTime<Utc>, resource: &Resource, units: f64) {
+        if units.is_finite() && units > 0.0 {
+            self.with(|inner| {
+                let minute = inner.minutes.entry(epoch_minute(at)).or_default();
+                *minute.transactional.entry(resource.clone()).or_default() += units;
+            });
+        }
     }
 
     /// One throttled attempt, answered at `at` (`filed` is applied here).

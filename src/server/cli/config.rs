@@ -156,8 +156,10 @@ pub enum TokenCommand {
 
 #[derive(Args, Debug, Clone)]
 pub struct AdviseArgs {
-    /// Days of recorded capacity to read, today included
-    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=366))]
+    /// The window to advise on, in days, today included: coverage is the
+    /// minutes the capacity source observed over it, and below a day of them
+    /// no mode is recommended
+    #[arg(long, default_value_t = 14, value_parser = clap::value_parser!(u32).range(1..=366))]
     pub days: u32,
     /// A JSON file of prices overriding the us-east-1 defaults, e.g.
     /// {"provisionedWcuHour": 0.00074}
@@ -246,8 +248,31 @@ pub enum StoreKind {
     Aws,
 }
 
+/// Where capacity figures come from.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CapacitySourceArg {
+    /// CloudWatch on AWS (`--store aws`), the stream elsewhere.
+    #[default]
+    Auto,
+    /// Write units priced from the orders table's stream (every writer), reads
+    /// from this app's calls.
+    Stream,
+    /// DynamoDB's own figures: the AWS/DynamoDB metrics in CloudWatch.
+    Cloudwatch,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct StoreConfig {
+    /// Where capacity figures come from: the orders table's stream (every
+    /// engine), CloudWatch (AWS), or auto: CloudWatch on AWS, else the stream
+    #[arg(long, env = "NORTHWIND_CAPACITY_SOURCE", value_enum, default_value_t, global = true)]
+    pub capacity_source: CapacitySourceArg,
+
+    /// CloudWatch endpoint, for an emulator [also read from
+    /// AWS_ENDPOINT_URL_CLOUDWATCH]; a loopback one needs no AWS credentials
+    #[arg(long, env = "NORTHWIND_CLOUDWATCH_ENDPOINT_URL", global = true)]
+    pub cloudwatch_endpoint_url: Option<String>,
+
     /// Where the data lives [default: endpoint when an endpoint URL is set, else embedded]
     #[arg(long, env = "NORTHWIND_STORE", value_enum, global = true)]
     pub store: Option<StoreKind>,
@@ -342,6 +367,15 @@ impl StoreConfig {
         }
         self.cursor_secret = secret;
         Ok(())
+    }
+
+    /// The capacity source `--capacity-source` names, `auto` resolved.
+    pub fn capacity_source(&self) -> crate::server::capacity::sources::Source {
+        use crate::server::capacity::sources::Source;
+        match (self.capacity_source, self.kind()) {
+            (CapacitySourceArg::Cloudwatch, _) | (CapacitySourceArg::Auto, StoreKind::Aws) => Source::CloudWatch,
+            _ => Source::Stream,
+        }
     }
 
     pub fn kind(&self) -> StoreKind {

@@ -339,7 +339,11 @@ async fn run_serve(config: &StoreConfig, store: Store, args: &ServeArgs) -> Resu
     };
     let service = Service::new(Arc::new(store), Arc::new(cursors), live.clone())
         .with_stuck_after(args.stuck_after_minutes)
-        .with_prices(prices);
+        .with_prices(prices)
+        .with_capacity(crate::server::service::figures::CapacitySettings {
+            source: config.capacity_source(),
+            ..Default::default()
+        });
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let background = start_background(&service, args, stopped);
     let shutdown = async move {
@@ -554,41 +558,86 @@ async fn run_reconcile(store: Store, args: &ReconcileArgs) -> Result<(), CliErro
     Ok(())
 }
 
-/// The recorded consumed capacity of the last `--days` days, per table and
-/// index: the mode to choose, what each costs a month, and why.
+/// The capacity mode per table and index over the last `--days` days, from
+/// the capacity source's figures: the window, its coverage, and, on at least
+/// a day observed, the mode to choose, what each costs a month, and why.
 async fn run_advise(store: &Store, args: &AdviseArgs, config: &StoreConfig) -> Result<(), CliError> {
     let (prices, priced_by) = match &args.prices {
         Some(path) => (Prices::from_json_file(path)?, path.display().to_string()),
         None => (Prices::default(), "us-east-1 defaults (November 2024)".to_string()),
     };
-    let today = chrono::Utc::now().date_naive();
-    let days: Vec<chrono::NaiveDate> =
-        (0..args.days).rev().filter_map(|back| today.checked_sub_days(chrono::Days::new(u64::from(back)))).collect();
-    let recorded: Vec<store::CapacityDay> =
-        futures::future::try_join_all(days.iter().map(|d| store.persisted_capacity_day(*d))).await?;
-    let series = history::series(&recorded);
-    let Some(first) = series.first() else {
+    let now = chrono::Utc::now();
+    let source = config.capacity_source();
+    let days = crate::server::service::figures::window_days(now.date_naive(), args.days);
+    let figures = capacity_figures(store, config, &days, now).await?;
+    let window: Vec<history::Day<'_>> =
+        days.iter().zip(&figures).map(|(date, figures)| history::Day { date: *date, figures }).collect();
+    let (series, window) = history::series(&window, now);
+    if series.is_empty() {
         return Err(CliError::Usage(format!(
-            "no consumed capacity is recorded in the metrics table {} for {} to {}: run the app (serve), \
-             consume, seed or loadgen against these tables first (each adds what it consumed once a minute \
-             and when it stops)",
+            "no capacity figures for {} to {} in the metrics table {} (source: {source}): run the app (serve) or \
+             consume against these tables first; {}",
+            days.first().unwrap_or(&now.date_naive()),
+            now.date_naive(),
             config.metrics_table,
-            days.first().unwrap_or(&today),
-            today
+            advisor::Verdict::not_enough_history(0),
         )));
-    };
-    let end = first.start + chrono::Duration::minutes(first.minutes.len() as i64);
+    }
     println!(
-        "Capacity mode advice from {} minutes recorded, {} to {} UTC; prices: {priced_by}.",
-        first.minutes.len(),
-        first.start.format("%Y-%m-%d %H:%M"),
-        end.format("%Y-%m-%d %H:%M"),
+        "Capacity mode advice over {} days, {} to {} UTC; source: {}; {} of {} minutes observed ({:.1}% coverage); \
+         prices: {priced_by}.",
+        args.days,
+        window.start.format("%Y-%m-%d %H:%M"),
+        now.format("%Y-%m-%d %H:%M"),
+        source_words(source),
+        window.observed,
+        window.minutes,
+        window.coverage() * 100.0,
     );
-    println!("Monthly figures scale those minutes to 30 days.");
+    println!("Monthly figures scale the observed minutes to 30 days.");
     for series in &series {
-        print_advice(&advisor::advise(series, &prices)?);
+        match advisor::recommend(series, &prices)? {
+            advisor::Verdict::Advice(advice) => print_advice(&advice),
+            advisor::Verdict::NotEnoughHistory { resource, observed } => {
+                println!();
+                println!("{resource}: no recommendation");
+                println!("  why           {}", advisor::Verdict::not_enough_history(observed));
+            }
+        }
     }
     Ok(())
+}
+
+/// What a capacity source's figures are, in words.
+fn source_words(source: crate::server::capacity::sources::Source) -> &'static str {
+    match source {
+        crate::server::capacity::sources::Source::Stream => {
+            "stream (writes of every writer, priced from the orders table's stream; reads of this app's calls)"
+        }
+        crate::server::capacity::sources::Source::CloudWatch => "CloudWatch (DynamoDB's own AWS/DynamoDB metrics)",
+    }
+}
+
+/// Each day's figures as the capacity source gives them.
+async fn capacity_figures(
+    store: &Store,
+    config: &StoreConfig,
+    days: &[chrono::NaiveDate],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<crate::server::capacity::sources::Figures>, CliError> {
+    use crate::server::capacity::sources::{self, Source};
+    match config.capacity_source() {
+        Source::Stream => {
+            let recorded: Vec<store::CapacityDay> =
+                futures::future::try_join_all(days.iter().map(|d| store.persisted_capacity_day(*d))).await?;
+            Ok(recorded.iter().map(|day| sources::from_stream(day, store.orders_table())).collect())
+        }
+        Source::CloudWatch => {
+            let start = days.first().map_or(now, |d| d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc());
+            let read = store.cloudwatch_minutes(start, now).await?;
+            Ok(days.iter().map(|day| sources::from_cloudwatch(&read, *day, now).0).collect())
+        }
+    }
 }
 
 fn print_advice(advice: &Advice) {
@@ -609,6 +658,15 @@ fn print_advice(advice: &Advice) {
     println!("  writes        {}", side(&advice.write));
     println!("  reads         {}", side(&advice.read));
     println!("  why           {}", advice.reason);
+    let resource = crate::server::capacity::usage::Resource::parse(&advice.resource);
+    for floor in &advice.schedule {
+        let (table, index) =
+            resource.as_ref().map_or((advice.resource.as_str(), None), |r| (r.table.as_str(), r.index.as_deref()));
+        for action in floor.put_scheduled_actions(table, index) {
+            println!("  scheduled action (aws application-autoscaling put-scheduled-action --cli-input-json):");
+            println!("{}", serde_json::to_string_pretty(&action).unwrap_or_default());
+        }
+    }
 }
 
 fn cli_date(flag: &str, text: Option<&str>) -> Result<chrono::NaiveDate, CliError> {

@@ -24,6 +24,7 @@ pub const CONSUMER_BAD_RECORDS: &str = "northwind_stream_records_unreadable_tota
 pub const LIVE_CLIENTS: &str = "northwind_live_clients";
 pub const RECONCILE_DRIFT: &str = "northwind_reconcile_last_drift_orders";
 pub const RECONCILE_AT: &str = "northwind_reconcile_last_run_timestamp_seconds";
+pub const HOT_KEYS: &str = "northwind_dynamodb_hot_key_write_units_per_second";
 
 /// Where a request that reached no route (refused before routing, a static
 /// file, an unknown path) is counted: never under its raw path.
@@ -135,6 +136,8 @@ pub struct Snapshot {
     pub records_applied: u64,
     pub bad_records: u64,
     pub live_clients: usize,
+    /// The consumer's top keys of its last finished minute.
+    pub hot_keys: Vec<crate::server::stream::hotkeys::HotKey>,
 }
 
 /// The text of a scrape: `snapshot` set first, then everything rendered.
@@ -148,5 +151,34 @@ pub fn render(snapshot: &Snapshot) -> String {
     metrics::gauge!(LIVE_CLIENTS).set(snapshot.live_clients as f64);
     // No background task drains the histograms: each scrape does.
     handle.run_upkeep();
-    handle.render()
+    let mut text = handle.render();
+    text.push_str(&hot_keys(&snapshot.hot_keys));
+    text
+}
+
+/// The hot keys family, written here rather than kept in the recorder: only
+/// the current top keys are shown, so the series stay few (a gauge left in
+/// the recorder would keep every key it ever named).
+fn hot_keys(keys: &[crate::server::stream::hotkeys::HotKey]) -> String {
+    use crate::server::capacity::usage::Resource;
+    let mut text = format!(
+        "# HELP {HOT_KEYS} Write units per second of the partition keys written most in the consumer's last \
+         finished minute (from the stream; top keys per table and index only)\n# TYPE {HOT_KEYS} gauge\n"
+    );
+    for key in keys {
+        let resource = Resource::parse(&key.resource).unwrap_or_else(|| Resource::table(key.resource.clone()));
+        text.push_str(&format!(
+            "{HOT_KEYS}{{table=\"{}\",index=\"{}\",key=\"{}\"}} {}\n",
+            label(&resource.table),
+            label(resource.index.as_deref().unwrap_or_default()),
+            label(&key.key),
+            key.units as f64 / 60.0
+        ));
+    }
+    text
+}
+
+/// A label value escaped as the text format wants it.
+fn label(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }

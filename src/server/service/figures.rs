@@ -7,9 +7,36 @@ use super::checks::parse_date;
 use crate::model::{
     CapacityReport, Checked, Freshness, LiveCounters, LiveFigures, PendingMetrics, PerMinute, Verification,
 };
+use crate::server::capacity::history;
 use crate::server::capacity::report;
+use crate::server::capacity::sources::{self, Figures, Source};
 use crate::server::error::ApiError;
+use crate::server::store::CapacityDay;
+use crate::server::store::error::StoreError;
 use chrono::{NaiveDate, Utc};
+use std::sync::Arc;
+
+/// Where the capacity figures come from, and the advisor's window.
+#[derive(Clone)]
+pub struct CapacitySettings {
+    pub source: Source,
+    /// Days the advisor weighs, today included.
+    pub advice_days: u32,
+}
+
+impl Default for CapacitySettings {
+    fn default() -> Self {
+        Self { source: Source::Stream, advice_days: DEFAULT_ADVICE_DAYS }
+    }
+}
+
+/// The advisor's window unless told otherwise: two weeks.
+pub const DEFAULT_ADVICE_DAYS: u32 = 14;
+
+/// The `days` days up to `today`, oldest first.
+pub fn window_days(today: NaiveDate, days: u32) -> Vec<NaiveDate> {
+    (0..days).rev().filter_map(|back| today.checked_sub_days(chrono::Days::new(u64::from(back)))).collect()
+}
 
 impl Service {
     /// A day's consumed capacity, throttles and shard heat, with the
@@ -17,18 +44,67 @@ impl Service {
     pub async fn capacity(&self, date: Option<&str>) -> Result<CapacityReport, ApiError> {
         let now = Utc::now();
         let day = parse_date(date, now)?;
-        let (capacity, heat, counters) =
-            futures::try_join!(self.store.capacity_day(day), self.store.heat_day(day), self.store.read_counters(day))?;
+        let (mut capacity, heat, counters, advice) = futures::try_join!(
+            self.store.capacity_day(day),
+            self.store.heat_day(day),
+            self.store.read_counters(day),
+            self.advice(),
+        )?;
+        let figures = match self.capacity.source {
+            Source::Stream => self.figures(&capacity),
+            Source::CloudWatch => {
+                let start = day.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
+                let end = (start + chrono::Duration::days(1)).min(now);
+                let read = self.store.cloudwatch_minutes(start, end).await?;
+                let (figures, throttles) = sources::from_cloudwatch(&read, day, now);
+                capacity.throttles = throttles;
+                figures
+            }
+        };
         let recent = if day == now.date_naive() { self.store.usage().recent(now) } else { Vec::new() };
         Ok(report::report(&report::Inputs {
             capacity: &capacity,
+            figures: &figures,
+            source: self.capacity.source,
+            advice: &advice,
             heat: &heat,
             entered_per_minute: &counters.entered_per_minute,
             current_shards: counters.per_shard.len() as u32,
             recent: &recent,
-            prices: &self.prices,
             as_of: now,
         }))
+    }
+
+    /// A day's figures as the capacity source gives them.
+    fn figures(&self, capacity: &CapacityDay) -> Figures {
+        sources::from_stream(capacity, self.store.orders_table())
+    }
+
+    /// The advisor over its window, worked out at most once a minute.
+    async fn advice(&self) -> Result<Arc<report::Advice>, StoreError> {
+        let today = Utc::now().date_naive();
+        if let Some(advice) = self.advice.get(&today).await {
+            return Ok(advice);
+        }
+        let days = window_days(today, self.capacity.advice_days);
+        let now = Utc::now();
+        let figures: Vec<Figures> = match self.capacity.source {
+            Source::Stream => {
+                let read =
+                    futures::future::try_join_all(days.iter().map(|d| self.store.persisted_capacity_day(*d))).await?;
+                read.iter().map(|c| self.figures(c)).collect()
+            }
+            Source::CloudWatch => {
+                let start = days.first().copied().unwrap_or(today).and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
+                let read = self.store.cloudwatch_minutes(start, now).await?;
+                days.iter().map(|day| sources::from_cloudwatch(&read, *day, now).0).collect()
+            }
+        };
+        let days: Vec<history::Day<'_>> =
+            days.iter().zip(&figures).map(|(date, figures)| history::Day { date: *date, figures }).collect();
+        let advice = Arc::new(report::advice(&days, Utc::now(), self.capacity.source, &self.prices));
+        self.advice.insert(today, advice.clone()).await;
+        Ok(advice)
     }
 
     /// What a metrics scrape reads from this instance now.
@@ -39,6 +115,7 @@ impl Service {
             records_applied: status.records_applied,
             bad_records: status.bad_records,
             live_clients: self.live.connected(),
+            hot_keys: status.hot_keys,
         }
     }
 

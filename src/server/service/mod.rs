@@ -13,7 +13,7 @@ mod admin;
 pub mod bulk;
 pub mod checks;
 pub mod cursor;
-mod figures;
+pub mod figures;
 mod orders;
 mod pending;
 
@@ -52,6 +52,10 @@ pub struct Service {
     stuck_after: chrono::Duration,
     /// What the capacity-mode advisor prices with.
     prices: Prices,
+    /// Where the capacity figures come from, and the advisor's window.
+    capacity: figures::CapacitySettings,
+    /// The advisor's verdicts, worked out at most once a minute.
+    advice: moka::future::Cache<NaiveDate, Arc<crate::server::capacity::report::Advice>>,
 }
 
 impl Service {
@@ -67,7 +71,15 @@ impl Service {
                 .build(),
             stuck_after: chrono::Duration::minutes(30),
             prices: Prices::default(),
+            capacity: figures::CapacitySettings::default(),
+            advice: moka::future::Cache::builder().max_capacity(4).time_to_live(Duration::from_secs(60)).build(),
         }
+    }
+
+    /// Where capacity figures come from (`--capacity-source`).
+    pub fn with_capacity(mut self, capacity: figures::CapacitySettings) -> Self {
+        self.capacity = capacity;
+        self
     }
 
     /// The advisor's prices (checked by whoever read them).

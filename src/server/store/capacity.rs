@@ -3,7 +3,9 @@
 //!
 //! Each process adds its own minutes to the day's `CAPACITY#<date>` items
 //! (`ADD`, so processes sum) once a minute and at shutdown; a read merges the
-//! minutes this process has not flushed yet. A flush that fails keeps its
+//! minutes this process has not flushed yet. The same partition holds what
+//! the stream consumer adds with its checkpoints (every writer's write units,
+//! the hot keys) and the minutes it observed. A flush that fails keeps its
 //! minutes for the next one. An `ADD` the SDK retries after a lost answer
 //! may count twice: the figures are for capacity planning, not billing.
 
@@ -31,6 +33,14 @@ pub struct CapacityDay {
     pub units: BTreeMap<(Resource, Access), Vec<f64>>,
     /// By (reason, resource as filed: `table/<t>[/index/<i>]`).
     pub throttles: BTreeMap<(String, String), Vec<u64>>,
+    /// Write units of this app's own transactions: a part of `units`' writes.
+    pub transactional: BTreeMap<Resource, Vec<f64>>,
+    /// Write units of every writer, priced from the stream by the consumer.
+    pub stream: BTreeMap<Resource, Vec<f64>>,
+    /// The minutes the stream consumer observed (1440, or empty: none).
+    pub observed: Vec<bool>,
+    /// The keys written most, by minute of the day: (resource, key, units).
+    pub hot: BTreeMap<u16, Vec<(String, String, u64)>>,
 }
 
 impl CapacityDay {
@@ -46,10 +56,18 @@ impl CapacityDay {
         for (key, n) in &tally.throttles {
             self.throttles.entry(key.clone()).or_insert_with(|| vec![0; MINUTES])[minute] += n;
         }
+        for (resource, units) in &tally.transactional {
+            self.transactional.entry(resource.clone()).or_insert_with(|| vec![0.0; MINUTES])[minute] += units;
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.units.is_empty() && self.throttles.is_empty()
+        self.units.is_empty() && self.throttles.is_empty() && self.stream.is_empty()
+    }
+
+    /// Minutes the stream consumer observed.
+    pub fn observed_minutes(&self) -> usize {
+        self.observed.iter().filter(|o| **o).count()
     }
 }
 
@@ -149,6 +167,13 @@ fn writes(minutes: &BTreeMap<i64, Tally>) -> Vec<Write> {
             let attribute = keys::capacity_minute_attribute(kind, of_day);
             items.entry((pk.clone(), sk)).or_default().push(Add { attribute, value: number(*units), minute, share });
         }
+        for (resource, units) in &tally.transactional {
+            let mut share = Tally::default();
+            share.transactional.insert(resource.clone(), *units);
+            let sk = keys::capacity_units_sk(&resource.to_string());
+            let attribute = keys::capacity_minute_attribute('x', of_day);
+            items.entry((pk.clone(), sk)).or_default().push(Add { attribute, value: number(*units), minute, share });
+        }
         for ((reason, resource), n) in &tally.throttles {
             let mut share = Tally::default();
             share.throttles.insert((reason.clone(), resource.clone()), *n);
@@ -231,6 +256,36 @@ impl Store {
         Ok(capacity)
     }
 
+    /// Marks the epoch minutes `from..=to` observed by the stream consumer
+    /// (`SET o<HHMM> = 1`, so marking again changes nothing): one update per
+    /// hour's item.
+    pub async fn mark_observed(&self, from: i64, to: i64) -> Result<(), StoreError> {
+        let mut hours: BTreeMap<(NaiveDate, u32), Vec<u32>> = BTreeMap::new();
+        for minute in from..=to {
+            let start = minute_start(minute);
+            hours.entry((start.date_naive(), start.hour())).or_default().push(start.hour() * 60 + start.minute());
+        }
+        for ((day, hour), minutes) in hours {
+            for chunk in minutes.chunks(ADDS_PER_UPDATE) {
+                let mut update = self
+                    .client
+                    .update_item()
+                    .table_name(&self.metrics_table)
+                    .key(keys::PK, AttributeValue::S(keys::capacity_pk(day)))
+                    .key(keys::SK, AttributeValue::S(keys::capacity_observed_sk(hour)))
+                    .expression_attribute_values(":one", AttributeValue::N("1".into()));
+                let mut sets = Vec::with_capacity(chunk.len());
+                for (i, minute) in chunk.iter().enumerate() {
+                    sets.push(format!("#o{i} = :one"));
+                    update = update
+                        .expression_attribute_names(format!("#o{i}"), keys::capacity_minute_attribute('o', *minute));
+                }
+                update.update_expression(format!("SET {}", sets.join(", "))).send().await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Writes to each GSI2 shard per minute of `day`: the 24 hourly heat
     /// items in one BatchGetItem.
     pub async fn heat_day(&self, day: NaiveDate) -> Result<HeatDay, StoreError> {
@@ -266,14 +321,49 @@ fn add_item(capacity: &mut CapacityDay, item: &Item) {
         Some(CapacitySk::Units { resource }) => {
             let Some(resource) = Resource::parse(resource) else { return };
             for name in item.keys() {
-                let access = match keys::parse_minute_attribute(name) {
-                    Some(('r', minute)) => (Access::Read, minute),
-                    Some(('w', minute)) => (Access::Write, minute),
+                let (series, minute) = match keys::parse_minute_attribute(name) {
+                    Some(('r', minute)) => (capacity.units.entry((resource.clone(), Access::Read)), minute),
+                    Some(('w', minute)) => (capacity.units.entry((resource.clone(), Access::Write)), minute),
+                    Some(('x', minute)) => {
+                        let series =
+                            capacity.transactional.entry(resource.clone()).or_insert_with(|| vec![0.0; MINUTES]);
+                        series[minute as usize] += float(item, name);
+                        continue;
+                    }
                     _ => continue,
                 };
-                let units = float(item, name);
-                let series = capacity.units.entry((resource.clone(), access.0)).or_insert_with(|| vec![0.0; MINUTES]);
-                series[access.1 as usize] += units;
+                series.or_insert_with(|| vec![0.0; MINUTES])[minute as usize] += float(item, name);
+            }
+        }
+        Some(CapacitySk::Stream { resource }) => {
+            let Some(resource) = Resource::parse(resource) else { return };
+            for name in item.keys() {
+                if let Some(('w', minute)) = keys::parse_minute_attribute(name) {
+                    let series = capacity.stream.entry(resource.clone()).or_insert_with(|| vec![0.0; MINUTES]);
+                    series[minute as usize] += float(item, name);
+                }
+            }
+        }
+        Some(CapacitySk::Hot { minute }) => {
+            let mut keys: Vec<(String, String, u64)> = item
+                .iter()
+                .filter_map(|(name, value)| {
+                    let (resource, key) = keys::parse_hot_key_attribute(name)?;
+                    let units = value.as_n().ok()?.parse::<f64>().ok()?.max(0.0) as u64;
+                    Some((resource.to_string(), key.to_string(), units))
+                })
+                .collect();
+            keys.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| (&a.0, &a.1).cmp(&(&b.0, &b.1))));
+            capacity.hot.insert(minute as u16, keys);
+        }
+        Some(CapacitySk::Observed) => {
+            if capacity.observed.is_empty() {
+                capacity.observed = vec![false; MINUTES];
+            }
+            for name in item.keys() {
+                if let Some(('o', minute)) = keys::parse_minute_attribute(name) {
+                    capacity.observed[minute as usize] = true;
+                }
             }
         }
         Some(CapacitySk::Throttles { reason, resource }) => {

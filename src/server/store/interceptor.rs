@@ -131,9 +131,13 @@ impl Intercept for Recorder {
 impl Recorder {
     fn record_capacity(&self, output: &Output) {
         let (capacities, access) = consumed_capacity(output);
+        let transaction = output.downcast_ref::<TransactWriteItemsOutput>().is_some();
         let at = Utc::now();
         for capacity in capacities {
             for (resource, access, units) in units_of(capacity, access) {
+                if transaction && access == Access::Write {
+                    self.usage.transactional(at, &resource, units);
+                }
                 if let Some(total) = self.usage.consumed(at, &resource, access, units) {
                     let index = resource.index.as_deref().unwrap_or_default();
                     telemetry::consumed(&resource.table, index, &access.to_string(), total);

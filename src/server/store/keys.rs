@@ -111,6 +111,13 @@ const READER_SK: &str = "READER";
 const CAPACITY: &str = "CAPACITY#";
 const CAPACITY_UNITS: &str = "UNITS#";
 const CAPACITY_THROTTLES: &str = "THROTTLES#";
+const CAPACITY_STREAM: &str = "STREAM#";
+const CAPACITY_HOT: &str = "HOTKEYS#";
+const CAPACITY_OBSERVED: &str = "OBSERVED#";
+/// Separates a hot key attribute's resource from the key (`hot_key_attribute`).
+const HOT_KEY_SEPARATOR: char = '|';
+/// Longest partition key kept whole in a hot key attribute's name.
+const HOT_KEY_MAX: usize = 200;
 const HEAT: &str = "HEAT#";
 const HEAT_SK: &str = "COUNT";
 
@@ -209,6 +216,13 @@ pub fn metric_day_key(day: NaiveDate) -> (String, String) {
 /// PENDING, `l<HHMM>` left PENDING (orders created that day).
 pub fn metric_minutes_key(day: NaiveDate) -> (String, String) {
     (format!("{METRIC_MINUTES}{}", day.format("%Y-%m-%d")), METRIC_SK.to_string())
+}
+
+/// The day a counter item of `metric_pending_key`, `metric_day_key` or
+/// `metric_minutes_key` is for.
+pub fn metric_day_of(pk: &str) -> Option<NaiveDate> {
+    let day = [METRIC_PENDING, METRIC_DAY, METRIC_MINUTES].into_iter().find_map(|prefix| pk.strip_prefix(prefix))?;
+    NaiveDate::parse_from_str(day, "%Y-%m-%d").ok()
 }
 
 pub fn shard_attribute(shard: u32) -> String {
@@ -330,23 +344,80 @@ pub fn capacity_throttles_sk(reason: &str, resource: &str) -> String {
     format!("{CAPACITY_THROTTLES}{reason}#{resource}")
 }
 
+/// Write units of every writer in one hour (0 to 23), priced from the orders
+/// table's stream by the consumer (`w<HHMM>`), added in the transaction that
+/// moves its checkpoint. An item an hour keeps each one small: a write is
+/// billed by the size of the item it changes.
+pub fn capacity_stream_sk(resource: &str, hour: u32) -> String {
+    format!("{CAPACITY_STREAM}{hour:02}#{resource}")
+}
+
+/// The partition keys written most in one minute of the day (0 to 1439),
+/// from the stream: one attribute per key (`hot_key_attribute`), its write
+/// units in that minute.
+pub fn capacity_hot_sk(minute: u32) -> String {
+    format!("{CAPACITY_HOT}{:02}{:02}", minute / 60, minute % 60)
+}
+
+/// The minutes of one hour the stream consumer observed (`o<HHMM>`): it had
+/// read every record written before them, so a minute without units was
+/// idle, not unknown.
+pub fn capacity_observed_sk(hour: u32) -> String {
+    format!("{CAPACITY_OBSERVED}{hour:02}")
+}
+
+/// `<resource>|<partition key>`; a key longer than 200 bytes is cut there and
+/// given its hash, so that it stays one attribute.
+pub fn hot_key_attribute(resource: &str, key: &str) -> String {
+    if key.len() <= HOT_KEY_MAX {
+        return format!("{resource}{HOT_KEY_SEPARATOR}{key}");
+    }
+    let mut cut = HOT_KEY_MAX;
+    while !key.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let hash = xxhash_rust::xxh3::xxh3_64(key.as_bytes());
+    format!("{resource}{HOT_KEY_SEPARATOR}{}…{hash:016x}", &key[..cut])
+}
+
+/// The resource and the key a hot key attribute names.
+pub fn parse_hot_key_attribute(name: &str) -> Option<(&str, &str)> {
+    let (resource, key) = name.split_once(HOT_KEY_SEPARATOR)?;
+    (!resource.is_empty()).then_some((resource, key))
+}
+
 /// What a capacity item's sort key holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CapacitySk<'a> {
     Units { resource: &'a str },
     Throttles { reason: &'a str, resource: &'a str },
+    Stream { resource: &'a str },
+    Hot { minute: u32 },
+    Observed,
 }
 
 pub fn parse_capacity_sk(sk: &str) -> Option<CapacitySk<'_>> {
     if let Some(resource) = sk.strip_prefix(CAPACITY_UNITS) {
         return (!resource.is_empty()).then_some(CapacitySk::Units { resource });
     }
+    if let Some(rest) = sk.strip_prefix(CAPACITY_STREAM) {
+        let (hour, resource) = rest.split_once('#')?;
+        let hour_ok = hour.len() == 2 && hour.parse::<u32>().is_ok_and(|h| h < 24);
+        return (hour_ok && !resource.is_empty()).then_some(CapacitySk::Stream { resource });
+    }
+    if let Some(hhmm) = sk.strip_prefix(CAPACITY_HOT) {
+        return parse_minute_attribute(&format!("h{hhmm}")).map(|(_, minute)| CapacitySk::Hot { minute });
+    }
+    if let Some(hour) = sk.strip_prefix(CAPACITY_OBSERVED) {
+        return (hour.len() == 2 && hour.parse::<u32>().is_ok_and(|h| h < 24)).then_some(CapacitySk::Observed);
+    }
     let (reason, resource) = sk.strip_prefix(CAPACITY_THROTTLES)?.split_once('#')?;
     (!reason.is_empty() && !resource.is_empty()).then_some(CapacitySk::Throttles { reason, resource })
 }
 
-/// `kind` is `r` (read units), `w` (write units) or `t` (throttled
-/// attempts); `minute` counts from midnight, 0 to 1439.
+/// `kind` is `r` (read units), `w` (write units), `x` (write units of this
+/// app's transactions, a part of `w`), `t` (throttled attempts) or `o` (a
+/// minute observed); `minute` counts from midnight, 0 to 1439.
 pub fn capacity_minute_attribute(kind: char, minute: u32) -> String {
     minute_attribute(kind, minute)
 }
@@ -539,6 +610,19 @@ mod tests {
             })
         );
         assert_eq!(parse_capacity_sk("UNITS#"), None);
+        assert_eq!(capacity_stream_sk("orders/GSI1", 7), "STREAM#07#orders/GSI1");
+        assert_eq!(parse_capacity_sk("STREAM#07#orders/GSI1"), Some(CapacitySk::Stream { resource: "orders/GSI1" }));
+        assert_eq!(parse_capacity_sk("STREAM#7#orders"), None);
+        assert_eq!(capacity_hot_sk(615), "HOTKEYS#1015");
+        assert_eq!(parse_capacity_sk("HOTKEYS#1015"), Some(CapacitySk::Hot { minute: 615 }));
+        assert_eq!(parse_capacity_sk("HOTKEYS#2460"), None);
+        assert_eq!(parse_capacity_sk(&capacity_observed_sk(23)), Some(CapacitySk::Observed));
+        assert_eq!(parse_capacity_sk("OBSERVED#24"), None);
+        let attribute = hot_key_attribute("orders/GSI1", "CUSTOMER#c|1");
+        assert_eq!(parse_hot_key_attribute(&attribute), Some(("orders/GSI1", "CUSTOMER#c|1")));
+        let long = "é".repeat(150);
+        let cut = hot_key_attribute("orders", &long);
+        assert!(cut.len() < 230 && cut != hot_key_attribute("orders", &format!("{long}x")), "{cut}");
         assert_eq!(parse_capacity_sk("THROTTLES#reason"), None);
         assert_eq!(capacity_minute_attribute('w', 615), "w1015");
         assert_eq!(parse_minute_attribute("w1015"), Some(('w', 615)));

@@ -6,6 +6,7 @@ mod audit;
 mod bulk;
 mod capacity;
 mod checkpoints;
+pub mod cloudwatch;
 pub mod embedded;
 pub mod error;
 mod interceptor;
@@ -73,6 +74,8 @@ pub struct Store {
     /// What the PENDING merge knows of recent days: per-shard counts as last
     /// read, and the pace its last page showed (see `pending`).
     pending_hints: pending::Hints,
+    /// DynamoDB's own metrics, when they are the capacity source.
+    cloudwatch: Option<cloudwatch::CloudWatchClient>,
 }
 
 /// Recorded counts never change; an unrecorded day may be recorded any time.
@@ -148,7 +151,30 @@ pub async fn connect(config: &StoreConfig) -> Result<(Store, Option<Embedded>), 
         None => streams.build(),
     };
     let client = Client::from_conf(aws_sdk_dynamodb::config::Builder::from(&sdk_config).interceptor(recorder).build());
+    let cloudwatch = match (config.capacity_source(), config.cloudwatch_endpoint_url.as_deref(), config.kind()) {
+        (crate::server::capacity::sources::Source::Stream, _, _) => None,
+        (_, Some(url), _) => Some(aws_sdk_cloudwatch::config::Builder::from(&sdk_config).endpoint_url(url).build()),
+        (_, None, StoreKind::Aws) => Some(aws_sdk_cloudwatch::config::Builder::from(&sdk_config).build()),
+        (_, None, _) => {
+            return Err(ConnectError::Config(
+                "--capacity-source cloudwatch reads DynamoDB's metrics from CloudWatch: use it with --store aws, \
+                 or name an emulator with --cloudwatch-endpoint-url"
+                    .into(),
+            ));
+        }
+    }
+    .map(|config| {
+        // A fortnight of minutes is a large answer: more time than a store call.
+        let timeouts = TimeoutConfig::builder()
+            .connect_timeout(timeouts.connect)
+            .operation_attempt_timeout(Duration::from_secs(30))
+            .operation_timeout(Duration::from_secs(60))
+            .build();
+        let config = config.to_builder().timeout_config(timeouts).build();
+        cloudwatch::CloudWatchClient::new(aws_sdk_cloudwatch::Client::from_conf(config))
+    });
     let store = Store {
+        cloudwatch,
         usage: UsageFlusher::new(client.clone(), config.metrics_table.clone(), usage),
         client,
         streams: aws_sdk_dynamodbstreams::Client::from_conf(streams),

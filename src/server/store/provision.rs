@@ -179,7 +179,7 @@ impl Store {
         Ok(Outcome::Verified)
     }
 
-    async fn describe(&self, table: &str) -> Result<Option<TableDescription>, StoreError> {
+    pub(super) async fn describe(&self, table: &str) -> Result<Option<TableDescription>, StoreError> {
         match self.client.describe_table().table_name(table).send().await {
             Ok(out) => Ok(out.table),
             Err(err) if err.as_service_error().is_some_and(|e| e.is_resource_not_found_exception()) => Ok(None),

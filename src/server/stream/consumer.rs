@@ -14,14 +14,24 @@
 //! - parents are read to their end before their children; new shards start
 //!   at TRIM_HORIZON; a restart resumes after the checkpoint.
 //!
+//! Every record is also priced as DynamoDB bills the write (`pricing`): its
+//! write units per table and index, and the keys it wrote (`hotkeys`), go
+//! into the same transaction as the checkpoint, so every writer's writes
+//! are counted once. Once a pass has read every shard it holds to its end,
+//! the consumer marks the minutes up to now as observed (see
+//! `Store::mark_observed`).
+//!
 //! Every call to the store goes through `Store`; this module decides what
 //! to read and what a batch means.
 
 use crate::model::{LiveEvent, PendingOrder, iso_millis};
+use crate::server::capacity::usage::{Resource, epoch_minute};
 use crate::server::store::error::StoreError;
 use crate::server::store::{Checkpoint, Lease, Store, StreamBatch, StreamShard};
 use crate::server::stream::counters::{self, Change, Deltas, Image};
+use crate::server::stream::hotkeys::{self, HotKey};
 use crate::server::stream::live::LiveHub;
+use crate::server::stream::pricing::{self, Layout};
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, Record};
 use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -46,11 +56,20 @@ pub struct ConsumerOptions {
     pub batch: i32,
     /// Longest pause between polls of an idle stream.
     pub idle: Duration,
+    /// Price every record's write units and hot keys (always, but for the
+    /// benchmark that measures what that costs).
+    pub pricing: bool,
 }
 
 impl ConsumerOptions {
     pub fn new(owner: impl Into<String>) -> Self {
-        Self { owner: owner.into(), lease: Duration::from_secs(15), batch: 500, idle: Duration::from_millis(200) }
+        Self {
+            owner: owner.into(),
+            lease: Duration::from_secs(15),
+            batch: 500,
+            idle: Duration::from_millis(200),
+            pricing: true,
+        }
     }
 }
 
@@ -66,7 +85,13 @@ pub struct ConsumerStatus {
     pub behind_ms: Option<i64>,
     /// When the last pass failed (what failed goes to the log, not the API).
     pub last_error_at: Option<DateTime<Utc>>,
+    /// The keys written most, per table and index, in the last minute this
+    /// consumer finished (at most `TOP_KEYS` each): what `/metrics` shows.
+    pub hot_keys: Vec<HotKey>,
 }
+
+/// Hot keys per table and index that `/metrics` shows: bounded cardinality.
+pub const TOP_KEYS: usize = 5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConsumerError {
@@ -92,6 +117,12 @@ pub struct Consumer {
     cursors: tokio::sync::Mutex<HashMap<String, ShardCursor>>,
     /// Until when this consumer surely holds each lease (by its own clock).
     held: Mutex<HashMap<String, Instant>>,
+    /// The orders table's key and indexes, to price each record.
+    layout: Layout,
+    /// The keys written per minute, of what this consumer committed.
+    hot: Mutex<hotkeys::Tracker>,
+    /// The last minute marked observed, by this consumer.
+    observed_to: tokio::sync::Mutex<Option<i64>>,
 }
 
 /// The parts of an order image the counters read, as stored.
@@ -128,11 +159,23 @@ pub fn change(record: &Record) -> Option<Change> {
     if old.is_none() && new.is_none() {
         return None;
     }
-    let at = data
-        .approximate_creation_date_time()
+    Some(Change { old, new, at: written_at(record) })
+}
+
+/// When the stream recorded a write (now, for a record that does not say).
+fn written_at(record: &Record) -> DateTime<Utc> {
+    record
+        .dynamodb()
+        .and_then(|d| d.approximate_creation_date_time())
         .and_then(|t| DateTime::<Utc>::from_timestamp(t.secs(), t.subsec_nanos()))
-        .unwrap_or_else(Utc::now);
-    Some(Change { old, new, at })
+        .unwrap_or_else(Utc::now)
+}
+
+/// The writes a record made, priced (any item, order or not: every writer's
+/// writes cost capacity).
+fn priced(layout: &Layout, record: &Record) -> Vec<pricing::Write> {
+    let Some(data) = record.dynamodb() else { return Vec::new() };
+    layout.price(data.old_image(), data.new_image())
 }
 
 /// The order a record changes, and its state just before the change (`None`
@@ -168,6 +211,9 @@ impl Consumer {
             status: Arc::new(Mutex::new(ConsumerStatus::default())),
             cursors: tokio::sync::Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
+            layout: Layout::orders(),
+            hot: Mutex::new(hotkeys::Tracker::default()),
+            observed_to: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -216,7 +262,7 @@ impl Consumer {
         let stream_arn = self.stream_arn().await?;
         let shards = self.store.stream_shards(&stream_arn).await?;
         let checkpoints = self.store.checkpoints(&stream_arn).await?;
-        let (mut applied, mut held) = (0, 0);
+        let (mut applied, mut held, mut caught_up) = (0, 0, true);
         for shard in readable(&shards, &checkpoints) {
             // A lease with more than half its time left is not renewed on
             // every pass: an idle stream costs a write per shard per half-lease.
@@ -229,10 +275,32 @@ impl Consumer {
                 }
             };
             held += 1;
-            applied += self.read_shard(&stream_arn, &shard.id, checkpoint).await?;
+            let (records, at_end) = self.read_shard(&stream_arn, &shard.id, checkpoint).await?;
+            applied += records;
+            caught_up &= at_end;
         }
         self.update_status(|s| s.shards_held = held);
+        if caught_up && held > 0 {
+            self.observe().await;
+        }
         Ok(applied)
+    }
+
+    /// Marks the minutes since this consumer's last mark, up to now, as
+    /// observed: every record written before now that it reads has been
+    /// applied, and the stream keeps every write (24 h). At most once a
+    /// minute; a mark that fails is tried at the next pass.
+    async fn observe(&self) {
+        let now = epoch_minute(Utc::now());
+        let mut observed_to = self.observed_to.lock().await;
+        if *observed_to == Some(now) {
+            return;
+        }
+        let from = observed_to.map_or(now, |last| (last + 1).max(now - 24 * 60));
+        match self.store.mark_observed(from, now).await {
+            Ok(()) => *observed_to = Some(now),
+            Err(err) => tracing::warn!(error = %err, "could not mark the observed minutes"),
+        }
     }
 
     /// Takes or renews the lease of a shard; `None` while another live
@@ -268,13 +336,14 @@ impl Consumer {
     }
 
     /// Reads a shard whose lease this consumer holds; `checkpoint` is what
-    /// the store says when the lease was just taken or renewed.
+    /// the store says when the lease was just taken or renewed. The records
+    /// applied, and whether the shard was read to its current end.
     async fn read_shard(
         &self,
         stream_arn: &str,
         shard_id: &str,
         checkpoint: Option<Checkpoint>,
-    ) -> Result<u64, ConsumerError> {
+    ) -> Result<(u64, bool), ConsumerError> {
         let mut cursors = self.cursors.lock().await;
         let cursor = cursors.entry(shard_id.to_string()).or_default();
         if let Some(checkpoint) = checkpoint
@@ -284,7 +353,7 @@ impl Consumer {
             // from the checkpoint, not from a stale iterator.
             *cursor = ShardCursor { iterator: None, seq: checkpoint.seq };
         }
-        let mut applied = 0;
+        let (mut applied, mut at_end) = (0, false);
         for _ in 0..BATCHES_PER_PASS {
             let iterator = match cursor.iterator.take() {
                 Some(iterator) => iterator,
@@ -305,6 +374,7 @@ impl Consumer {
             let closed = next.is_none();
             if records.is_empty() && !closed {
                 cursor.iterator = next;
+                at_end = true;
                 break;
             }
             match self.apply(stream_arn, shard_id, cursor.seq.clone(), &records, closed).await {
@@ -319,15 +389,16 @@ impl Consumer {
                     tracing::info!(shard_id, why, "checkpoint moved; re-reading it");
                     cursors.remove(shard_id);
                     self.mark_held(shard_id, false);
-                    return Ok(applied);
+                    return Ok((applied, false));
                 }
                 Err(err) => return Err(err.into()),
             }
             if closed {
+                at_end = true;
                 break;
             }
         }
-        Ok(applied)
+        Ok((applied, at_end))
     }
 
     /// Applies records of one shard, read after checkpoint `prev`, in as few
@@ -341,32 +412,36 @@ impl Consumer {
         closes_shard: bool,
     ) -> Result<Option<String>, StoreError> {
         let lease = self.lease_for(stream_arn, shard_id);
+        let table = self.store.orders_table().to_string();
         let mut batch = Batch::default();
-        let mut deltas = Deltas::default();
+        let (mut deltas, mut chunk) = (Deltas::default(), hotkeys::Chunk::default());
         let mut last_seq: Option<String> = None;
         for record in records {
             let seq = record.dynamodb().and_then(|d| d.sequence_number()).map(str::to_string);
-            let Some(change) = change(record) else {
+            let change = change(record);
+            if change.is_none() {
                 batch.bad += 1;
-                tracing::warn!(shard_id, sequence = ?seq, "skipping a stream record that is not a readable order");
-                last_seq = seq.or(last_seq);
-                continue;
-            };
-            let mut next = deltas.clone();
-            next.record(&change);
-            if too_big(&next) && last_seq.is_some() {
-                // Commit what fits, then start the next transaction with this change.
-                prev = self.commit(&lease, prev, last_seq.take(), false, &deltas).await?;
-                batch.days.extend(deltas.days());
-                next = Deltas::default();
-                next.record(&change);
+                tracing::warn!(shard_id, sequence = ?seq, "a stream record that is not a readable order: priced only");
             }
-            deltas = next;
-            batch.add(&change);
+            let at = change.as_ref().map_or_else(|| written_at(record), |c| c.at);
+            let writes = if self.options.pricing { priced(&self.layout, record) } else { Vec::new() };
+            let (mut next, mut next_chunk) = (deltas.clone(), chunk.clone());
+            record_one(&mut next, &mut next_chunk, change.as_ref(), &at, &table, &writes);
+            if too_big(&next, &next_chunk) && last_seq.is_some() {
+                // Commit what fits, then start the next transaction with this record.
+                prev = self.commit(&lease, prev, last_seq.take(), false, &deltas, &chunk).await?;
+                batch.days.extend(deltas.days());
+                (next, next_chunk) = (Deltas::default(), hotkeys::Chunk::default());
+                record_one(&mut next, &mut next_chunk, change.as_ref(), &at, &table, &writes);
+            }
+            (deltas, chunk) = (next, next_chunk);
+            if let Some(change) = &change {
+                batch.add(change);
+            }
             last_seq = seq.or(last_seq);
         }
         if !records.is_empty() || closes_shard {
-            prev = self.commit(&lease, prev, last_seq, closes_shard, &deltas).await?;
+            prev = self.commit(&lease, prev, last_seq, closes_shard, &deltas, &chunk).await?;
         }
         batch.days.extend(deltas.days());
         self.record_progress(records.len() as u64, &batch);
@@ -384,18 +459,38 @@ impl Consumer {
         seq: Option<String>,
         finished: bool,
         deltas: &Deltas,
+        chunk: &hotkeys::Chunk,
     ) -> Result<Option<String>, StoreError> {
         let mut versions = match &self.hub {
             Some(hub) => Some(hub.versions().await),
             None => None,
         };
-        self.store.commit_batch(lease, prev.as_deref(), seq.as_deref(), finished, deltas).await?;
+        let plan = self.hot.lock().expect("hot keys poisoned").plan(chunk);
+        let mut applied = deltas.clone();
+        applied.extend(&plan.adds);
+        self.store.commit_batch(lease, prev.as_deref(), seq.as_deref(), finished, &applied).await?;
         if let Some(versions) = versions.as_mut() {
             versions.committed(&deltas.versions());
         }
+        self.counted(chunk, plan);
         // The checkpoint write renewed the lease too.
         self.mark_held(lease.shard_id, true);
         Ok(seq.or(prev))
+    }
+
+    /// A committed transaction's writes into the hot keys, and the keys of
+    /// the last finished minute into the status.
+    fn counted(&self, chunk: &hotkeys::Chunk, plan: hotkeys::Plan) {
+        if chunk.is_empty() {
+            return;
+        }
+        let top = {
+            let mut hot = self.hot.lock().expect("hot keys poisoned");
+            hot.committed(chunk, plan);
+            let finished = epoch_minute(Utc::now()) - 1;
+            hot.top(finished.min(hot.newest().unwrap_or(finished)), TOP_KEYS)
+        };
+        self.update_status(|s| s.hot_keys = top);
     }
 
     fn record_progress(&self, records: u64, batch: &Batch) {
@@ -446,8 +541,34 @@ impl Batch {
     }
 }
 
-fn too_big(deltas: &Deltas) -> bool {
-    deltas.item_count() > MAX_COUNTER_ITEMS || deltas.widest_item() > MAX_ATTRIBUTES
+/// One record into a transaction's increments: its counters (when it is a
+/// readable order), its write units, and the keys it wrote.
+fn record_one(
+    deltas: &mut Deltas,
+    chunk: &mut hotkeys::Chunk,
+    change: Option<&Change>,
+    at: &DateTime<Utc>,
+    table: &str,
+    writes: &[pricing::Write],
+) {
+    if let Some(change) = change {
+        deltas.record(change);
+    }
+    deltas.record_writes(at, table, writes);
+    let minute = epoch_minute(*at);
+    for write in writes {
+        let resource = match &write.index {
+            Some(index) => Resource::index(table, index.as_str()),
+            None => Resource::table(table),
+        };
+        chunk.add(minute, &resource, &write.partition, write.units);
+    }
+}
+
+/// Whether a transaction would exceed its items (each minute with hot keys
+/// is at most one more) or an item's attributes.
+fn too_big(deltas: &Deltas, chunk: &hotkeys::Chunk) -> bool {
+    deltas.item_count() + chunk.minutes() > MAX_COUNTER_ITEMS || deltas.widest_item() > MAX_ATTRIBUTES
 }
 
 #[cfg(test)]

@@ -21,7 +21,9 @@
 //! partitions (it has `GSI2PK`).
 
 use crate::model::PendingOrder;
+use crate::server::capacity::usage::Resource;
 use crate::server::store::keys::{self, attr};
+use crate::server::stream::pricing::Write;
 use chrono::{DateTime, NaiveDate, Timelike, Utc};
 use std::collections::BTreeMap;
 
@@ -170,6 +172,29 @@ impl Deltas {
         }
     }
 
+    /// The write units one stream record made (`pricing`), per table and
+    /// index, on the `STREAM#` capacity item of the minute it was written:
+    /// history, applied with the checkpoint like the heat.
+    pub fn record_writes(&mut self, at: &DateTime<Utc>, table: &str, writes: &[Write]) {
+        let pk = keys::capacity_pk(at.date_naive());
+        let attribute = keys::capacity_minute_attribute('w', minute_of(at));
+        for write in writes {
+            let resource = match &write.index {
+                Some(index) => Resource::index(table, index.as_str()),
+                None => Resource::table(table),
+            };
+            let key = (pk.clone(), keys::capacity_stream_sk(&resource.to_string(), at.hour()));
+            self.add(key, attribute.clone(), i64::from(write.units));
+        }
+    }
+
+    /// Adds `by` to each of `adds` (the hot keys a transaction carries).
+    pub fn extend(&mut self, adds: &[(Key, String, i64)]) {
+        for (key, attribute, by) in adds {
+            self.add(key.clone(), attribute.clone(), *by);
+        }
+    }
+
     /// The increments of one counter item.
     pub fn get(&self, key: &Key) -> Option<&BTreeMap<String, i64>> {
         self.items.get(key)
@@ -192,12 +217,7 @@ impl Deltas {
 
     /// Days whose PENDING counters this batch changes.
     pub fn days(&self) -> Vec<NaiveDate> {
-        let mut days: Vec<NaiveDate> = self
-            .items
-            .keys()
-            .filter_map(|(pk, _)| pk.rsplit('#').next())
-            .filter_map(|day| NaiveDate::parse_from_str(day, "%Y-%m-%d").ok())
-            .collect();
+        let mut days: Vec<NaiveDate> = self.items.keys().filter_map(|(pk, _)| keys::metric_day_of(pk)).collect();
         days.sort_unstable();
         days.dedup();
         days
@@ -446,6 +466,24 @@ mod tests {
             .sum();
         assert_eq!(total, 120, "one write per order entering PENDING, no more");
         assert_eq!(heat(&once, 10, "m15s0"), 6, "seconds 0, 10, 20, 30, 40, 50 of 10:15 on shard 0");
+    }
+
+    #[test]
+    fn priced_writes_go_to_their_minutes_stream_item_and_move_no_day() {
+        let write =
+            |index: Option<&str>, units| Write { index: index.map(str::to_string), partition: "p".into(), units };
+        let mut deltas = Deltas::default();
+        let at = at("2026-11-29T10:15:31Z");
+        deltas.record_writes(&at, "orders", &[write(None, 4), write(Some("GSI1"), 4), write(Some("GSI2"), 1)]);
+        deltas.record_writes(&at, "orders", &[write(None, 1), write(Some("GSI2"), 2)]);
+        let units = |sk: &str| {
+            deltas.get(&("CAPACITY#2026-11-29".to_string(), sk.to_string())).and_then(|a| a.get("w1015")).copied()
+        };
+        assert_eq!(
+            (units("STREAM#10#orders"), units("STREAM#10#orders/GSI1"), units("STREAM#10#orders/GSI2")),
+            (Some(5), Some(4), Some(3))
+        );
+        assert!(deltas.days().is_empty() && deltas.versions().is_empty(), "no counter of a day moved");
     }
 
     #[test]

@@ -5,5 +5,7 @@
 pub mod consumer;
 pub mod counters;
 pub mod follower;
+pub mod hotkeys;
 pub mod live;
+pub mod pricing;
 pub mod reconcile;
