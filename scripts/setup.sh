@@ -26,6 +26,12 @@ packages_log="$(mktemp)"
   apt_packages=()
   command -v chromium >/dev/null || apt_packages+=(chromium)
   command -v java >/dev/null || apt_packages+=(openjdk-17-jre-headless)
+  # promtool checks and unit-tests the Prometheus alert rules in deploy/.
+  command -v promtool >/dev/null || apt_packages+=(prometheus)
+  # The container image (`make image`, tests/image.rs): podman builds and
+  # runs it; deploy/containers.conf names runc as the runtime.
+  command -v podman >/dev/null || apt_packages+=(podman)
+  command -v runc >/dev/null || apt_packages+=(runc)
   if [ "${#apt_packages[@]}" -gt 0 ]; then
     echo "installing ${apt_packages[*]} from Debian"
     $sudo apt-get update -qq
@@ -58,6 +64,27 @@ cheap_tool_profile=(
   CARGO_PROFILE_RELEASE_DEBUG=false
 )
 
+# `cargo install` with the tool's own lock file, so it builds what its
+# authors tested. When this registry lacks a version that lock names (seen in
+# CI: wasm-bindgen-cli 0.2.130 locks webpki-roots 1.0.11, which the crates.io
+# mirror here does not carry), install again letting cargo choose, among the
+# versions the registry has, ones that declare they build on this Rust.
+install_tool() {
+  local log
+  log="$(mktemp)"
+  if env "${cheap_tool_profile[@]}" cargo install --locked "$@" 2>&1 | tee "$log"; then
+    rm -f "$log"
+    return 0
+  fi
+  if ! grep -q "failed to select a version" "$log"; then
+    rm -f "$log"
+    return 1
+  fi
+  rm -f "$log"
+  echo "   the tool's lock file names a version this registry lacks: resolving again from the registry"
+  env "${cheap_tool_profile[@]}" CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback cargo install "$@"
+}
+
 # A tool of the right version where `cargo install` puts it (CARGO_INSTALL_ROOT
 # when set: scripts/measure-first-run.sh starts from an empty one).
 has() { "${CARGO_INSTALL_ROOT:+$CARGO_INSTALL_ROOT/bin/}$1" --version 2>/dev/null | grep -q "$2"; }
@@ -65,13 +92,13 @@ has() { "${CARGO_INSTALL_ROOT:+$CARGO_INSTALL_ROOT/bin/}$1" --version 2>/dev/nul
 if ! has cargo-leptos "$CARGO_LEPTOS_VERSION"; then
   step "installing cargo-leptos $CARGO_LEPTOS_VERSION (built from source, once: under 15 minutes on 2 cores, what the tool's own profile took)"
   # no_downloads: take wasm-bindgen and wasm-opt from PATH instead of the internet.
-  env "${cheap_tool_profile[@]}" cargo install --locked cargo-leptos --version "$CARGO_LEPTOS_VERSION" --features no_downloads
+  install_tool cargo-leptos --version "$CARGO_LEPTOS_VERSION" --features no_downloads
   took
 fi
 
 if ! has wasm-bindgen "$WASM_BINDGEN_VERSION"; then
   step "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (built from source, once: a few minutes)"
-  env "${cheap_tool_profile[@]}" cargo install --locked wasm-bindgen-cli --version "=$WASM_BINDGEN_VERSION"
+  install_tool wasm-bindgen-cli --version "=$WASM_BINDGEN_VERSION"
   took
 fi
 
@@ -91,6 +118,14 @@ MOTO_VERSION=5.2.1
 if ! python3 -c "import moto, flask" 2>/dev/null; then
   step "installing moto[server] $MOTO_VERSION (the tests' CloudWatch emulator, under a minute)"
   python3 -m pip install --quiet "moto[server]==$MOTO_VERSION"
+  took
+fi
+
+# cfn-lint checks the CloudFormation template `northwind-ops template` prints.
+CFN_LINT_VERSION=1.51.0
+if ! cfn-lint --version 2>/dev/null | grep -q "$CFN_LINT_VERSION"; then
+  step "installing cfn-lint $CFN_LINT_VERSION (the template's linter, under a minute)"
+  python3 -m pip install --quiet "cfn-lint==$CFN_LINT_VERSION"
   took
 fi
 
