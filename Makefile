@@ -10,7 +10,7 @@ BIN := target/debug/northwind-ops
 # same, so tests reuse the build instead of recompiling every crate.
 TEST_ENV := RUSTFLAGS="--cfg erase_components" LEPTOS_OUTPUT_NAME=northwind-ops
 
-.PHONY: setup build run test test-rust test-e2e bench rehearse clean
+.PHONY: setup build run test test-rust test-e2e test-deploy image bench rehearse clean
 
 setup:
 	scripts/setup.sh
@@ -18,7 +18,7 @@ setup:
 # --split: each page's code is a wasm chunk of its own, loaded when the page
 # is opened (src/app/lazy.rs). Tests run against this build.
 build: setup
-	@echo "== building the server and the browser bundle (first time on a fresh machine: about 17 minutes on 2 cores; afterwards seconds to a minute)"
+	@echo "== building the server and the browser bundle (first time on a fresh machine: about 23 minutes on 2 cores; afterwards seconds to a minute)"
 	@SECONDS=0; cargo leptos build --split; echo "   built in $$((SECONDS / 60))m$$((SECONDS % 60))s"
 
 run: build
@@ -27,7 +27,7 @@ run: build
 	@echo "== serving (Ctrl-C stops it)"
 	$(BIN) serve
 
-test: build test-rust test-e2e
+test: build test-rust test-e2e test-deploy
 
 # Unit tests, then the integration tests against Dynoxide and DynamoDB Local.
 test-rust:
@@ -35,6 +35,19 @@ test-rust:
 
 test-e2e:
 	cd end2end && npx playwright test
+
+# The Prometheus alert rules in deploy/: promtool checks them and runs their
+# unit tests. (The CloudFormation template is linted by tests/deploy.rs.)
+test-deploy:
+	scripts/check-deploy.sh
+
+# The container image, FROM scratch, of the release build (README: "Running
+# on AWS"). IMAGE names its tag. The dev site is restored after, for the tests.
+IMAGE ?= northwind-ops:latest
+image: setup
+	cargo leptos build --release --split --precompress
+	scripts/build-image.sh release $(IMAGE)
+	cargo leptos build --split --frontend-only
 
 # Every speed goal, measured side by side; writes BENCHMARKS.md. The server
 # is measured as built both ways and the site as shipped (release, wasm-opt,

@@ -73,6 +73,12 @@ impl Proc {
         let _ = self.child.wait();
     }
 
+    /// SIGTERM, by pid: the graceful stop a rolling restart sends.
+    fn term(&self) {
+        let sent = Command::new("kill").args(["-TERM", &self.pid().to_string()]).status().unwrap();
+        assert!(sent.success(), "kill -TERM {}", self.pid());
+    }
+
     fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
@@ -116,6 +122,15 @@ impl Proc {
         }
         let code = self.child.wait().ok().and_then(|s| s.code());
         (code, self.stdout(), fs::read_to_string(&self.err).unwrap_or_default())
+    }
+}
+
+impl Proc {
+    /// SIGTERM, then waits for it to exit: its exit code and log.
+    async fn finish_after_term(&mut self, limit: Duration) -> (Option<i32>, String) {
+        self.term();
+        let (code, _, log) = self.finish(limit).await;
+        (code, log)
     }
 }
 
@@ -603,6 +618,39 @@ async fn two_instances_one_killed_counters_exact_and_the_survivor_streams_the_ot
     assert!(last_changed.is_some_and(|at| at < killed + Duration::from_secs(2)), "B pushed `changed` for its own rows");
     assert!(entered_after > 0, "B pushes its own consumer's rows itself");
     assert!(units > 0.0 && units / followed <= 1.5, "one read unit a second for one watched day: {figures}");
+}
+
+// ---- A rolling restart --------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_hands_the_lease_over_so_the_next_instance_streams_at_once() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let cluster = Cluster::new(shared_local()).await;
+    let mut first = cluster.serve("serve-first").await;
+    cluster.wait_for_lease(first.process.pid(), Duration::from_secs(15)).await;
+    let (status, log) = first.process.finish_after_term(Duration::from_secs(30)).await;
+    assert_eq!(status, Some(0), "{log}");
+
+    // The next instance on the same store, a dashboard open on it at once,
+    // and an order created through its API right away: without the handoff
+    // its consumer waits for the old lease to expire (15 s).
+    let restarted = Instant::now();
+    let next = cluster.serve("serve-next").await;
+    let live = LiveStream::open(&cluster.http, &next.base, "").await;
+    let created = Instant::now();
+    let response =
+        cluster.http.post(format!("{}/api/orders", next.base)).json(&new_order_json("restart-1", "c-r")).send().await;
+    assert_eq!(response.unwrap().status().as_u16(), 201);
+    let wanted = |e: &LiveEvent| matches!(e, LiveEvent::Entered { order, .. } if order.order_id == "restart-1");
+    let shown = live.wait_for(Duration::from_secs(20), wanted).await;
+    let lag = shown.map(|at| at.saturating_duration_since(created));
+    println!(
+        "restarted: listening and live {:.2} s after the restart began; the order created then on the dashboard \
+         after {lag:?}",
+        (created - restarted).as_secs_f64()
+    );
+    assert!(lag.is_some_and(|lag| lag < Duration::from_millis(1_500)), "{lag:?}\n{}", next.process.log_tail());
+    assert!(log.contains("lease handed over"), "{log}");
 }
 
 // ---- Reconciliation through a flash sale -----------------------------------

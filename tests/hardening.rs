@@ -229,15 +229,80 @@ async fn a_client_that_trickles_its_headers_is_cut_off() {
     let app = TestApp::spawn_with(Engine::Dynoxide, &[], &["--header-timeout-secs", "1"]).await;
     let address = app.base.trim_start_matches("http://").to_string();
     let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
-    stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await.unwrap();
     let started = Instant::now();
+    // A byte every 200 ms: the connection is never quiet, the headers never
+    // end. The deadline runs from the first byte.
+    let request: Vec<u8> = [b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ".as_slice(), &b"a".repeat(100)].concat();
+    let mut cut = None;
+    for byte in request.iter().copied() {
+        if stream.write_all(&[byte]).await.is_err() {
+            cut = Some(started.elapsed());
+            break;
+        }
+        let mut buffer = [0u8; 256];
+        if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_millis(200), stream.read(&mut buffer)).await {
+            cut = Some(started.elapsed());
+            break;
+        }
+    }
+    let cut = cut.expect("the server kept reading a 20-second header");
+    assert!(cut >= Duration::from_millis(900) && cut < Duration::from_secs(4), "{cut:?}");
+    app.stop().await;
+}
+
+/// One request on a raw connection, its answer read whole (headers and a
+/// Content-Length body): `None` when the server has closed it.
+async fn one_request(stream: &mut tokio::net::TcpStream) -> Option<String> {
+    let host = stream.peer_addr().ok()?;
+    stream.write_all(format!("GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes()).await.ok()?;
+    let mut answer = Vec::new();
     let mut buffer = [0u8; 1024];
-    // The server closes the connection (or answers 408) once the deadline
-    // has passed; a server without one would keep waiting.
+    loop {
+        let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer)).await.ok()?.ok()?;
+        if read == 0 {
+            return None;
+        }
+        answer.extend_from_slice(&buffer[..read]);
+        let text = String::from_utf8_lossy(&answer).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                .unwrap_or(0usize);
+            if answer.len() >= end + 4 + length {
+                return Some(text);
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keep_alive_connection_idle_for_30_seconds_is_still_served() {
+    // The defaults: headers within 5 s, idle up to 75 s (a load balancer
+    // keeps its connections 60 s and reuses them).
+    let app = TestApp::spawn(Engine::Dynoxide).await;
+    let address = app.base.trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let first = one_request(&mut stream).await.expect("first answer");
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let again = one_request(&mut stream).await.expect("the idle connection was closed");
+    assert!(again.starts_with("HTTP/1.1 200"), "{again}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_idle_past_the_idle_timeout_is_closed() {
+    let app = TestApp::spawn_with(Engine::Dynoxide, &[], &["--idle-timeout-secs", "2"]).await;
+    let address = app.base.trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+    assert!(one_request(&mut stream).await.is_some_and(|a| a.starts_with("HTTP/1.1 200")));
+    let started = Instant::now();
+    let mut buffer = [0u8; 64];
     let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buffer)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "the idle connection stayed open: {read:?}");
     let elapsed = started.elapsed();
-    assert!(read.is_ok(), "still open after 10 s");
-    assert!(elapsed >= Duration::from_millis(900) && elapsed < Duration::from_secs(5), "{elapsed:?}");
+    assert!(elapsed >= Duration::from_millis(1_900) && elapsed < Duration::from_secs(5), "{elapsed:?}");
     app.stop().await;
 }
 

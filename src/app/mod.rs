@@ -20,8 +20,9 @@ use leptos_meta::{HashedStylesheet, MetaTags, Title, provide_meta_context};
 use leptos_router::components::{A, Route, Router, Routes};
 use leptos_router::{Lazy, SsrMode, path};
 
+/// The page around the app. Its Content-Security-Policy names the nonce of
+/// the scripts below; the server's `security_headers` writes it.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
-    set_content_security_policy();
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -42,17 +43,6 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <App/>
             </body>
         </html>
-    }
-}
-
-/// The page's Content-Security-Policy, naming the nonce Leptos gives this
-/// response's inline scripts (the hydration script among them).
-fn set_content_security_policy() {
-    #[cfg(feature = "ssr")]
-    if let (Some(nonce), Some(response)) = (leptos::nonce::use_nonce(), use_context::<leptos_axum::ResponseOptions>())
-        && let Ok(value) = http::HeaderValue::from_str(&crate::server::http::middleware::page_csp(&nonce))
-    {
-        response.insert_header(http::header::CONTENT_SECURITY_POLICY, value);
     }
 }
 

@@ -9,12 +9,14 @@
 //! - `store`: the only code that talks to DynamoDB, with the key schema;
 //! - `capacity`: consumed units, the planner and the advisor (arithmetic);
 //! - `cli`: the command line, its settings, demo data;
+//! - `deploy`: production on AWS as code (the CloudFormation template);
 //! - `sim`: traffic and throttling simulated (loadgen, the throttle proxy,
 //!   the rehearsal).
 
 pub mod auth;
 pub mod capacity;
 pub mod cli;
+pub mod deploy;
 pub mod error;
 pub mod http;
 pub mod service;

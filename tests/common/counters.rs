@@ -83,6 +83,21 @@ impl Paused {
 
 /// The counters of `day` against a recount of the index and the expected
 /// per-status and created figures.
+/// Cancels an order as another service would, straight through the SDK,
+/// removing its GSI2 keys as the key design requires.
+pub async fn cancel_outside(client: &aws_sdk_dynamodb::Client, orders_table: &str, order_id: &str) {
+    client
+        .update_item()
+        .table_name(orders_table)
+        .key(keys::PK, AttributeValue::S(keys::order_pk(order_id)))
+        .update_expression("SET #s = :c REMOVE GSI2PK, GSI2SK")
+        .expression_attribute_names("#s", "status")
+        .expression_attribute_values(":c", AttributeValue::S("CANCELLED".into()))
+        .send()
+        .await
+        .unwrap();
+}
+
 pub async fn assert_exact(app: &TestApp, day: NaiveDate, created: i64, per_status: &[(Status, i64)]) {
     let counters = app.store.read_counters(day).await.unwrap();
     let engine = &app.engine;
@@ -207,16 +222,7 @@ pub async fn write_mix(app: &TestApp) -> (NaiveDate, i64, Vec<(Status, i64)>) {
     }
     // Another client cancels directly, removing the index keys as the design requires.
     for i in 0..10 {
-        client
-            .update_item()
-            .table_name(&app.config.orders_table)
-            .key("PK", AttributeValue::S(keys::order_pk(&format!("d-{i:03}"))))
-            .update_expression("SET #s = :c REMOVE GSI2PK, GSI2SK")
-            .expression_attribute_names("#s", "status")
-            .expression_attribute_values(":c", AttributeValue::S("CANCELLED".into()))
-            .send()
-            .await
-            .unwrap();
+        cancel_outside(client, &app.config.orders_table, &format!("d-{i:03}")).await;
     }
     // And deletes two PENDING orders outright: `created` counts the orders
     // of the day that exist, so it drops with them.

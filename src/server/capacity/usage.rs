@@ -9,9 +9,9 @@
 use super::advisor::Access;
 use crate::server::store::error::Throttle;
 use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::sync::Mutex;
 
 /// Seconds kept in the per-second ring: five minutes.
 pub const RING_SECONDS: usize = 300;
@@ -128,7 +128,7 @@ pub struct Usage {
 
 impl Usage {
     fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
-        f(&mut self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+        f(&mut self.inner.lock())
     }
 
     /// Units `resource` consumed for one call answered at `at`; the units it

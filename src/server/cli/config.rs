@@ -37,6 +37,10 @@ pub enum Command {
     Seed(SeedArgs),
     /// Run the stream consumer alone (serve runs one too), until Ctrl-C.
     Consume,
+    /// Run the stream consumer as an AWS Lambda function: apply the DynamoDB
+    /// stream events the Lambda Runtime API hands over (AWS_LAMBDA_RUNTIME_API),
+    /// reporting a record that cannot be applied as a batch item failure.
+    Lambda,
     /// Check the counters against the tables and repair any drift with a delta.
     Reconcile(ReconcileArgs),
     /// Simulate traffic: a steady rate, a flash sale or a month-end batch.
@@ -60,6 +64,10 @@ pub enum Command {
     /// How many GSI2 write shards a peak needs, the arithmetic shown, and
     /// what to pre-warm before the sale.
     Plan(PlanArgs),
+    /// Print the CloudFormation template of a deployment on AWS: both
+    /// tables as `provision` creates them (the same definitions), the
+    /// stream consumer as a Lambda function, and alarms per table and GSI.
+    Template(ProvisionArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -644,6 +652,13 @@ pub struct Limits {
           value_parser = clap::value_parser!(u64).range(1..=600))]
     pub header_timeout_secs: u64,
 
+    /// Longest a keep-alive connection may sit idle between requests, in
+    /// seconds. Behind a load balancer, keep it above the balancer's own
+    /// idle timeout (an ALB's is 60 s), so the balancer closes first
+    #[arg(long, env = "NORTHWIND_IDLE_TIMEOUT_SECS", default_value_t = 75,
+          value_parser = clap::value_parser!(u64).range(1..=4_000))]
+    pub idle_timeout_secs: u64,
+
     /// Largest request body accepted, in bytes
     #[arg(long, env = "NORTHWIND_MAX_BODY_BYTES", default_value_t = 65_536,
           value_parser = clap::value_parser!(u64).range(1024..=16_777_216))]
@@ -678,6 +693,16 @@ pub struct Limits {
     #[arg(long, env = "NORTHWIND_API_BURST", default_value_t = 200,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub api_burst: u32,
+}
+
+impl Limits {
+    pub fn header_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.header_timeout_secs)
+    }
+
+    pub fn idle_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.idle_timeout_secs)
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]

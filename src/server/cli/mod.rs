@@ -34,6 +34,8 @@ use clap::Parser;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// How often a process adds the capacity its calls consumed to the metrics
 /// table (and once more when its command ends).
@@ -66,6 +68,8 @@ pub enum CliError {
     Advice(#[from] advisor::AdviceError),
     #[error(transparent)]
     Prices(#[from] advisor::PricesError),
+    #[error("the Lambda runtime stopped: {0}")]
+    Lambda(String),
 }
 
 pub async fn main() -> ExitCode {
@@ -76,6 +80,8 @@ pub async fn main() -> ExitCode {
                 .unwrap_or_else(|_| "info,aws_config=warn,aws_smithy_runtime=warn,dynoxide=error".into()),
         )
         .with_writer(std::io::stderr)
+        // Lambda sends the log to CloudWatch Logs, where colour codes are noise.
+        .with_ansi(!matches!(cli.command, Some(Command::Lambda)))
         .init();
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -103,6 +109,14 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::ThrottleProxy(args) => run_throttle_proxy(&args).await,
         // The rehearsal starts stores of its own, one per design.
         Command::Rehearse(args) => run_rehearse(&cli.store, &args).await,
+        // The template is generated from the definitions: no store needed.
+        Command::Template(args) => run_template(&cli.store, &args),
+        // Outside Lambda, say so before connecting to anything.
+        Command::Lambda => {
+            crate::server::stream::lambda::check_environment(|name| std::env::var(name).ok())
+                .map_err(CliError::Usage)?;
+            run_with_store(cli.store, Command::Lambda).await
+        }
         command => run_with_store(cli.store, command).await,
     }
 }
@@ -115,23 +129,26 @@ async fn run_with_store(mut config: StoreConfig, command: Command) -> Result<(),
     // `advise` reads the recorded capacity; recording its own reads would
     // stretch the span it advises on up to every time it is run.
     let records = !matches!(command, Command::Advise(_));
-    let (stop_flushing, flushing) = records.then(|| flush_periodically(store.usage_flusher())).unzip();
+    let flushing = records.then(|| flush_periodically(store.usage_flusher()));
     let result = match command {
         Command::Serve(args) => run_serve(&config, store, &args).await,
         Command::Provision(args) => run_provision(&store, &args).await,
         Command::Seed(args) => run_seed(&store, &args, &config.data_dir).await,
         Command::Consume => run_consume(store).await,
+        Command::Lambda => run_lambda(store).await,
         Command::Reconcile(args) => run_reconcile(store, &args).await,
         Command::Loadgen(args) => run_loadgen(store, &args).await,
         Command::Plan(args) => run_plan(&store, &args).await,
         Command::User(command) => run_user(&store, command).await,
         Command::Token(command) => run_token(&store, command).await,
         Command::Advise(args) => run_advise(&store, &args, &config).await,
-        Command::ThrottleProxy(_) | Command::Rehearse(_) => unreachable!("run() runs these without the store"),
+        Command::ThrottleProxy(_) | Command::Rehearse(_) | Command::Template(_) => {
+            unreachable!("run() runs these without the store")
+        }
     };
-    if let (Some(stop), Some(flushing)) = (stop_flushing, flushing) {
+    if let Some((stop, flushing)) = flushing {
         // The last flush, after the command's last call.
-        let _ = stop.send(());
+        stop.cancel();
         let _ = flushing.await;
     }
     if let Some(embedded) = embedded {
@@ -143,8 +160,9 @@ async fn run_with_store(mut config: StoreConfig, command: Command) -> Result<(),
 /// Flushes the recorded capacity every `FLUSH_EVERY`, and once more when
 /// told to stop (never in the middle of a flush: a flush cut short would
 /// lose the minutes it had taken).
-fn flush_periodically(flusher: UsageFlusher) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+fn flush_periodically(flusher: UsageFlusher) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
     let task = tokio::spawn(async move {
         let mut ticks = tokio::time::interval(FLUSH_EVERY);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -152,7 +170,7 @@ fn flush_periodically(flusher: UsageFlusher) -> (tokio::sync::oneshot::Sender<()
         loop {
             let last = tokio::select! {
                 _ = ticks.tick() => false,
-                _ = &mut stopped => true,
+                _ = stopped.cancelled() => true,
             };
             match flusher.flush().await {
                 Ok(_) => {}
@@ -169,6 +187,20 @@ fn flush_periodically(flusher: UsageFlusher) -> (tokio::sync::oneshot::Sender<()
         }
     });
     (stop, task)
+}
+
+fn run_template(config: &StoreConfig, args: &ProvisionArgs) -> Result<(), CliError> {
+    use crate::server::deploy::template::{Deployment, template};
+    use crate::server::store::TableDef;
+    // The same checks as a store's: the names must be DynamoDB's.
+    config.validate().map_err(CliError::Usage)?;
+    let capacity = args.capacity();
+    let deployment = Deployment {
+        orders: TableDef::orders(&config.orders_table, capacity),
+        metrics: TableDef::metrics(&config.metrics_table, capacity),
+    };
+    println!("{:#}", template(&deployment));
+    Ok(())
 }
 
 async fn run_provision(store: &Store, args: &ProvisionArgs) -> Result<(), CliError> {
@@ -344,8 +376,9 @@ async fn run_serve(config: &StoreConfig, store: Store, args: &ServeArgs) -> Resu
             source: config.capacity_source(),
             ..Default::default()
         });
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let background = start_background(&service, args, stopped);
+    // Background work stops after the last request has been answered.
+    let (stop, background) = (CancellationToken::new(), TaskTracker::new());
+    start_background(&service, args, &stop, &background);
     let shutdown = async move {
         shutdown_signal().await;
         live.close();
@@ -357,10 +390,9 @@ async fn run_serve(config: &StoreConfig, store: Store, args: &ServeArgs) -> Resu
     println!("listening on http://{addr}");
     tracing::info!(%addr, "Northwind Ops is serving");
     let served = task.await;
-    let _ = stop.send(true);
-    for task in background {
-        let _ = task.await;
-    }
+    stop.cancel();
+    background.close();
+    background.wait().await;
     served
         .map_err(|e| CliError::Usage(format!("server task failed: {e}")))?
         .map_err(|source| CliError::Io { what: "server".into(), source })
@@ -373,42 +405,25 @@ fn owner_id() -> String {
 }
 
 /// The live follower, the stream consumer and the periodic reconciliation,
-/// stopped through `stop`.
-fn start_background(
-    service: &Service,
-    args: &ServeArgs,
-    stop: tokio::sync::watch::Receiver<bool>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    let mut tasks = Vec::new();
+/// on `tasks`, until `stop` is cancelled.
+fn start_background(service: &Service, args: &ServeArgs, stop: &CancellationToken, tasks: &TaskTracker) {
     // Whichever instance applies a change, this one's live connections hear of it.
-    let (follower_service, mut follower_stop) = (service.clone(), stop.clone());
-    tasks.push(tokio::spawn(async move {
-        follower::run(follower_service, follower::FOLLOW_EVERY, async move {
-            let _ = follower_stop.changed().await;
-        })
-        .await;
-    }));
+    tasks.spawn(follower::run(service.clone(), follower::FOLLOW_EVERY, stop.clone().cancelled_owned()));
     if !args.no_consumer {
         let consumer =
             Consumer::new(service.store.clone(), ConsumerOptions::new(owner_id()), Some(service.live.clone()));
-        *service.consumer.lock().expect("consumer slot poisoned") = Some(consumer.status());
-        let mut stop = stop.clone();
-        tasks.push(tokio::spawn(async move {
-            consumer
-                .run(async move {
-                    let _ = stop.changed().await;
-                })
-                .await;
-        }));
+        *service.consumer.lock() = Some(consumer.status());
+        let stop = stop.clone();
+        tasks.spawn(async move { consumer.run(stop.cancelled()).await });
     }
     if args.reconcile_minutes > 0 {
         let reconciler = Reconciler::new(service.store.clone(), ReconcileOptions::new(owner_id()));
         let every = std::time::Duration::from_secs(u64::from(args.reconcile_minutes) * 60);
-        let mut stop = stop;
-        tasks.push(tokio::spawn(async move {
+        let stop = stop.clone();
+        tasks.spawn(async move {
             loop {
                 tokio::select! {
-                    _ = stop.changed() => break,
+                    _ = stop.cancelled() => break,
                     _ = tokio::time::sleep(every) => {}
                 }
                 // The verdict is recorded on the counter item, for every instance to show.
@@ -421,9 +436,8 @@ fn start_background(
                     Err(err) => tracing::warn!(error = %err, "reconciliation failed"),
                 }
             }
-        }));
+        });
     }
-    tasks
 }
 
 async fn run_consume(store: Store) -> Result<(), CliError> {
@@ -431,9 +445,16 @@ async fn run_consume(store: Store) -> Result<(), CliError> {
     println!("consuming the stream of {} as {owner} (Ctrl-C to stop)", store.orders_table());
     let consumer = Consumer::new(Arc::new(store), ConsumerOptions::new(owner), None);
     consumer.run(shutdown_signal()).await;
-    let status = consumer.status().lock().expect("status poisoned").clone();
+    let status = consumer.status().lock().clone();
     println!("applied {} records ({} unreadable)", status.records_applied, status.bad_records);
     Ok(())
+}
+
+/// The stream consumer as a Lambda function, until the Runtime API stops
+/// answering (Lambda ends the process itself).
+async fn run_lambda(store: Store) -> Result<(), CliError> {
+    tracing::info!(table = store.orders_table(), "consuming the stream's events as a Lambda function");
+    crate::server::stream::lambda::run(Arc::new(store)).await.map_err(|err| CliError::Lambda(err.to_string()))
 }
 
 async fn run_loadgen(store: Store, args: &crate::server::sim::loadgen::LoadgenArgs) -> Result<(), CliError> {

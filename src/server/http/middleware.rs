@@ -92,11 +92,13 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
     Response::from_parts(parts, Body::from(serde_json::Value::Object(object).to_string()))
 }
 
-/// Headers every answer carries, and a strict Content-Security-Policy for
-/// those that set none of their own (the pages set theirs, with the nonce
-/// of their hydration script).
+/// Headers every answer carries, and the Content-Security-Policy: a page's
+/// names the nonce its own scripts carry; anything else gets a strict one.
 pub async fn security_headers(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
+    if is_html(&response) {
+        response = with_page_csp(response).await;
+    }
     let headers = response.headers_mut();
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
@@ -105,6 +107,53 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
         headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(STATIC_CSP));
     }
     response
+}
+
+fn is_html(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/html"))
+}
+
+/// A page's policy, from the nonce its hydration script was rendered with.
+/// The header is made here, from the page itself, rather than during the
+/// render: the render's own header was seen missing from an order page (in
+/// CI, and once in 35 browser tests here) while the page's scripts carried
+/// a nonce, so the browser refused them and the page never came alive. Pages
+/// are rendered whole (`SsrMode::Async`), so reading one back costs a copy.
+async fn with_page_csp(response: Response) -> Response {
+    let (mut parts, body) = response.into_parts();
+    let bytes = match to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            tracing::warn!(error = %err, "a page's body could not be read");
+            return ApiError::Busy("the page could not be sent; try again".into()).into_response();
+        }
+    };
+    match page_nonce(&bytes).and_then(|nonce| HeaderValue::from_str(&page_csp(nonce)).ok()) {
+        Some(policy) => {
+            parts.headers.insert(header::CONTENT_SECURITY_POLICY, policy);
+        }
+        None => {
+            parts.headers.remove(header::CONTENT_SECURITY_POLICY);
+        }
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+/// The nonce of the first script in a page's `<head>` (Leptos's hydration
+/// script), before anything the page shows: a value in the body, where user
+/// data is, is never read.
+fn page_nonce(page: &[u8]) -> Option<&str> {
+    let page = std::str::from_utf8(page).ok()?;
+    let head = &page[..page.find("</head>")?];
+    let start = head.find(" nonce=\"")? + " nonce=\"".len();
+    let nonce = &head[start..start + head[start..].find('"')?];
+    let valid = nonce.len() >= 16
+        && nonce.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'+' | b'/' | b'='));
+    valid.then_some(nonce)
 }
 
 /// How long browsers keep what they fetched. A hashed asset (`/pkg/`, named by
@@ -118,14 +167,9 @@ pub async fn cache_control(hashed_assets: bool, request: Request, next: Next) ->
     if response.headers().contains_key(header::CACHE_CONTROL) {
         return response;
     }
-    let is_html = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/html"));
     let value = if immutable && response.status().is_success() {
         "public, max-age=31536000, immutable"
-    } else if is_html {
+    } else if is_html(&response) {
         "no-cache, private"
     } else {
         return response;
@@ -146,7 +190,7 @@ const STATIC_CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; 
 
 /// The app's pages: scripts only with this response's nonce (and the wasm
 /// they start), everything else from this site; never framed.
-pub fn page_csp(nonce: &str) -> String {
+fn page_csp(nonce: &str) -> String {
     format!(
         "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; \
          img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; \
@@ -253,6 +297,19 @@ pub async fn rate_limit(limit: RateLimit, request: Request, next: Next) -> Respo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pages_nonce_is_read_from_its_head_only() {
+        let page = r#"<!DOCTYPE html><html><head><link rel="modulepreload" href="/pkg/a.js" nonce="AbCdEfGhIjKlMnOp_q-1"><script nonce="AbCdEfGhIjKlMnOp_q-1">x</script></head><body>nonce="EVILEVILEVILEVILEVIL"</body></html>"#;
+        assert_eq!(page_nonce(page.as_bytes()), Some("AbCdEfGhIjKlMnOp_q-1"));
+        let no_head_nonce =
+            r#"<html><head><title>t</title></head><body><p nonce="EVILEVILEVILEVILEVIL"></p></body></html>"#;
+        assert_eq!(page_nonce(no_head_nonce.as_bytes()), None);
+        // A value that could break out of the header is not taken.
+        let odd = r#"<html><head><script nonce="abc; script-src *; x=yyyyyyyy"></script></head></html>"#;
+        assert_eq!(page_nonce(odd.as_bytes()), None);
+        assert_eq!(page_nonce(b"<html><head><script nonce=\"short\"></script></head></html>"), None);
+    }
 
     #[test]
     fn the_rate_limit_refuses_a_burst_and_names_a_wait() {

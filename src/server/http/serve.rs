@@ -25,6 +25,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 use tower_http::compression::{CompressionLayer, DefaultPredicate};
 use tower_http::limit::RequestBodyLimitLayer;
@@ -216,16 +218,18 @@ pub async fn start(
     Ok((addr, task))
 }
 
-/// Accepts connections up to the cap, each with a deadline for its request
-/// headers (a client trickling bytes cannot hold a connection open), and on
-/// shutdown lets the requests under way finish.
+/// Accepts connections up to the cap and serves each until it closes, is
+/// idle for `--idle-timeout-secs`, or takes longer than
+/// `--header-timeout-secs` to send a request's headers; on shutdown lets
+/// the requests under way finish.
 async fn serve(
     listener: TcpListener,
     app: Router,
     limits: Limits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let (closing, closed) = tokio::sync::watch::channel(());
+    // Connections are told to finish through `closing`, and waited for on `connections`.
+    let (closing, connections) = (CancellationToken::new(), TaskTracker::new());
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections as usize));
     tokio::pin!(shutdown);
     loop {
@@ -245,22 +249,46 @@ async fn serve(
             tracing::warn!(%remote, "connection refused: at --max-connections");
             continue;
         };
-        let service = app.clone().map_request(move |mut req: Request<Incoming>| {
-            req.extensions_mut().insert(ConnectInfo(remote));
-            req.map(axum::body::Body::new)
-        });
-        let header_timeout = Duration::from_secs(limits.header_timeout_secs);
-        let mut closing = closing.subscribe();
-        tokio::spawn(async move {
+        let clock = Arc::new(HeadClock::default());
+        let service = {
+            let (parsed, answered) = (clock.clone(), clock.clone());
+            app.clone()
+                .map_request(move |mut req: Request<Incoming>| {
+                    parsed.head_parsed();
+                    req.extensions_mut().insert(ConnectInfo(remote));
+                    req.map(axum::body::Body::new)
+                })
+                .map_response(move |response| {
+                    answered.answered();
+                    response
+                })
+        };
+        let closing = closing.clone();
+        connections.spawn(async move {
             let mut builder = Builder::new(TokioExecutor::new());
-            builder.http1().timer(TokioTimer::new()).header_read_timeout(header_timeout);
-            let connection =
-                builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
+            // Hyper's header timer runs from the moment it waits for a
+            // request, so between requests it is the idle timeout; the
+            // header deadline proper runs from a request's first byte.
+            builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.idle_timeout());
+            let io = TokioIo::new(Watched { inner: stream, clock: clock.clone() });
+            let connection = builder.serve_connection_with_upgrades(io, TowerToHyperService::new(service));
             tokio::pin!(connection);
+            let overdue = clock.overdue(limits.header_timeout());
+            tokio::pin!(overdue);
+            let mut finishing = false;
             loop {
                 tokio::select! {
                     _ = connection.as_mut() => break,
-                    _ = closing.changed() => connection.as_mut().graceful_shutdown(),
+                    _ = closing.cancelled(), if !finishing => {
+                        finishing = true;
+                        connection.as_mut().graceful_shutdown();
+                    }
+                    // Dropping the connection closes it: a client trickling
+                    // its headers holds nothing.
+                    _ = &mut overdue => {
+                        tracing::debug!(%remote, "closed: request headers too slow");
+                        break;
+                    }
                 }
             }
             drop(slot);
@@ -268,8 +296,127 @@ async fn serve(
     }
     drop(listener);
     // Tell every connection, then wait until the last one has finished.
-    let _ = closing.send(());
-    drop(closed);
-    closing.closed().await;
+    closing.cancel();
+    connections.close();
+    connections.wait().await;
     Ok(())
+}
+
+/// When the request now arriving on a connection began: set by its first
+/// byte, cleared once its headers are parsed. Between requests (after an
+/// answer, before the next byte) the connection is idle, not slow.
+struct HeadClock {
+    awaiting: std::sync::atomic::AtomicBool,
+    started: tokio::sync::watch::Sender<Option<tokio::time::Instant>>,
+}
+
+impl Default for HeadClock {
+    fn default() -> Self {
+        HeadClock { awaiting: std::sync::atomic::AtomicBool::new(true), started: tokio::sync::watch::Sender::new(None) }
+    }
+}
+
+impl HeadClock {
+    fn bytes_read(&self) {
+        if self.awaiting.load(std::sync::atomic::Ordering::Relaxed) {
+            self.started.send_if_modified(|started| {
+                let first = started.is_none();
+                if first {
+                    *started = Some(tokio::time::Instant::now());
+                }
+                first
+            });
+        }
+    }
+
+    fn head_parsed(&self) {
+        self.awaiting.store(false, std::sync::atomic::Ordering::Relaxed);
+        self.started.send_replace(None);
+    }
+
+    fn answered(&self) {
+        self.awaiting.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Resolves once a request's headers have taken longer than `limit`.
+    async fn overdue(&self, limit: Duration) {
+        let mut started = self.started.subscribe();
+        loop {
+            let since = *started.borrow_and_update();
+            match since {
+                None => {
+                    if started.changed().await.is_err() {
+                        return std::future::pending().await;
+                    }
+                }
+                Some(since) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(since + limit) => {
+                            if *started.borrow() == Some(since) {
+                                return;
+                            }
+                        }
+                        _ = started.changed() => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A connection's socket, telling its clock when bytes arrive.
+struct Watched {
+    inner: tokio::net::TcpStream,
+    clock: Arc<HeadClock>,
+}
+
+impl tokio::io::AsyncRead for Watched {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.clock.bytes_read();
+        }
+        polled
+    }
+}
+
+impl tokio::io::AsyncWrite for Watched {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }

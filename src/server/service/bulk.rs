@@ -13,8 +13,6 @@ use crate::server::store::error::StoreError;
 use chrono::Utc;
 use futures::StreamExt;
 use std::collections::HashSet;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The most orders one run takes.
@@ -116,14 +114,13 @@ impl Service {
     /// Changes each order, `CONCURRENCY` at a time, writing the report as
     /// it goes; stops starting new changes once asked to (or at shutdown).
     async fn run_bulk(&self, mut report: BulkReport, ids: Vec<String>, actor: crate::model::Actor) {
-        let stop = Arc::new(AtomicBool::new(false));
-        let shutdown = self.live.closed();
-        tokio::pin!(shutdown);
+        // Stopped when the server shuts down, or when someone cancels the run.
+        let stop = self.live.closing().child_token();
         let mut outcomes = futures::stream::iter(ids)
             .map(|id| {
                 let (stop, report, actor) = (stop.clone(), &report, &actor);
                 async move {
-                    if stop.load(Ordering::Relaxed) {
+                    if stop.is_cancelled() {
                         return None;
                     }
                     let change = Transition {
@@ -141,25 +138,20 @@ impl Service {
             .buffer_unordered(CONCURRENCY);
         let mut results = Vec::new();
         let mut saved = Instant::now();
-        loop {
-            let next = tokio::select! {
-                next = outcomes.next() => next,
-                _ = &mut shutdown => { stop.store(true, Ordering::Relaxed); continue; }
-            };
-            let Some(outcome) = next else { break };
+        while let Some(outcome) = outcomes.next().await {
             results.extend(outcome);
             if saved.elapsed() >= SAVE_EVERY {
                 saved = Instant::now();
                 let mut progress = report.clone();
                 tally(&mut progress, &results);
                 if let Err(StoreError::Conflict(_)) = self.store.save_bulk(&progress, false).await {
-                    stop.store(true, Ordering::Relaxed);
+                    stop.cancel();
                 }
             }
         }
         drop(outcomes);
         tally(&mut report, &results);
-        report.state = if stop.load(Ordering::Relaxed) { BulkState::Cancelled } else { BulkState::Done };
+        report.state = if stop.is_cancelled() { BulkState::Cancelled } else { BulkState::Done };
         report.updated_at = Utc::now();
         if let Err(err) = self.store.save_bulk(&report, true).await {
             tracing::warn!(error = %err, bulk = %report.id, "could not write a bulk operation's last report");

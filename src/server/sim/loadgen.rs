@@ -10,12 +10,13 @@ use crate::server::store::{Store, Transition, backoff};
 use aws_sdk_dynamodb::types::ConsumedCapacity;
 use chrono::Utc;
 use hdrhistogram::Histogram;
+use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -169,14 +170,14 @@ impl Tally {
     fn written(&self, order: &crate::model::Order) {
         self.created.fetch_add(1, Ordering::Relaxed);
         let micros = (Utc::now() - order.created_at).num_microseconds().unwrap_or(i64::MAX).max(1) as u64;
-        let mut latency = self.latency.lock().expect("tally poisoned");
+        let mut latency = self.latency.lock();
         let histogram = latency.get_or_insert_with(latency_histogram);
         histogram.saturating_record(micros);
     }
 
     fn consumed(&self, capacity: Option<&ConsumedCapacity>) {
         let Some(capacity) = capacity else { return };
-        let mut totals = self.capacity.lock().expect("tally poisoned");
+        let mut totals = self.capacity.lock();
         let table = capacity.table().and_then(|t| t.capacity_units()).or(capacity.capacity_units()).unwrap_or(0.0);
         *totals.entry("table".into()).or_default() += table;
         for (index, units) in capacity.global_secondary_indexes().into_iter().flatten() {
@@ -310,7 +311,7 @@ pub async fn run(store: Arc<Store>, args: &LoadgenArgs) -> Result<LoadReport, St
             tokio::spawn(async move {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed ^ rand::random::<u64>());
                 let mut after_write = |id: &str| {
-                    ids.lock().expect("ids poisoned").push(id.to_string());
+                    ids.lock().push(id.to_string());
                     if close_after > 0.0 {
                         let delay = Duration::from_secs_f64(-close_after * (1.0 - rng.random::<f64>()).ln());
                         let _ = close_tx.send((Instant::now() + delay, id.to_string()));
@@ -333,7 +334,7 @@ pub async fn run(store: Arc<Store>, args: &LoadgenArgs) -> Result<LoadReport, St
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
-    let ids = std::mem::take(&mut *created_ids.lock().expect("ids poisoned"));
+    let ids = std::mem::take(&mut *created_ids.lock());
     let verified = store.count_orders(&ids).await?;
     let (attempts, mut throttles) = Throttles::between(&throttles_before, &store.usage().throttle_totals());
     let unprocessed = tally.unprocessed.load(Ordering::Relaxed);
@@ -351,14 +352,14 @@ pub async fn run(store: Arc<Store>, args: &LoadgenArgs) -> Result<LoadReport, St
         elapsed,
         target_rate,
         achieved_rate: created as f64 / elapsed.as_secs_f64().max(1e-9),
-        capacity: tally.capacity.lock().expect("tally poisoned").clone(),
+        capacity: tally.capacity.lock().clone(),
         throttled: attempts + unprocessed,
         throttles,
         throttled_surfaced: tally.surfaced.load(Ordering::Relaxed),
         retries: tally.retries.load(Ordering::Relaxed),
         errors: tally.errors.load(Ordering::Relaxed),
         verified,
-        write_latency: tally.latency.lock().expect("tally poisoned").as_ref().map(Percentiles::of),
+        write_latency: tally.latency.lock().as_ref().map(Percentiles::of),
     })
 }
 

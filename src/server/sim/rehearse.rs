@@ -21,7 +21,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{oneshot, watch};
+use tokio_util::sync::CancellationToken;
 
 /// Where `--write` puts the table in a markdown file, replacing what is
 /// between the two markers (or adding them before `make bench`'s reading).
@@ -164,16 +164,13 @@ async fn through_proxy(
     options: &RehearseOptions,
 ) -> Result<(LoadReport, Tally, ReadReport), RehearseError> {
     direct.provision(Some(TableCapacity::OnDemand)).await?;
-    let (stop_proxy, proxy_stopped) = oneshot::channel::<()>();
+    let stop_proxy = CancellationToken::new();
     let proxy_options = ProxyOptions {
         upstream: upstream.to_string(),
         listen: "127.0.0.1:0".parse().expect("an address"),
         scale: options.scale,
     };
-    let (addr, proxy) = throttle::start(proxy_options, async {
-        let _ = proxy_stopped.await;
-    })
-    .await?;
+    let (addr, proxy) = throttle::start(proxy_options, stop_proxy.clone().cancelled_owned()).await?;
     let proxied_config = StoreConfig {
         store: Some(StoreKind::Endpoint),
         endpoint_url: Some(format!("http://{addr}")),
@@ -181,13 +178,13 @@ async fn through_proxy(
     };
     let (proxied, _) = store::connect(&proxied_config).await?;
     let proxied = Arc::new(proxied);
-    let (stop_reading, reading_stopped) = watch::channel(false);
-    let reader = tokio::spawn(read_dashboard(proxied.clone(), options.read_every, reading_stopped));
+    let stop_reading = CancellationToken::new();
+    let reader = tokio::spawn(read_dashboard(proxied.clone(), options.read_every, stop_reading.clone()));
     let load = loadgen::run(proxied.clone(), &options.load).await;
-    let _ = stop_reading.send(true);
+    stop_reading.cancel();
     let reads = reader.await.unwrap_or_default();
     drop(proxied);
-    let _ = stop_proxy.send(());
+    stop_proxy.cancel();
     let tally = proxy.await.map_err(|e| ThrottleError::Serve(std::io::Error::other(e)))??;
     Ok((load?, tally, reads))
 }
@@ -195,11 +192,11 @@ async fn through_proxy(
 /// Asks for the dashboard's first page of today's PENDING orders every
 /// `every` until told to stop; a read that fails after the SDK's retries
 /// is a dashboard that did not load.
-async fn read_dashboard(store: Arc<Store>, every: Duration, mut stop: watch::Receiver<bool>) -> ReadReport {
+async fn read_dashboard(store: Arc<Store>, every: Duration, stop: CancellationToken) -> ReadReport {
     let mut report = ReadReport::default();
     let mut latency = loadgen::latency_histogram();
     let filter = PendingFilter::default();
-    while !*stop.borrow() {
+    while !stop.is_cancelled() {
         let today = chrono::Utc::now().date_naive();
         let started = Instant::now();
         match store.pending_page(&[today], DASHBOARD_PAGE, None, &filter).await {
@@ -214,7 +211,7 @@ async fn read_dashboard(store: Arc<Store>, every: Duration, mut stop: watch::Rec
         }
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
-            _ = stop.changed() => {}
+            _ = stop.cancelled() => {}
         }
     }
     if !latency.is_empty() {

@@ -55,13 +55,8 @@ impl Store {
     /// Takes or renews the lease of a shard, returning its checkpoint;
     /// `None` while another consumer holds an unexpired lease.
     pub async fn take_lease(&self, lease: &Lease<'_>, now_ms: i64) -> Result<Option<Checkpoint>, StoreError> {
-        let (pk, sk) = keys::checkpoint_key(lease.stream_arn, lease.shard_id);
         let result = self
-            .client
-            .update_item()
-            .table_name(&self.metrics_table)
-            .key(keys::PK, AttributeValue::S(pk))
-            .key(keys::SK, AttributeValue::S(sk))
+            .lease_update(lease)
             .update_expression("SET #owner = :me, #until = :until")
             .condition_expression(LEASE_FREE)
             .set_expression_attribute_names(Some(lease_names()))
@@ -71,6 +66,36 @@ impl Store {
             .send()
             .await;
         Ok(unless_condition_failed(result)?.map(|out| checkpoint_of(&out.attributes.unwrap_or_default())))
+    }
+
+    /// Gives a lease back, so the next consumer takes the shard at once
+    /// instead of waiting for it to expire (a graceful handoff). Only the
+    /// owner's lease is released: one taken over meanwhile is left alone.
+    /// Whether this consumer still held it.
+    pub async fn release_lease(&self, lease: &Lease<'_>) -> Result<bool, StoreError> {
+        let result = self
+            .lease_update(lease)
+            .update_expression("SET #until = :zero")
+            .condition_expression("#owner = :me")
+            .set_expression_attribute_names(Some(lease_names()))
+            .expression_attribute_values(":me", AttributeValue::S(lease.owner.to_string()))
+            .expression_attribute_values(":zero", AttributeValue::N("0".into()))
+            .send()
+            .await;
+        Ok(unless_condition_failed(result)?.is_some())
+    }
+
+    /// An UpdateItem of a lease's checkpoint item.
+    fn lease_update(
+        &self,
+        lease: &Lease<'_>,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        let (pk, sk) = keys::checkpoint_key(lease.stream_arn, lease.shard_id);
+        self.client
+            .update_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
     }
 
     /// One transaction: the counter increments of a batch, and the shard's
@@ -144,7 +169,11 @@ impl Store {
     }
 
     /// One counter item's increments as an `ADD` update.
-    fn increments(&self, (pk, sk): &(String, String), increments: &[(&String, i64)]) -> Result<Update, StoreError> {
+    pub(super) fn increments(
+        &self,
+        (pk, sk): &(String, String),
+        increments: &[(&String, i64)],
+    ) -> Result<Update, StoreError> {
         let mut update = Update::builder()
             .table_name(&self.metrics_table)
             .key(keys::PK, AttributeValue::S(pk.clone()))
@@ -174,11 +203,20 @@ fn batch_cancelled(shard_id: &str, reasons: &[CancellationReason]) -> StoreError
         ["ConditionalCheckFailed", ..] | [] => {
             StoreError::Conflict(format!("the checkpoint of {shard_id} is not where this consumer left it"))
         }
-        _ if codes.iter().any(|c| matches!(*c, "ThrottlingError" | "ProvisionedThroughputExceeded")) => {
-            StoreError::unavailable(Unavailable::Throttled, detail())
-        }
-        _ if codes.contains(&"TransactionConflict") => StoreError::unavailable(Unavailable::Busy, detail()),
-        _ => StoreError::Rejected(detail()),
+        _ => cancelled_otherwise(&codes, detail()),
+    }
+}
+
+/// A consumer's transaction cancelled for something other than its own
+/// conditions: throttled or in conflict with another transaction (wrote
+/// nothing, goes again later), or refused.
+pub(super) fn cancelled_otherwise(codes: &[&str], detail: String) -> StoreError {
+    if codes.iter().any(|c| matches!(*c, "ThrottlingError" | "ProvisionedThroughputExceeded")) {
+        StoreError::unavailable(Unavailable::Throttled, detail)
+    } else if codes.contains(&"TransactionConflict") {
+        StoreError::unavailable(Unavailable::Busy, detail)
+    } else {
+        StoreError::Rejected(detail)
     }
 }
 

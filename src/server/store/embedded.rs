@@ -14,6 +14,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
 pub const DB_FILE: &str = "northwind.db";
 /// The store's own worker threads: one answers while another parses the
@@ -22,7 +23,8 @@ const STORE_THREADS: usize = 2;
 
 pub struct Embedded {
     pub addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
+    /// Cancelled to stop serving (on shutdown, or when dropped).
+    stop: CancellationToken,
     /// Resolves when the store has stopped serving (its runtime's result).
     stopped: Option<oneshot::Receiver<Result<(), String>>>,
 }
@@ -59,23 +61,21 @@ impl Embedded {
             .enable_all()
             .build()
             .map_err(EmbeddedError::Threads)?;
-        let (stop, stop_rx) = oneshot::channel::<()>();
+        let stop = CancellationToken::new();
+        let stopping = stop.clone().cancelled_owned();
         let (done, stopped) = oneshot::channel();
         std::thread::Builder::new()
             .name("embedded-store".into())
             .spawn(move || {
                 let served = runtime.block_on(async move {
                     let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
-                    dynoxide::server::serve_with_shutdown(listener, db, async {
-                        let _ = stop_rx.await;
-                    })
-                    .await
+                    dynoxide::server::serve_with_shutdown(listener, db, stopping).await
                 });
                 let _ = done.send(served);
             })
             .map_err(EmbeddedError::Threads)?;
         tracing::info!(%addr, path = %path_text, "embedded store (Dynoxide) listening");
-        Ok(Self { addr, stop: Some(stop), stopped: Some(stopped) })
+        Ok(Self { addr, stop, stopped: Some(stopped) })
     }
 
     pub fn endpoint(&self) -> String {
@@ -85,9 +85,7 @@ impl Embedded {
     /// Stops serving and waits for requests under way, so the SQLite file is
     /// left consistent.
     pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.stop.cancel();
         if let Some(stopped) = self.stopped.take() {
             let _ = stopped.await;
         }
@@ -96,8 +94,6 @@ impl Embedded {
 
 impl Drop for Embedded {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.stop.cancel();
     }
 }

@@ -120,6 +120,8 @@ const HOT_KEY_SEPARATOR: char = '|';
 const HOT_KEY_MAX: usize = 200;
 const HEAT: &str = "HEAT#";
 const HEAT_SK: &str = "COUNT";
+const APPLIED: &str = "APPLIED#";
+const APPLIED_SK: &str = "RECORD";
 
 pub fn order_pk(order_id: &str) -> String {
     format!("{ORDER}{order_id}")
@@ -275,6 +277,15 @@ pub fn checkpoint_pk(stream_arn: &str) -> String {
 /// The stream shard a checkpoint item's sort key names.
 pub fn parse_checkpoint_sk(sk: &str) -> Option<&str> {
     sk.strip_prefix(SHARD).filter(|id| !id.is_empty())
+}
+
+/// The marker of one stream record the Lambda consumer applied, by the
+/// record's `eventID` (unique per stream record): written with
+/// `attribute_not_exists` in the transaction that applies the record, so a
+/// record delivered again changes nothing. It carries `expiresAt` (the
+/// metrics table's TTL attribute), well past the stream's 24 hours.
+pub fn applied_key(event_id: &str) -> (String, String) {
+    (format!("{APPLIED}{event_id}"), APPLIED_SK.to_string())
 }
 
 /// Every local account lives in one partition (a few hundred items at most),
@@ -533,6 +544,7 @@ mod tests {
         assert_eq!(parse_checkpoint_sk("SHARD#shardId-1"), Some("shardId-1"));
         assert_eq!(parse_checkpoint_sk("SHARD#"), None);
         assert_eq!(reconcile_reader_key("arn:x"), ("RECONCILE#arn:x".into(), "READER".into()));
+        assert_eq!(applied_key("c4ca4238a0b9"), ("APPLIED#c4ca4238a0b9".into(), "RECORD".into()));
     }
 
     #[test]

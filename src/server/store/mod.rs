@@ -2,6 +2,7 @@
 //! aws-sdk-dynamodb client whatever engine answers it.
 
 mod accounts;
+mod applied;
 mod audit;
 mod bulk;
 mod capacity;
@@ -21,6 +22,7 @@ mod recount;
 mod stream;
 
 pub use accounts::{Account, AccountChange, Token};
+pub use applied::{Marked, Marker, TRANSACTION_ITEMS};
 pub use audit::{AuditPage, AuditScope};
 pub use capacity::{CapacityDay, HeatDay, UsageFlusher, day_minute};
 pub use checkpoints::{Checkpoint, Lease};
@@ -30,7 +32,7 @@ pub use orders::{BatchPut, HistoryPage, Transition, order_item};
 #[cfg(feature = "testing")]
 pub use pending::ReadPlan;
 pub use pending::{Pace, PendingFilter, PendingRead};
-pub use provision::{ProvisionReport, TableCapacity, WarmThroughput};
+pub use provision::{IndexSpec, ProvisionReport, TableCapacity, TableDef, WarmThroughput};
 pub use reconcile::{CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot, TRANSACT_GET_MAX, Verdict};
 pub use recount::Recount;
 pub use stream::{StreamBatch, StreamShard};

@@ -48,12 +48,12 @@ pub struct WarmThroughput {
 }
 
 /// One index as the key design wants it.
-struct IndexSpec {
-    name: &'static str,
-    hash: &'static str,
-    range: &'static str,
-    projection: ProjectionType,
-    include: &'static [&'static str],
+pub struct IndexSpec {
+    pub name: &'static str,
+    pub hash: &'static str,
+    pub range: &'static str,
+    pub projection: ProjectionType,
+    pub include: &'static [&'static str],
 }
 
 const ORDER_INDEXES: [IndexSpec; 2] = [
@@ -68,6 +68,53 @@ const ORDER_INDEXES: [IndexSpec; 2] = [
     },
 ];
 
+/// A table as the key design wants it. `provision` creates and checks
+/// tables from this, and `template` declares them from it, so the two
+/// cannot drift apart.
+pub struct TableDef {
+    pub name: String,
+    /// The table's key: the hash key, then the range key if any.
+    pub keys: &'static [(&'static str, KeyType)],
+    /// Every key attribute of the table and its indexes (all strings).
+    pub attributes: &'static [&'static str],
+    pub indexes: &'static [IndexSpec],
+    pub stream: Option<StreamViewType>,
+    /// The attribute DynamoDB expires items by.
+    pub ttl: Option<&'static str>,
+    pub capacity: TableCapacity,
+}
+
+impl TableDef {
+    /// The orders table: one item per order, its stream feeding the
+    /// counters consumer with both images of each change.
+    pub fn orders(name: impl Into<String>, capacity: TableCapacity) -> Self {
+        TableDef {
+            name: name.into(),
+            keys: &[(PK, KeyType::Hash)],
+            attributes: &[PK, GSI1PK, GSI1SK, GSI2PK, GSI2SK],
+            indexes: &ORDER_INDEXES,
+            stream: Some(StreamViewType::NewAndOldImages),
+            ttl: None,
+            capacity,
+        }
+    }
+
+    /// The metrics table: counters, checkpoints, leases, accounts and
+    /// sessions. No stream: the consumer's checkpoint writes must not feed
+    /// one. Sessions expire by TTL.
+    pub fn metrics(name: impl Into<String>, capacity: TableCapacity) -> Self {
+        TableDef {
+            name: name.into(),
+            keys: &[(PK, KeyType::Hash), (SK, KeyType::Range)],
+            attributes: &[PK, SK],
+            indexes: &[],
+            stream: None,
+            ttl: Some(keys::attr::EXPIRES_AT),
+            capacity,
+        }
+    }
+}
+
 /// The capacity of tables this program creates, for each table and index.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum TableCapacity {
@@ -81,35 +128,38 @@ pub enum TableCapacity {
 }
 
 impl Store {
+    /// The two tables as this store names them, with `capacity`.
+    pub fn table_defs(&self, capacity: TableCapacity) -> [TableDef; 2] {
+        [TableDef::orders(&self.orders_table, capacity), TableDef::metrics(&self.metrics_table, capacity)]
+    }
+
     /// Creates the tables that are missing (with `capacity`), or, given
     /// none, only checks them: a missing table is then `NoTable`. Existing
     /// tables are checked against the key design and never changed.
     pub async fn provision(&self, capacity: Option<TableCapacity>) -> Result<ProvisionReport, StoreError> {
-        let orders = self.ensure(&self.orders_table, capacity, orders_differences).await?;
-        let metrics = self.ensure(&self.metrics_table, capacity, metrics_differences).await?;
-        for table in [&self.orders_table, &self.metrics_table] {
-            self.wait_active(table).await?;
+        let defs = self.table_defs(capacity.unwrap_or_default());
+        let mut outcomes = [Outcome::Verified; 2];
+        for (def, outcome) in defs.iter().zip(outcomes.iter_mut()) {
+            *outcome = self.ensure(def, capacity.is_some()).await?;
         }
-        if metrics == Outcome::Created {
-            self.expire_sessions().await?;
+        for (def, outcome) in defs.iter().zip(outcomes) {
+            self.wait_active(&def.name).await?;
+            if let (Some(attribute), Outcome::Created) = (def.ttl, outcome) {
+                self.expire_by(&def.name, attribute).await?;
+            }
         }
+        let [orders, metrics] = outcomes;
         Ok(ProvisionReport { orders, metrics })
     }
 
-    /// The metrics table's time-to-live attribute: DynamoDB deletes expired
-    /// sessions by itself (reads check the expiry too, since it does so
-    /// lazily, within days).
-    async fn expire_sessions(&self) -> Result<(), StoreError> {
+    /// Turns on time to live: DynamoDB deletes expired items by itself
+    /// (reads check the expiry too, since it does so lazily, within days).
+    async fn expire_by(&self, table: &str, attribute: &str) -> Result<(), StoreError> {
         let spec = aws_sdk_dynamodb::types::TimeToLiveSpecification::builder()
             .enabled(true)
-            .attribute_name(keys::attr::EXPIRES_AT)
+            .attribute_name(attribute)
             .build()?;
-        self.client
-            .update_time_to_live()
-            .table_name(&self.metrics_table)
-            .time_to_live_specification(spec)
-            .send()
-            .await?;
+        self.client.update_time_to_live().table_name(table).time_to_live_specification(spec).send().await?;
         Ok(())
     }
 
@@ -145,37 +195,27 @@ impl Store {
         self.provision(None).await
     }
 
-    async fn ensure(
-        &self,
-        table: &str,
-        capacity: Option<TableCapacity>,
-        differences: fn(&TableDescription) -> Vec<String>,
-    ) -> Result<Outcome, StoreError> {
-        if let Some(description) = self.describe(table).await? {
-            check(table, differences(&description))?;
+    async fn ensure(&self, def: &TableDef, create: bool) -> Result<Outcome, StoreError> {
+        if let Some(description) = self.describe(&def.name).await? {
+            check(&def.name, differences(def, &description))?;
             return Ok(Outcome::Verified);
         }
-        let Some(capacity) = capacity else {
+        if !create {
             return Err(StoreError::unavailable(
                 Unavailable::NoTable,
-                format!("table {table} does not exist (run `northwind-ops provision`, or serve with --provision)"),
+                format!("table {} does not exist (run `northwind-ops provision`, or serve with --provision)", def.name),
             ));
-        };
-        let created = if table == self.orders_table {
-            self.create_orders_table(capacity).await?
-        } else {
-            self.create_metrics_table(capacity).await?
-        };
-        if created {
+        }
+        if self.create(def).await? {
+            tracing::info!(table = %def.name, "created the table");
             return Ok(Outcome::Created);
         }
         // Another provisioner created it between our look and our create, or
         // the SDK retried a create that had gone through: check what is there.
-        let description = self
-            .describe(table)
-            .await?
-            .ok_or_else(|| StoreError::Rejected(format!("table {table} was reported to exist and then not found")))?;
-        check(table, differences(&description))?;
+        let description = self.describe(&def.name).await?.ok_or_else(|| {
+            StoreError::Rejected(format!("table {} was reported to exist and then not found", def.name))
+        })?;
+        check(&def.name, differences(def, &description))?;
         Ok(Outcome::Verified)
     }
 
@@ -187,23 +227,21 @@ impl Store {
         }
     }
 
-    /// Creates the orders table: `false` when it exists already.
-    async fn create_orders_table(&self, capacity: TableCapacity) -> Result<bool, StoreError> {
-        let mut request = self
-            .client
-            .create_table()
-            .table_name(&self.orders_table)
-            .key_schema(key(PK, KeyType::Hash))
-            .stream_specification(
-                StreamSpecification::builder()
-                    .stream_enabled(true)
-                    .stream_view_type(StreamViewType::NewAndOldImages)
-                    .build()?,
-            );
-        for name in [PK, GSI1PK, GSI1SK, GSI2PK, GSI2SK] {
+    /// Creates a table: `false` when it exists already.
+    async fn create(&self, def: &TableDef) -> Result<bool, StoreError> {
+        let mut request = self.client.create_table().table_name(&def.name);
+        for (name, kind) in def.keys {
+            request = request.key_schema(key(name, kind.clone()));
+        }
+        for name in def.attributes {
             request = request.attribute_definitions(string_attribute(name)?);
         }
-        for spec in &ORDER_INDEXES {
+        if let Some(view) = &def.stream {
+            request = request.stream_specification(
+                StreamSpecification::builder().stream_enabled(true).stream_view_type(view.clone()).build()?,
+            );
+        }
+        for spec in def.indexes {
             let mut projection = Projection::builder().projection_type(spec.projection.clone());
             for attribute in spec.include {
                 projection = projection.non_key_attributes(*attribute);
@@ -213,42 +251,16 @@ impl Store {
                 .key_schema(key(spec.hash, KeyType::Hash))
                 .key_schema(key(spec.range, KeyType::Range))
                 .projection(projection.build());
-            if let Some(throughput) = throughput(capacity)? {
+            if let Some(throughput) = throughput(def.capacity)? {
                 index = index.provisioned_throughput(throughput);
             }
             request = request.global_secondary_indexes(index.build()?);
         }
-        request = match throughput(capacity)? {
+        request = match throughput(def.capacity)? {
             Some(throughput) => request.billing_mode(SdkBilling::Provisioned).provisioned_throughput(throughput),
             None => request.billing_mode(SdkBilling::PayPerRequest),
         };
-        if !created(request.send().await)? {
-            return Ok(false);
-        }
-        tracing::info!(table = %self.orders_table, "created the orders table");
-        Ok(true)
-    }
-
-    /// Creates the metrics table: `false` when it exists already.
-    async fn create_metrics_table(&self, capacity: TableCapacity) -> Result<bool, StoreError> {
-        // No stream: the consumer's checkpoint writes must not feed a stream.
-        let request = self
-            .client
-            .create_table()
-            .table_name(&self.metrics_table)
-            .key_schema(key(PK, KeyType::Hash))
-            .key_schema(key(SK, KeyType::Range))
-            .attribute_definitions(string_attribute(PK)?)
-            .attribute_definitions(string_attribute(SK)?);
-        let request = match throughput(capacity)? {
-            Some(throughput) => request.billing_mode(SdkBilling::Provisioned).provisioned_throughput(throughput),
-            None => request.billing_mode(SdkBilling::PayPerRequest),
-        };
-        if !created(request.send().await)? {
-            return Ok(false);
-        }
-        tracing::info!(table = %self.metrics_table, "created the metrics table");
-        Ok(true)
+        created(request.send().await)
     }
 
     async fn wait_active(&self, table: &str) -> Result<(), StoreError> {
@@ -283,30 +295,23 @@ fn check(table: &str, differences: Vec<String>) -> Result<(), StoreError> {
     }
 }
 
-fn orders_differences(table: &TableDescription) -> Vec<String> {
-    let mut differences = key_differences("table key", table.key_schema(), &[(PK, KeyType::Hash)]);
-    differences.extend(type_differences(table, &[PK, GSI1PK, GSI1SK, GSI2PK, GSI2SK]));
-    for spec in &ORDER_INDEXES {
+/// How an existing table differs from its definition, in words.
+fn differences(def: &TableDef, table: &TableDescription) -> Vec<String> {
+    let mut differences = key_differences("table key", table.key_schema(), def.keys);
+    differences.extend(type_differences(table, def.attributes));
+    for spec in def.indexes {
         differences.extend(index_differences(table, spec));
     }
-    let stream = table.stream_specification();
-    if !stream.is_some_and(|s| s.stream_enabled()) {
-        differences.push("the stream is not enabled (want NEW_AND_OLD_IMAGES)".into());
-    } else if stream.and_then(|s| s.stream_view_type()) != Some(&StreamViewType::NewAndOldImages) {
-        differences.push(format!(
-            "the stream shows {:?}, want NEW_AND_OLD_IMAGES",
-            stream.and_then(|s| s.stream_view_type()).map(|v| v.as_str())
-        ));
-    }
-    differences
-}
-
-fn metrics_differences(table: &TableDescription) -> Vec<String> {
-    let mut differences =
-        key_differences("table key", table.key_schema(), &[(PK, KeyType::Hash), (SK, KeyType::Range)]);
-    differences.extend(type_differences(table, &[PK, SK]));
-    if table.stream_specification().is_some_and(|s| s.stream_enabled()) {
-        differences.push("a stream is enabled; the metrics table must have none".into());
+    let stream = table.stream_specification().filter(|s| s.stream_enabled());
+    match (&def.stream, stream) {
+        (None, Some(_)) => differences.push(format!("a stream is enabled; table {} must have none", def.name)),
+        (Some(want), None) => differences.push(format!("the stream is not enabled (want {})", want.as_str())),
+        (Some(want), Some(have)) if have.stream_view_type() != Some(want) => differences.push(format!(
+            "the stream shows {}, want {}",
+            have.stream_view_type().map_or("nothing", |v| v.as_str()),
+            want.as_str()
+        )),
+        _ => {}
     }
     differences
 }

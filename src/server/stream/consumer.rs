@@ -21,21 +21,26 @@
 //! the consumer marks the minutes up to now as observed (see
 //! `Store::mark_observed`).
 //!
+//! What a record means and how a transaction of records is applied is one
+//! code path, `Applier`, shared with the Lambda function (`stream::lambda`),
+//! which guards each record with a marker instead of a shard checkpoint.
+//!
 //! Every call to the store goes through `Store`; this module decides what
 //! to read and what a batch means.
 
 use crate::model::{LiveEvent, PendingOrder, iso_millis};
 use crate::server::capacity::usage::{Resource, epoch_minute};
 use crate::server::store::error::StoreError;
-use crate::server::store::{Checkpoint, Lease, Store, StreamBatch, StreamShard};
+use crate::server::store::{Checkpoint, Lease, Marked, Marker, Store, StreamBatch, StreamShard};
 use crate::server::stream::counters::{self, Change, Deltas, Image};
 use crate::server::stream::hotkeys::{self, HotKey};
 use crate::server::stream::live::LiveHub;
 use crate::server::stream::pricing::{self, Layout};
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, Record};
 use chrono::{DateTime, NaiveDate, Utc};
+use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Counter items one transaction may touch, leaving room for the checkpoint
@@ -112,17 +117,81 @@ struct ShardCursor {
 pub struct Consumer {
     store: Arc<Store>,
     options: ConsumerOptions,
-    hub: Option<LiveHub>,
-    status: Arc<Mutex<ConsumerStatus>>,
+    /// What records mean and how they are committed.
+    core: Applier,
     cursors: tokio::sync::Mutex<HashMap<String, ShardCursor>>,
     /// Until when this consumer surely holds each lease (by its own clock).
     held: Mutex<HashMap<String, Instant>>,
-    /// The orders table's key and indexes, to price each record.
-    layout: Layout,
-    /// The keys written per minute, of what this consumer committed.
-    hot: Mutex<hotkeys::Tracker>,
     /// The last minute marked observed, by this consumer.
     observed_to: tokio::sync::Mutex<Option<i64>>,
+}
+
+/// What stream records mean for the counters, and how the increments of
+/// some records are committed with what guards them against a second
+/// application: one code path for `consume` (the shard's checkpoint) and
+/// the Lambda function (a marker per record).
+pub struct Applier {
+    store: Arc<Store>,
+    hub: Option<LiveHub>,
+    status: Arc<Mutex<ConsumerStatus>>,
+    /// The orders table's key and indexes, to price each record.
+    layout: Layout,
+    /// Price every record (see `ConsumerOptions::pricing`).
+    pricing: bool,
+    /// The keys written per minute, of what this process committed.
+    hot: Mutex<hotkeys::Tracker>,
+}
+
+/// One record as a transaction takes it: its change (`None`: not a
+/// readable order, priced only), when it was written, and the writes it
+/// made, priced.
+pub struct Reading {
+    pub change: Option<Change>,
+    pub at: DateTime<Utc>,
+    writes: Vec<pricing::Write>,
+}
+
+/// The increments of the records gathered for one transaction: counters,
+/// write units and the keys written.
+#[derive(Clone, Default)]
+pub struct Increments {
+    deltas: Deltas,
+    chunk: hotkeys::Chunk,
+}
+
+impl Increments {
+    /// These increments and one more record's.
+    pub fn with(&self, reading: &Reading, table: &str) -> Increments {
+        let mut next = self.clone();
+        record_one(&mut next.deltas, &mut next.chunk, reading.change.as_ref(), &reading.at, table, &reading.writes);
+        next
+    }
+
+    /// Items the transaction writes for them, at most (each minute with hot
+    /// keys is at most one more).
+    pub fn items(&self) -> usize {
+        self.deltas.item_count() + self.chunk.minutes()
+    }
+
+    /// Whether they no longer fit a transaction that has `room` items for
+    /// them, or an item's update expression.
+    pub fn too_big(&self, room: usize) -> bool {
+        self.items() > room || self.deltas.widest_item() > MAX_ATTRIBUTES
+    }
+
+    /// Days whose counters they change.
+    pub fn days(&self) -> Vec<NaiveDate> {
+        self.deltas.days()
+    }
+}
+
+/// What keeps a transaction's records from being applied twice.
+pub enum Guard<'a> {
+    /// The shard's checkpoint moves from `prev` to `seq` under the lease
+    /// (`consume`): a replayed batch fails its condition.
+    Checkpoint { lease: &'a Lease<'a>, prev: Option<&'a str>, seq: Option<&'a str>, finished: bool },
+    /// A marker per record, put only where none exists (the Lambda function).
+    Markers(&'a [Marker<'a>]),
 }
 
 /// The parts of an order image the counters read, as stored.
@@ -205,24 +274,21 @@ fn readable<'a>(shards: &'a [StreamShard], checkpoints: &HashMap<String, Checkpo
 impl Consumer {
     pub fn new(store: Arc<Store>, options: ConsumerOptions, hub: Option<LiveHub>) -> Self {
         Self {
+            core: Applier::new(store.clone(), hub, options.pricing),
             store,
             options,
-            hub,
-            status: Arc::new(Mutex::new(ConsumerStatus::default())),
             cursors: tokio::sync::Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
-            layout: Layout::orders(),
-            hot: Mutex::new(hotkeys::Tracker::default()),
             observed_to: tokio::sync::Mutex::new(None),
         }
     }
 
     pub fn status(&self) -> Arc<Mutex<ConsumerStatus>> {
-        self.status.clone()
+        self.core.status()
     }
 
     fn update_status(&self, change: impl FnOnce(&mut ConsumerStatus)) {
-        change(&mut self.status.lock().expect("status lock poisoned"));
+        self.core.update_status(change);
     }
 
     /// Polls until `shutdown` resolves, pausing while the stream is idle.
@@ -250,7 +316,30 @@ impl Consumer {
                 _ = tokio::time::sleep(pause) => {}
             }
         }
+        self.hand_over().await;
         self.update_status(|s| s.running = false);
+    }
+
+    /// Releases every lease this consumer holds, after its last checkpoint
+    /// (the loop only stops between passes), so another instance takes the
+    /// shards at once instead of waiting up to a lease for them to expire.
+    async fn hand_over(&self) {
+        let shards: Vec<String> = self.held.lock().drain().map(|(id, _)| id).collect();
+        if shards.is_empty() {
+            return;
+        }
+        let stream_arn = match self.stream_arn().await {
+            Ok(arn) => arn,
+            Err(err) => return tracing::warn!(error = %err, "could not hand the leases over; they expire instead"),
+        };
+        for shard_id in &shards {
+            let lease = self.lease_for(&stream_arn, shard_id);
+            match self.store.release_lease(&lease).await {
+                Ok(true) => tracing::info!(shard_id, "lease handed over"),
+                Ok(false) => tracing::info!(shard_id, "lease already taken over"),
+                Err(err) => tracing::warn!(shard_id, error = %err, "could not hand the lease over; it expires instead"),
+            }
+        }
     }
 
     pub async fn stream_arn(&self) -> Result<String, ConsumerError> {
@@ -322,12 +411,12 @@ impl Consumer {
     }
 
     fn holds(&self, shard_id: &str) -> bool {
-        let held = self.held.lock().expect("lease map poisoned");
+        let held = self.held.lock();
         held.get(shard_id).is_some_and(|until| until.saturating_duration_since(Instant::now()) > self.options.lease / 2)
     }
 
     fn mark_held(&self, shard_id: &str, holding: bool) {
-        let mut held = self.held.lock().expect("lease map poisoned");
+        let mut held = self.held.lock();
         if holding {
             held.insert(shard_id.to_string(), Instant::now() + self.options.lease);
         } else {
@@ -414,68 +503,112 @@ impl Consumer {
         let lease = self.lease_for(stream_arn, shard_id);
         let table = self.store.orders_table().to_string();
         let mut batch = Batch::default();
-        let (mut deltas, mut chunk) = (Deltas::default(), hotkeys::Chunk::default());
+        let mut increments = Increments::default();
         let mut last_seq: Option<String> = None;
         for record in records {
             let seq = record.dynamodb().and_then(|d| d.sequence_number()).map(str::to_string);
-            let change = change(record);
-            if change.is_none() {
-                batch.bad += 1;
+            let reading = self.core.read(record);
+            if reading.change.is_none() {
                 tracing::warn!(shard_id, sequence = ?seq, "a stream record that is not a readable order: priced only");
             }
-            let at = change.as_ref().map_or_else(|| written_at(record), |c| c.at);
-            let writes = if self.options.pricing { priced(&self.layout, record) } else { Vec::new() };
-            let (mut next, mut next_chunk) = (deltas.clone(), chunk.clone());
-            record_one(&mut next, &mut next_chunk, change.as_ref(), &at, &table, &writes);
-            if too_big(&next, &next_chunk) && last_seq.is_some() {
+            let mut next = increments.with(&reading, &table);
+            if next.too_big(MAX_COUNTER_ITEMS) && last_seq.is_some() {
                 // Commit what fits, then start the next transaction with this record.
-                prev = self.commit(&lease, prev, last_seq.take(), false, &deltas, &chunk).await?;
-                batch.days.extend(deltas.days());
-                (next, next_chunk) = (Deltas::default(), hotkeys::Chunk::default());
-                record_one(&mut next, &mut next_chunk, change.as_ref(), &at, &table, &writes);
+                prev = self.commit(&lease, prev, last_seq.take(), false, &increments).await?;
+                batch.changed(&increments);
+                next = Increments::default().with(&reading, &table);
             }
-            (deltas, chunk) = (next, next_chunk);
-            if let Some(change) = &change {
-                batch.add(change);
-            }
+            increments = next;
+            batch.add(&reading);
             last_seq = seq.or(last_seq);
         }
         if !records.is_empty() || closes_shard {
-            prev = self.commit(&lease, prev, last_seq, closes_shard, &deltas, &chunk).await?;
+            prev = self.commit(&lease, prev, last_seq, closes_shard, &increments).await?;
         }
-        batch.days.extend(deltas.days());
-        self.record_progress(records.len() as u64, &batch);
-        self.publish(batch).await;
+        batch.changed(&increments);
+        self.core.record_progress(records.len() as u64, &batch);
+        self.core.publish(batch).await;
         Ok(prev)
     }
 
-    /// One transaction; the checkpoint it leaves. Its raises of the days'
-    /// versions are counted as this instance's own while the follower cannot
-    /// read them (it holds the same lock), so they are pushed once.
+    /// One transaction; the checkpoint it leaves.
     async fn commit(
         &self,
         lease: &Lease<'_>,
         prev: Option<String>,
         seq: Option<String>,
         finished: bool,
-        deltas: &Deltas,
-        chunk: &hotkeys::Chunk,
+        increments: &Increments,
     ) -> Result<Option<String>, StoreError> {
+        let guard = Guard::Checkpoint { lease, prev: prev.as_deref(), seq: seq.as_deref(), finished };
+        self.core.commit(increments, guard).await?;
+        // The checkpoint write renewed the lease too.
+        self.mark_held(lease.shard_id, true);
+        Ok(seq.or(prev))
+    }
+}
+
+impl Applier {
+    pub fn new(store: Arc<Store>, hub: Option<LiveHub>, pricing: bool) -> Self {
+        Self {
+            store,
+            hub,
+            status: Arc::new(Mutex::new(ConsumerStatus::default())),
+            layout: Layout::orders(),
+            pricing,
+            hot: Mutex::new(hotkeys::Tracker::default()),
+        }
+    }
+
+    pub fn status(&self) -> Arc<Mutex<ConsumerStatus>> {
+        self.status.clone()
+    }
+
+    fn update_status(&self, change: impl FnOnce(&mut ConsumerStatus)) {
+        change(&mut self.status.lock());
+    }
+
+    /// The orders table, whose stream this is.
+    pub fn table(&self) -> &str {
+        self.store.orders_table()
+    }
+
+    /// What a record means: its change, when, and its writes priced.
+    pub fn read(&self, record: &Record) -> Reading {
+        let change = change(record);
+        let at = change.as_ref().map_or_else(|| written_at(record), |c| c.at);
+        let writes = if self.pricing { priced(&self.layout, record) } else { Vec::new() };
+        Reading { change, at, writes }
+    }
+
+    /// One transaction of `increments` (and the hot keys they make), guarded
+    /// by `guard`. Its raises of the days' versions are counted as this
+    /// instance's own while the follower cannot read them (it holds the same
+    /// lock), so they are pushed once; hot keys count only what committed.
+    /// A checkpoint that moved is a `Conflict`; markers that exist are
+    /// `Marked::AlreadyApplied`, and nothing was written.
+    pub async fn commit(&self, increments: &Increments, guard: Guard<'_>) -> Result<Marked, StoreError> {
         let mut versions = match &self.hub {
             Some(hub) => Some(hub.versions().await),
             None => None,
         };
-        let plan = self.hot.lock().expect("hot keys poisoned").plan(chunk);
-        let mut applied = deltas.clone();
+        let plan = self.hot.lock().plan(&increments.chunk);
+        let mut applied = increments.deltas.clone();
         applied.extend(&plan.adds);
-        self.store.commit_batch(lease, prev.as_deref(), seq.as_deref(), finished, &applied).await?;
-        if let Some(versions) = versions.as_mut() {
-            versions.committed(&deltas.versions());
+        let outcome = match guard {
+            Guard::Checkpoint { lease, prev, seq, finished } => {
+                self.store.commit_batch(lease, prev, seq, finished, &applied).await?;
+                Marked::Applied
+            }
+            Guard::Markers(markers) => self.store.commit_marked(markers, &applied).await?,
+        };
+        if outcome == Marked::Applied {
+            if let Some(versions) = versions.as_mut() {
+                versions.committed(&increments.deltas.versions());
+            }
+            self.counted(&increments.chunk, plan);
         }
-        self.counted(chunk, plan);
-        // The checkpoint write renewed the lease too.
-        self.mark_held(lease.shard_id, true);
-        Ok(seq.or(prev))
+        Ok(outcome)
     }
 
     /// A committed transaction's writes into the hot keys, and the keys of
@@ -485,7 +618,7 @@ impl Consumer {
             return;
         }
         let top = {
-            let mut hot = self.hot.lock().expect("hot keys poisoned");
+            let mut hot = self.hot.lock();
             hot.committed(chunk, plan);
             let finished = epoch_minute(Utc::now()) - 1;
             hot.top(finished.min(hot.newest().unwrap_or(finished)), TOP_KEYS)
@@ -493,7 +626,8 @@ impl Consumer {
         self.update_status(|s| s.hot_keys = top);
     }
 
-    fn record_progress(&self, records: u64, batch: &Batch) {
+    /// `records` were applied (`batch.bad` of them unreadable, priced only).
+    pub fn record_progress(&self, records: u64, batch: &Batch) {
         let now = Utc::now();
         self.update_status(|s| {
             s.records_applied += records - batch.bad;
@@ -505,7 +639,8 @@ impl Consumer {
         });
     }
 
-    async fn publish(&self, batch: Batch) {
+    /// Tells this instance's dashboards what `batch` changed.
+    pub async fn publish(&self, batch: Batch) {
         let Some(hub) = &self.hub else { return };
         for event in batch.events {
             hub.send(match event {
@@ -513,7 +648,7 @@ impl Consumer {
                 counters::OrderEvent::Left { day, order_id } => LiveEvent::Left { date: day, order_id },
             });
         }
-        let behind_ms = self.status.lock().expect("status lock poisoned").behind_ms;
+        let behind_ms = self.status.lock().behind_ms;
         // Counters are read only for days someone watches; a connection
         // opened after this check read them itself, after the commit.
         for day in batch.days.into_iter().filter(|day| hub.is_watched(*day)) {
@@ -527,7 +662,7 @@ impl Consumer {
 
 /// What one applied batch means for the dashboards.
 #[derive(Default)]
-struct Batch {
+pub struct Batch {
     days: BTreeSet<NaiveDate>,
     events: Vec<counters::OrderEvent>,
     newest: Option<DateTime<Utc>>,
@@ -535,9 +670,20 @@ struct Batch {
 }
 
 impl Batch {
-    fn add(&mut self, change: &Change) {
-        self.newest = self.newest.max(Some(change.at));
-        self.events.extend(counters::events(change));
+    /// One record of the batch, applied.
+    pub fn add(&mut self, reading: &Reading) {
+        match &reading.change {
+            Some(change) => {
+                self.newest = self.newest.max(Some(change.at));
+                self.events.extend(counters::events(change));
+            }
+            None => self.bad += 1,
+        }
+    }
+
+    /// The days whose counters a transaction of the batch changed.
+    pub fn changed(&mut self, increments: &Increments) {
+        self.days.extend(increments.days());
     }
 }
 
@@ -563,12 +709,6 @@ fn record_one(
         };
         chunk.add(minute, &resource, &write.partition, write.units);
     }
-}
-
-/// Whether a transaction would exceed its items (each minute with hot keys
-/// is at most one more) or an item's attributes.
-fn too_big(deltas: &Deltas, chunk: &hotkeys::Chunk) -> bool {
-    deltas.item_count() + chunk.minutes() > MAX_COUNTER_ITEMS || deltas.widest_item() > MAX_ATTRIBUTES
 }
 
 #[cfg(test)]

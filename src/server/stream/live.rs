@@ -8,11 +8,13 @@
 
 use crate::model::{DayCounts, LiveCounters, LiveEvent};
 use chrono::NaiveDate;
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
 
 /// Events buffered per slow subscriber before it is told to resync.
 const BUFFER: usize = 1024;
@@ -51,7 +53,7 @@ impl Default for LiveLimits {
 #[derive(Clone)]
 pub struct LiveHub {
     sender: broadcast::Sender<Arc<Pushed>>,
-    closing: tokio::sync::watch::Sender<bool>,
+    closing: CancellationToken,
     limits: LiveLimits,
     open: Arc<Mutex<Open>>,
     /// Open connections per day they watch.
@@ -130,7 +132,7 @@ pub struct Watching {
 
 impl Drop for Watching {
     fn drop(&mut self) {
-        let mut watched = self.watched.lock().expect("watched days poisoned");
+        let mut watched = self.watched.lock();
         if let Some(n) = watched.get_mut(&self.day) {
             *n -= 1;
             if *n == 0 {
@@ -163,7 +165,7 @@ pub struct Admission {
 
 impl Drop for Admission {
     fn drop(&mut self) {
-        let mut open = self.open.lock().expect("live slots poisoned");
+        let mut open = self.open.lock();
         open.total -= 1;
         if let Some(n) = open.per_client.get_mut(&self.client) {
             *n -= 1;
@@ -184,7 +186,7 @@ impl LiveHub {
     pub fn new(limits: LiveLimits) -> Self {
         Self {
             sender: broadcast::channel(BUFFER).0,
-            closing: tokio::sync::watch::channel(false).0,
+            closing: CancellationToken::new(),
             limits,
             open: Arc::default(),
             watched: Arc::default(),
@@ -195,19 +197,19 @@ impl LiveHub {
 
     /// Counts a connection as watching `day` for as long as the guard lives.
     pub fn watch(&self, day: NaiveDate) -> Watching {
-        *self.watched.lock().expect("watched days poisoned").entry(day).or_default() += 1;
+        *self.watched.lock().entry(day).or_default() += 1;
         Watching { watched: self.watched.clone(), day }
     }
 
     /// Days some open connection watches, oldest first.
     pub fn watched_days(&self) -> Vec<NaiveDate> {
-        let mut days: Vec<NaiveDate> = self.watched.lock().expect("watched days poisoned").keys().copied().collect();
+        let mut days: Vec<NaiveDate> = self.watched.lock().keys().copied().collect();
         days.sort_unstable();
         days
     }
 
     pub fn is_watched(&self, day: NaiveDate) -> bool {
-        self.watched.lock().expect("watched days poisoned").contains_key(&day)
+        self.watched.lock().contains_key(&day)
     }
 
     /// How far this instance has published each followed day, locked: the
@@ -246,7 +248,7 @@ impl LiveHub {
 
     /// A slot for one more connection from `client`, or why not.
     pub fn admit(&self, client: IpAddr) -> Result<Admission, Refused> {
-        let mut open = self.open.lock().expect("live slots poisoned");
+        let mut open = self.open.lock();
         if open.total >= self.limits.total {
             return Err(Refused::Full);
         }
@@ -261,21 +263,24 @@ impl LiveHub {
 
     /// Connections open now.
     pub fn connected(&self) -> usize {
-        self.open.lock().expect("live slots poisoned").total
+        self.open.lock().total
     }
 
     /// Ends every open event stream: the server is shutting down, and a
     /// graceful shutdown waits for open responses to finish.
     pub fn close(&self) {
-        self.closing.send_replace(true);
+        self.closing.cancel();
     }
 
     /// Resolves once `close` has been called.
-    pub fn closed(&self) -> impl std::future::Future<Output = ()> + Send + use<> {
-        let mut closing = self.closing.subscribe();
-        async move {
-            let _ = closing.wait_for(|closed| *closed).await;
-        }
+    pub fn closed(&self) -> tokio_util::sync::WaitForCancellationFutureOwned {
+        self.closing.clone().cancelled_owned()
+    }
+
+    /// Cancelled when `close` is called: work that must stop at shutdown
+    /// takes a child of it.
+    pub fn closing(&self) -> CancellationToken {
+        self.closing.clone()
     }
 }
 

@@ -6,6 +6,7 @@ pub mod consumer;
 pub mod counters;
 pub mod follower;
 pub mod hotkeys;
+pub mod lambda;
 pub mod live;
 pub mod pricing;
 pub mod reconcile;

@@ -34,6 +34,7 @@ use buckets::{BucketKey, Buckets, Draw, Kind, Resource};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use parking_lot::Mutex;
 use protocol::{Action, Reason, Write};
 use schema::{Item, TableSchema};
 use serde_json::Value;
@@ -41,8 +42,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use units::Consistency;
@@ -253,7 +254,7 @@ async fn handle(State(proxy): State<Arc<Proxy>>, request: Request<Body>) -> Resp
 
 impl Proxy {
     fn tally(&self) -> Tally {
-        self.tally.lock().expect("tally poisoned").clone()
+        self.tally.lock().clone()
     }
 
     // ---- forwarding
@@ -294,7 +295,7 @@ impl Proxy {
     /// A metered request the proxy could not meter goes on as it is.
     async fn unmetered(&self, parts: &Parts, body: Bytes, why: &str) -> Result<Response<Body>, Fault> {
         tracing::debug!(why, "throttle proxy: forwarding without metering");
-        self.tally.lock().expect("tally poisoned").unmetered += 1;
+        self.tally.lock().unmetered += 1;
         self.forward(parts, body).await
     }
 
@@ -312,7 +313,7 @@ impl Proxy {
 
     /// The table's schema, from the upstream's DescribeTable the first time.
     async fn schema(&self, table: &str) -> Option<Arc<TableSchema>> {
-        if let Some(schema) = self.schemas.lock().expect("schemas poisoned").get(table) {
+        if let Some(schema) = self.schemas.lock().get(table) {
             return Some(schema.clone());
         }
         let described = self.sdk.describe_table().table_name(table).send().await;
@@ -324,12 +325,12 @@ impl Proxy {
             }
             Ok(None) | Err(_) => return None,
         };
-        self.schemas.lock().expect("schemas poisoned").insert(table.to_string(), schema.clone());
+        self.schemas.lock().insert(table.to_string(), schema.clone());
         Some(schema)
     }
 
     fn forget(&self, table: &str) {
-        self.schemas.lock().expect("schemas poisoned").remove(table);
+        self.schemas.lock().remove(table);
     }
 
     fn forget_tables_of(&self, body: &[u8]) {
@@ -365,7 +366,7 @@ impl Proxy {
     // ---- buckets
 
     fn take(&self, draws: &[Draw]) -> Result<(), Vec<BucketKey>> {
-        self.buckets.lock().expect("buckets poisoned").try_take(Instant::now(), draws)?;
+        self.buckets.lock().try_take(Instant::now(), draws)?;
         self.count_units(draws);
         Ok(())
     }
@@ -374,12 +375,12 @@ impl Proxy {
         if units <= 0.0 {
             return;
         }
-        self.buckets.lock().expect("buckets poisoned").charge(Instant::now(), key, units);
+        self.buckets.lock().charge(Instant::now(), key, units);
         self.count_units(&[Draw { key: key.clone(), units }]);
     }
 
     fn count_units(&self, draws: &[Draw]) {
-        let mut tally = self.tally.lock().expect("tally poisoned");
+        let mut tally = self.tally.lock();
         for draw in draws {
             *tally.units.entry((draw.key.resource.to_string(), draw.key.kind)).or_default() += draw.units;
         }
@@ -395,7 +396,7 @@ impl Proxy {
                 Some(Reason::key_range(schema, key.resource.index.as_deref(), key.kind))
             })
             .collect();
-        let mut tally = self.tally.lock().expect("tally poisoned");
+        let mut tally = self.tally.lock();
         tally.throttled_requests += 1;
         for reason in &reasons {
             *tally.reasons.entry(reason.clone()).or_default() += 1;

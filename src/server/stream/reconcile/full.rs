@@ -15,8 +15,8 @@ use crate::server::store::{ReadCapacity, backoff};
 use crate::server::stream::counters::{Image, Key, state_counters};
 use chrono::{NaiveDate, Utc};
 use futures::future::try_join_all;
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The most days one run may cover.
@@ -279,13 +279,13 @@ impl Pace {
 
     /// Counts `units` as spent: when the units spent so far are due.
     fn due(&self, units: f64) -> Instant {
-        let mut spent = self.spent.lock().expect("pace lock poisoned");
+        let mut spent = self.spent.lock();
         *spent += units;
         self.started + Duration::from_secs_f64(*spent / self.per_second)
     }
 
     fn rate(&self) -> f64 {
-        *self.spent.lock().expect("pace lock poisoned") / self.started.elapsed().as_secs_f64().max(1e-3)
+        *self.spent.lock() / self.started.elapsed().as_secs_f64().max(1e-3)
     }
 }
 

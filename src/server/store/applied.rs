@@ -1,0 +1,142 @@
+//! The Lambda consumer's transaction: the counter increments of some stream
+//! records, and a marker per record (`keys::applied_key`) put only where
+//! none exists. Lambda hands records over without their stream shard, so
+//! there is no shard checkpoint to move: each record is applied once
+//! because its marker is written with its increments, or not at all.
+
+use super::Store;
+use crate::server::store::error::StoreError;
+use crate::server::store::keys::{self, attr};
+use crate::server::stream::counters::Deltas;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, CancellationReason, Put, TransactWriteItem};
+
+/// How long a marker is kept (the metrics table's TTL): the stream keeps a
+/// record 24 hours, and Lambda retries a record no longer than that.
+const KEEP_SECS: i64 = 7 * 24 * 3600;
+
+/// DynamoDB's limit of actions in one transaction.
+pub const TRANSACTION_ITEMS: usize = 100;
+
+/// One stream record's marker: its event id, and its sequence number (kept
+/// on the marker, for whoever looks).
+#[derive(Clone, Copy, Debug)]
+pub struct Marker<'a> {
+    pub event_id: &'a str,
+    pub seq: Option<&'a str>,
+}
+
+/// What `commit_marked` did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Marked {
+    /// Every marker and every increment was written.
+    Applied,
+    /// Nothing was written: the markers at these positions (of those given)
+    /// exist, so their records were applied before.
+    AlreadyApplied(Vec<usize>),
+}
+
+impl Store {
+    /// One transaction: a marker per record, each conditioned on not
+    /// existing, and the counter increments of those records. A marker that
+    /// exists cancels the whole transaction: the caller drops its record and
+    /// tries the rest again. Any other cancellation is an error and writes
+    /// nothing (throttled or in conflict: `Unavailable`; refused, e.g. a
+    /// counter that is not a number: `Rejected`).
+    pub async fn commit_marked(&self, markers: &[Marker<'_>], deltas: &Deltas) -> Result<Marked, StoreError> {
+        let expires = chrono::Utc::now().timestamp() + KEEP_SECS;
+        let mut transaction = self.client.transact_write_items();
+        for marker in markers {
+            let (pk, sk) = keys::applied_key(marker.event_id);
+            let mut put = Put::builder()
+                .table_name(&self.metrics_table)
+                .item(keys::PK, AttributeValue::S(pk))
+                .item(keys::SK, AttributeValue::S(sk))
+                .item(attr::EXPIRES_AT, AttributeValue::N(expires.to_string()))
+                .condition_expression("attribute_not_exists(PK)");
+            if let Some(seq) = marker.seq {
+                put = put.item(attr::SEQ, AttributeValue::S(seq.to_string()));
+            }
+            transaction = transaction.transact_items(TransactWriteItem::builder().put(put.build()?).build());
+        }
+        for (key, increments) in deltas.items() {
+            transaction = transaction
+                .transact_items(TransactWriteItem::builder().update(self.increments(key, &increments)?).build());
+        }
+        match transaction.send().await {
+            Ok(_) => Ok(Marked::Applied),
+            Err(err) => match err.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
+                    let reasons = cancelled.cancellation_reasons();
+                    // An engine that gives no reasons: one record's marker
+                    // can still be looked up.
+                    if let ([], [marker]) = (reasons, markers)
+                        && self.applied(marker.event_id).await?
+                    {
+                        return Ok(Marked::AlreadyApplied(vec![0]));
+                    }
+                    marked_cancelled(markers.len(), reasons)
+                }
+                _ => Err(err.into()),
+            },
+        }
+    }
+}
+
+impl Store {
+    /// Whether a stream record's marker exists (a strongly consistent read).
+    pub async fn applied(&self, event_id: &str) -> Result<bool, StoreError> {
+        Ok(self.metric_item(keys::applied_key(event_id), true).await?.is_some())
+    }
+}
+
+/// Why `commit_marked`'s transaction was cancelled, from the reasons DynamoDB
+/// gives one per action, the markers first. Only markers can fail a
+/// condition (the increments have none), so a `ConditionalCheckFailed`
+/// names a record applied before; anything else wrote nothing and is an
+/// error.
+fn marked_cancelled(markers: usize, reasons: &[CancellationReason]) -> Result<Marked, StoreError> {
+    let codes: Vec<&str> = reasons.iter().map(|r| r.code().unwrap_or("None")).collect();
+    let detail = || format!("the transaction applying {markers} stream records was cancelled: [{}]", codes.join(", "));
+    let failed: Vec<usize> =
+        codes.iter().enumerate().filter(|(_, c)| **c == "ConditionalCheckFailed").map(|(i, _)| i).collect();
+    let others = codes.iter().any(|c| !matches!(*c, "None" | "ConditionalCheckFailed"));
+    if !failed.is_empty() && !others && failed.iter().all(|i| *i < markers) {
+        return Ok(Marked::AlreadyApplied(failed));
+    }
+    Err(super::checkpoints::cancelled_otherwise(&codes, detail()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::store::error::Unavailable;
+
+    fn cancelled(markers: usize, codes: &[&str]) -> Result<Marked, StoreError> {
+        let reasons: Vec<CancellationReason> =
+            codes.iter().map(|code| CancellationReason::builder().code(*code).build()).collect();
+        marked_cancelled(markers, &reasons)
+    }
+
+    #[test]
+    fn existing_markers_are_named_by_position() {
+        let codes = ["None", "ConditionalCheckFailed", "None", "ConditionalCheckFailed", "None"];
+        assert_eq!(cancelled(4, &codes).unwrap(), Marked::AlreadyApplied(vec![1, 3]));
+    }
+
+    #[test]
+    fn anything_else_is_an_error_that_wrote_nothing() {
+        let err = cancelled(2, &["None", "None", "ValidationError"]).unwrap_err();
+        assert!(matches!(err, StoreError::Rejected(ref d) if d.contains("ValidationError")), "{err:?}");
+        // A marker that exists beside another failure: not only "applied before".
+        let err = cancelled(2, &["ConditionalCheckFailed", "None", "ValidationError"]).unwrap_err();
+        assert!(matches!(err, StoreError::Rejected(_)), "{err:?}");
+        let err = cancelled(1, &["None", "ThrottlingError"]).unwrap_err();
+        assert!(matches!(err, StoreError::Unavailable { kind: Unavailable::Throttled, .. }), "{err:?}");
+        let err = cancelled(1, &["None", "TransactionConflict"]).unwrap_err();
+        assert!(matches!(err, StoreError::Unavailable { kind: Unavailable::Busy, .. }), "{err:?}");
+        // An engine that gives no reasons: nothing is known here, nothing
+        // assumed (`commit_marked` looks a lone record's marker up).
+        assert!(matches!(cancelled(1, &[]).unwrap_err(), StoreError::Rejected(_)));
+    }
+}

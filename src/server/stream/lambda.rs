@@ -1,0 +1,390 @@
+//! The stream consumer as an AWS Lambda function (`northwind-ops lambda`):
+//! Lambda reads the orders table's stream and hands its records over in
+//! batches (the DynamoDB event), through the Lambda Runtime API that
+//! `lambda_runtime` polls. What a record means and how records are committed
+//! is the consumer's own code (`consumer::Applier`); only what guards a
+//! record against a second application differs.
+//!
+//! Lambda delivers a batch at least once and says nothing of the stream
+//! shard a record came from, so there is no shard checkpoint: each record's
+//! increments are written in one transaction with a marker of its own
+//! (`APPLIED#<eventID>`), put only where none exists. A transaction cancelled
+//! because some markers exist wrote nothing: those records were applied
+//! before, and the rest are committed again without them.
+//!
+//! A record that cannot be applied (the store refuses it, or is down) is
+//! reported in a partial batch response (`ReportBatchItemFailures`) with
+//! every record after it, and nothing after it is applied: Lambda retries
+//! the shard from that record, in order, and the records before it are not
+//! delivered again. A record that is not a readable order is counted as bad
+//! and skipped, as `consume` does (priced only, when it has images).
+
+use crate::server::store::{Marked, Marker, Store, TRANSACTION_ITEMS};
+use crate::server::stream::consumer::{Applier, Batch, Guard, Increments, Reading};
+use aws_lambda_events::dynamodb::EventRecord;
+use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use aws_sdk_dynamodbstreams::primitives::DateTime as SdkDateTime;
+use aws_sdk_dynamodbstreams::types::{AttributeValue, OperationType, Record, StreamRecord};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LambdaError {
+    #[error("the event is not a DynamoDB stream event: it has no Records array")]
+    NotAStreamEvent,
+    #[error(
+        "record {position} of the batch could not be applied and has no SequenceNumber to report it by: \
+         the whole batch is failed, to be delivered again"
+    )]
+    Unreportable { position: usize },
+}
+
+/// One record of a Lambda DynamoDB event, as the consumer reads it.
+#[derive(Clone, Debug)]
+pub struct Delivered {
+    /// `eventID`: the key of the record's marker.
+    pub event_id: Option<String>,
+    /// `dynamodb.SequenceNumber`: what a failure is reported by.
+    pub seq: Option<String>,
+    /// The record as the DynamoDB Streams API gives it (the type `consume`
+    /// reads); `None` for JSON that is not a stream record.
+    pub record: Option<Record>,
+}
+
+impl Delivered {
+    /// One element of the event's `Records`; never fails: what cannot be
+    /// read is kept as such, to be counted as bad.
+    pub fn from_json(value: &Value) -> Delivered {
+        let seq = value.pointer("/dynamodb/SequenceNumber").and_then(Value::as_str).map(str::to_string);
+        match serde_json::from_value::<EventRecord>(value.clone()) {
+            Ok(event) => Delivered {
+                event_id: Some(event.event_id.clone()).filter(|id| !id.is_empty()),
+                seq: event.change.sequence_number.clone().or(seq),
+                record: Some(stream_record(event)),
+            },
+            Err(err) => {
+                tracing::warn!(error = %err, sequence = ?seq, "a Lambda event record that is not a stream record");
+                Delivered { event_id: None, seq, record: None }
+            }
+        }
+    }
+}
+
+/// A Lambda event record as the DynamoDB Streams API's `Record`: the same
+/// fields (an absent image is an empty map in the Lambda shape).
+pub fn stream_record(event: EventRecord) -> Record {
+    let data = event.change;
+    let item = |item: serde_dynamo::Item| (!item.is_empty()).then(|| HashMap::<String, AttributeValue>::from(item));
+    let at = data.approximate_creation_date_time;
+    // Absent from the event: the epoch, which means "not said".
+    let at = (at.timestamp_millis() != 0).then(|| SdkDateTime::from_millis(at.timestamp_millis()));
+    let stream = StreamRecord::builder()
+        .set_keys(item(data.keys))
+        .set_new_image(item(data.new_image))
+        .set_old_image(item(data.old_image))
+        .set_sequence_number(data.sequence_number)
+        .size_bytes(data.size_bytes)
+        .set_approximate_creation_date_time(at)
+        .build();
+    Record::builder()
+        .event_id(event.event_id)
+        .event_name(OperationType::from(event.event_name.as_str()))
+        .set_event_version(event.event_version)
+        .set_event_source(event.event_source)
+        .aws_region(event.aws_region)
+        .dynamodb(stream)
+        .build()
+}
+
+/// What one batch came to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Records applied now (the unreadable ones among them, priced only).
+    pub applied: usize,
+    /// Records applied before: their markers exist.
+    pub already: usize,
+    /// Records skipped as unreadable: no event id or no stream record.
+    pub skipped: usize,
+    /// The first record that could not be applied: it and every record after
+    /// it are failures, and none of them was applied.
+    pub failed_from: Option<usize>,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// The Lambda function's state between invocations (an execution
+/// environment is reused): the consumer's core, hot keys included.
+pub struct LambdaConsumer {
+    core: Applier,
+}
+
+impl LambdaConsumer {
+    pub fn new(store: Arc<Store>) -> Self {
+        Self { core: Applier::new(store, None, true) }
+    }
+
+    /// Applies a batch's records in order, as few transactions as the limits
+    /// allow; each record at most once, whoever delivered it before.
+    pub async fn apply(&self, records: &[Delivered]) -> Outcome {
+        let table = self.core.table().to_string();
+        let readings: Vec<Option<Reading>> = records
+            .iter()
+            .map(|d| match (&d.event_id, &d.record) {
+                (Some(_), Some(record)) => {
+                    let reading = self.core.read(record);
+                    if reading.change.is_none() {
+                        tracing::warn!(sequence = ?d.seq, "a stream record that is not a readable order: priced only");
+                    }
+                    Some(reading)
+                }
+                _ => None,
+            })
+            .collect();
+        let mut outcome = Outcome::default();
+        // Records not to put in a transaction: skipped, or applied before.
+        let mut done: Vec<bool> = readings.iter().map(Option::is_none).collect();
+        for (d, _) in records.iter().zip(&readings).filter(|(_, r)| r.is_none()) {
+            tracing::warn!(sequence = ?d.seq, "a stream record without an event id or images: skipped");
+            outcome.skipped += 1;
+        }
+        let mut batch = Batch::default();
+        let (mut start, mut one_by_one_until) = (0, 0);
+        while start < records.len() {
+            if done[start] {
+                start += 1;
+                continue;
+            }
+            // After a transaction failed, its records go one at a time, to
+            // find the one that fails and apply those before it.
+            let most = if start < one_by_one_until { 1 } else { usize::MAX };
+            let (mut increments, mut group, mut end) = (Increments::default(), Vec::new(), start);
+            while end < records.len() && group.len() < most {
+                let Some(reading) = readings[end].as_ref().filter(|_| !done[end]) else {
+                    end += 1;
+                    continue;
+                };
+                let next = increments.with(reading, &table);
+                // The markers, this record's included, and the increments.
+                let room = TRANSACTION_ITEMS.saturating_sub(group.len() + 1);
+                if !group.is_empty() && (group.len() >= TRANSACTION_ITEMS || next.too_big(room)) {
+                    break;
+                }
+                (increments, end) = (next, end + 1);
+                group.push(end - 1);
+            }
+            let markers: Vec<Marker<'_>> = group
+                .iter()
+                .map(|&i| Marker {
+                    event_id: records[i].event_id.as_deref().unwrap_or_default(),
+                    seq: records[i].seq.as_deref(),
+                })
+                .collect();
+            match self.core.commit(&increments, Guard::Markers(&markers)).await {
+                Ok(Marked::Applied) => {
+                    for &i in &group {
+                        batch.add(readings[i].as_ref().expect("only readable records are grouped"));
+                    }
+                    batch.changed(&increments);
+                    outcome.applied += group.len();
+                    start = end;
+                }
+                Ok(Marked::AlreadyApplied(positions)) => {
+                    for position in positions {
+                        tracing::debug!(sequence = ?records[group[position]].seq, "a stream record applied before: skipped");
+                        done[group[position]] = true;
+                        outcome.already += 1;
+                    }
+                }
+                Err(err) if group.len() > 1 => {
+                    tracing::warn!(error = %err, records = group.len(), "a transaction of stream records failed: one at a time");
+                    one_by_one_until = end;
+                }
+                Err(err) => {
+                    tracing::error!(error = %err, sequence = ?records[group[0]].seq, "a stream record could not be applied");
+                    outcome.failed_from = Some(group[0]);
+                    outcome.error = Some(err.to_string());
+                    break;
+                }
+            }
+        }
+        self.core.record_progress(outcome.applied as u64, &batch);
+        outcome
+    }
+}
+
+/// The partial batch response: the failed record and every one after it, by
+/// sequence number, in order. Empty when everything was applied.
+pub fn response(records: &[Delivered], outcome: &Outcome) -> Result<DynamoDbEventResponse, LambdaError> {
+    let mut response = DynamoDbEventResponse::default();
+    if let Some(from) = outcome.failed_from {
+        for (position, record) in records.iter().enumerate().skip(from) {
+            let mut failure = DynamoDbBatchItemFailure::default();
+            failure.item_identifier = Some(record.seq.clone().ok_or(LambdaError::Unreportable { position })?);
+            response.batch_item_failures.push(failure);
+        }
+    }
+    Ok(response)
+}
+
+/// One invocation: a DynamoDB event in, the batch item failures out.
+pub async fn handle(consumer: &LambdaConsumer, event: &Value) -> Result<DynamoDbEventResponse, LambdaError> {
+    let records = event.get("Records").and_then(Value::as_array).ok_or(LambdaError::NotAStreamEvent)?;
+    let delivered: Vec<Delivered> = records.iter().map(Delivered::from_json).collect();
+    let outcome = consumer.apply(&delivered).await;
+    tracing::info!(
+        records = delivered.len(),
+        applied = outcome.applied,
+        already_applied = outcome.already,
+        skipped = outcome.skipped,
+        failed_from = ?outcome.failed_from,
+        "stream batch"
+    );
+    response(&delivered, &outcome)
+}
+
+/// Serves invocations from the Lambda Runtime API (`AWS_LAMBDA_RUNTIME_API`)
+/// until it stops answering.
+pub async fn run(store: Arc<Store>) -> Result<(), lambda_runtime::Error> {
+    let consumer = Arc::new(LambdaConsumer::new(store));
+    lambda_runtime::run(lambda_runtime::service_fn(move |event: lambda_runtime::LambdaEvent<Value>| {
+        let consumer = consumer.clone();
+        // The runtime logs each invocation in a span with its request id.
+        async move { handle(&consumer, &event.payload).await.map_err(lambda_runtime::Error::from) }
+    }))
+    .await
+}
+
+/// The environment the Lambda runtime reads, each variable that is missing
+/// or unreadable named (the runtime would panic on it).
+pub fn check_environment(var: impl Fn(&str) -> Option<String>) -> Result<(), String> {
+    let mut missing = Vec::new();
+    for name in ["AWS_LAMBDA_FUNCTION_NAME", "AWS_LAMBDA_FUNCTION_VERSION"] {
+        if var(name).is_none_or(|v| v.is_empty()) {
+            missing.push(name.to_string());
+        }
+    }
+    let api = "AWS_LAMBDA_RUNTIME_API";
+    if var(api).and_then(|v| v.parse::<http::Uri>().ok()).is_none_or(|uri| uri.authority().is_none()) {
+        missing.push(format!("{api} (host:port)"));
+    }
+    let memory = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE";
+    if var(memory).and_then(|v| v.parse::<i32>().ok()).is_none() {
+        missing.push(format!("{memory} (a whole number of MB)"));
+    }
+    match missing.is_empty() {
+        true => Ok(()),
+        false => Err(format!(
+            "`lambda` runs inside AWS Lambda, which sets {}; missing: {}",
+            "the Runtime API's address and the function's name, version and memory",
+            missing.join(", ")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::stream::consumer::change;
+    use serde_json::json;
+
+    fn event_record(seq: &str, new_status: Option<&str>, old_status: Option<&str>) -> Value {
+        let image = |status: &str| {
+            json!({
+                "PK": {"S": "ORDER#o-1"}, "orderId": {"S": "o-1"}, "status": {"S": status},
+                "createdAt": {"S": "2026-11-29T10:15:30.000Z"}, "total": {"N": "1999"}
+            })
+        };
+        let mut data = json!({
+            "ApproximateCreationDateTime": 1_764_411_330.0,
+            "Keys": {"PK": {"S": "ORDER#o-1"}},
+            "SequenceNumber": seq, "SizeBytes": 120, "StreamViewType": "NEW_AND_OLD_IMAGES"
+        });
+        if let Some(status) = new_status {
+            data["NewImage"] = image(status);
+        }
+        if let Some(status) = old_status {
+            data["OldImage"] = image(status);
+        }
+        json!({
+            "eventID": format!("e-{seq}"), "eventName": if old_status.is_some() { "MODIFY" } else { "INSERT" },
+            "eventVersion": "1.1", "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
+            "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/orders/stream/2026-11-29T00:00:00.000",
+            "dynamodb": data
+        })
+    }
+
+    #[test]
+    fn a_lambda_record_reads_as_the_streams_api_record() {
+        let delivered = Delivered::from_json(&event_record("100", Some("CONFIRMED"), Some("PENDING")));
+        assert_eq!(delivered.event_id.as_deref(), Some("e-100"));
+        assert_eq!(delivered.seq.as_deref(), Some("100"));
+        let record = delivered.record.unwrap();
+        assert_eq!(record.event_name(), Some(&OperationType::Modify));
+        let modified = change(&record).expect("a readable order");
+        assert_eq!(modified.old.unwrap().status, "PENDING");
+        assert_eq!(modified.new.unwrap().status, "CONFIRMED");
+        assert_eq!(modified.at.timestamp(), 1_764_411_330);
+        let insert = Delivered::from_json(&event_record("101", Some("PENDING"), None)).record.unwrap();
+        assert!(insert.dynamodb().unwrap().old_image().is_none(), "an absent image is no image");
+        assert!(change(&insert).unwrap().old.is_none());
+    }
+
+    #[test]
+    fn what_is_not_a_record_is_kept_to_be_counted_not_a_panic() {
+        for bad in [json!(null), json!("text"), json!({"dynamodb": {"SequenceNumber": "7"}}), json!({"eventID": 3})] {
+            let delivered = Delivered::from_json(&bad);
+            assert!(delivered.record.is_none() || delivered.event_id.is_none(), "{bad}");
+        }
+        assert_eq!(Delivered::from_json(&json!({"dynamodb": {"SequenceNumber": "7"}})).seq.as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn failures_are_the_failed_record_and_every_one_after_it() {
+        let records: Vec<Delivered> = ["1", "2", "3", "4"]
+            .iter()
+            .map(|seq| Delivered::from_json(&event_record(seq, Some("PENDING"), None)))
+            .collect();
+        let ok = response(&records, &Outcome { applied: 4, ..Outcome::default() }).unwrap();
+        assert_eq!(serde_json::to_value(&ok).unwrap(), json!({"batchItemFailures": []}));
+        let failed = response(&records, &Outcome { applied: 1, failed_from: Some(1), ..Outcome::default() }).unwrap();
+        assert_eq!(
+            serde_json::to_value(&failed).unwrap(),
+            json!({"batchItemFailures": [{"itemIdentifier": "2"}, {"itemIdentifier": "3"}, {"itemIdentifier": "4"}]})
+        );
+        let mut unnumbered = records.clone();
+        unnumbered[2].seq = None;
+        let outcome = Outcome { failed_from: Some(1), ..Outcome::default() };
+        assert!(matches!(response(&unnumbered, &outcome), Err(LambdaError::Unreportable { position: 2 })));
+    }
+
+    #[test]
+    fn the_runtime_environment_is_checked_and_named() {
+        let all = |name: &str| {
+            Some(match name {
+                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE" => "128".to_string(),
+                "AWS_LAMBDA_RUNTIME_API" => "127.0.0.1:9001".to_string(),
+                other => format!("{other}-value"),
+            })
+        };
+        assert!(check_environment(all).is_ok());
+        let with_api = |api: &'static str| {
+            move |name: &str| if name == "AWS_LAMBDA_RUNTIME_API" { Some(api.to_string()) } else { all(name) }
+        };
+        assert!(check_environment(with_api("127.0.0.1:9001")).is_ok());
+        for bad in ["", "not a uri", "/just/a/path"] {
+            let err = check_environment(with_api(bad)).unwrap_err();
+            assert!(err.contains("missing: AWS_LAMBDA_RUNTIME_API"), "{bad}: {err}");
+        }
+        let err = check_environment(|name: &str| all(name).filter(|_| name != "AWS_LAMBDA_FUNCTION_NAME")).unwrap_err();
+        assert!(err.contains("missing: AWS_LAMBDA_FUNCTION_NAME"), "{err}");
+        let err =
+            check_environment(
+                |name: &str| {
+                    if name == "AWS_LAMBDA_FUNCTION_MEMORY_SIZE" { Some("lots".into()) } else { all(name) }
+                },
+            )
+            .unwrap_err();
+        assert!(err.contains("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"), "{err}");
+    }
+}
