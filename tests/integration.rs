@@ -646,3 +646,49 @@ async fn a_change_one_instance_applies_reaches_every_instances_live_stream_once(
         a.stop().await;
     }
 }
+
+use northwind_ops::model::{Dashboard, PendingParams};
+
+/// Whether a dashboard's list holds `order_id`.
+fn lists(dashboard: &Dashboard, order_id: &str) -> bool {
+    dashboard.page.orders.iter().any(|o| o.order_id == order_id)
+}
+
+/// One read of a dashboard view serves its viewers for a second; after that
+/// the next viewer is answered from it at once while it is read again in the
+/// background, so an order any writer adds shows a moment later, and nobody
+/// waits for the re-read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dashboard_read_is_shared_for_a_second_then_renewed_behind_the_viewers() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine).await;
+        let params = PendingParams::default();
+        let first = app.service.dashboard(&params, 30).await.unwrap();
+        let read_at = std::time::Instant::now();
+        // Written as the order service would, past this server's service:
+        // nothing tells the shared read.
+        write_all(&app.store, vec![order("swr-1", "cust-swr", Status::Pending, chrono::Utc::now())]).await;
+        assert!(!lists(&first, "swr-1"));
+        let within = app.service.dashboard(&params, 30).await.unwrap();
+        if read_at.elapsed() < std::time::Duration::from_millis(900) {
+            assert!(!lists(&within, "swr-1"), "{:?}: within its second the shared read answers", app.engine);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+        let stale = app.service.dashboard(&params, 30).await.unwrap();
+        assert!(
+            !lists(&stale, "swr-1"),
+            "{:?}: past its second, the old read answers while the next is made",
+            app.engine
+        );
+        let mut fresh = false;
+        for _ in 0..50 {
+            if lists(&app.service.dashboard(&params, 30).await.unwrap(), "swr-1") {
+                fresh = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert!(fresh, "{:?}: the background re-read brings the new order", app.engine);
+        app.stop().await;
+    }
+}

@@ -19,7 +19,6 @@ mod pending;
 
 pub use pending::{Filters, PendingQuery};
 
-use crate::model::Dashboard;
 use crate::server::capacity::advisor::Prices;
 use crate::server::error::ApiError;
 use crate::server::service::cursor::{CursorCodec, CursorError};
@@ -27,14 +26,21 @@ use crate::server::store::{Store, keys};
 use crate::server::stream::consumer::ConsumerStatus;
 use crate::server::stream::live::LiveHub;
 use chrono::{NaiveDate, Utc};
-use pending::DashboardKey;
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use pending::{DashboardKey, SharedRead};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 /// How long one read of a dashboard view serves everyone who opens it: a
 /// room full of screens costs the store one read a second, not one each.
 /// Live pushes carry what happens in between; this server's own writes clear it.
-const DASHBOARD_TTL: Duration = Duration::from_secs(1);
+const DASHBOARD_FRESH: Duration = Duration::from_secs(1);
+/// An older read still answers while the next one is made, up to this age:
+/// viewers do not queue behind the read that replaces it (under 200 viewers
+/// that read took as long as the lifetime itself, and everyone arriving
+/// meanwhile waited for it). Past this age, a viewer waits for a fresh read.
+const DASHBOARD_STALE_LIMIT: Duration = Duration::from_secs(10);
 /// Distinct dashboard views kept at once.
 const DASHBOARD_VIEWS: u64 = 1_000;
 
@@ -47,7 +53,10 @@ pub struct Service {
     /// The running consumer's status, once one is started.
     pub consumer: Arc<Mutex<Option<Arc<Mutex<ConsumerStatus>>>>>,
     /// Recent dashboard reads, shared by every viewer of the same view.
-    dashboards: moka::future::Cache<DashboardKey, Arc<Dashboard>>,
+    dashboards: moka::future::Cache<DashboardKey, Arc<SharedRead>>,
+    /// Bumped whenever the shared reads are cleared: a read begun before
+    /// then may predate the change, and is not kept.
+    dashboards_cleared: Arc<AtomicU64>,
     /// How long an order may stay PENDING before it counts as stuck.
     stuck_after: chrono::Duration,
     /// What the capacity-mode advisor prices with.
@@ -67,8 +76,9 @@ impl Service {
             consumer: Arc::new(Mutex::new(None)),
             dashboards: moka::future::Cache::builder()
                 .max_capacity(DASHBOARD_VIEWS)
-                .time_to_live(DASHBOARD_TTL)
+                .time_to_live(DASHBOARD_STALE_LIMIT)
                 .build(),
+            dashboards_cleared: Arc::new(AtomicU64::new(0)),
             stuck_after: chrono::Duration::minutes(30),
             prices: Prices::default(),
             capacity: figures::CapacitySettings::default(),
@@ -100,12 +110,7 @@ impl Service {
     }
 
     fn consumer_status(&self) -> ConsumerStatus {
-        self.consumer
-            .lock()
-            .expect("consumer slot poisoned")
-            .as_ref()
-            .map(|status| status.lock().expect("status poisoned").clone())
-            .unwrap_or_default()
+        self.consumer.lock().as_ref().map(|status| status.lock().clone()).unwrap_or_default()
     }
 
     pub fn parse_day(&self, date: Option<&str>) -> Result<NaiveDate, ApiError> {

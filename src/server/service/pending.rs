@@ -1,14 +1,26 @@
 //! The PENDING list, its exports and the dashboard: a query checked into
 //! its normal form, read through the store's merge, and a dashboard view
-//! shared by everyone who opens it within a second.
+//! shared by everyone who opens it within a second (and served a little
+//! longer while the next read is made).
 
-use super::Service;
 use super::checks::{parse_date, parse_filters, parse_limit, parse_number};
+use super::{DASHBOARD_FRESH, Service};
 use crate::model::{Activity, Dashboard, MAX_DAYS, PendingOrder, PendingPage, PendingParams, Summary};
 use crate::server::error::ApiError;
 use crate::server::store::{Counters, PendingFilter};
 use chrono::{DateTime, Days, NaiveDate, Timelike, Utc};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// One read of a dashboard view, shared by its viewers.
+pub(crate) struct SharedRead {
+    /// When the read began: what it shows is at least this fresh.
+    read_at: Instant,
+    dashboard: Arc<Dashboard>,
+    /// Whether a viewer has started the read that replaces this one.
+    refreshing: AtomicBool,
+}
 
 /// A PENDING list query, parsed and checked: the normal form every cache
 /// key and cursor scope is made from (`limit=05` and `limit=5` are one).
@@ -136,17 +148,52 @@ impl Service {
 
     pub async fn dashboard(&self, params: &PendingParams, stuck_after_minutes: u32) -> Result<Dashboard, ApiError> {
         let key = DashboardKey { query: self.parse_pending(params)?, stuck_after_minutes };
-        // Concurrent viewers of one view wait for one read; a failed read is not kept.
-        let dashboard = self
+        if let Some(shared) = self.dashboards.get(&key).await {
+            // Past its second, the first viewer to see it starts the next
+            // read; everyone keeps this one until that read is in.
+            if shared.read_at.elapsed() >= DASHBOARD_FRESH && !shared.refreshing.swap(true, Ordering::AcqRel) {
+                self.refresh_dashboard(key, shared.clone());
+            }
+            return Ok((*shared.dashboard).clone());
+        }
+        // None yet (or cleared by a change): concurrent viewers of one view
+        // wait for one read; a failed read is not kept.
+        let shared = self
             .dashboards
-            .try_get_with(key.clone(), async { self.read_dashboard(&key).await.map(Arc::new) })
+            .try_get_with(key.clone(), async { self.read_shared(&key).await.map(Arc::new) })
             .await
             .map_err(|err| (*err).clone())?;
-        Ok((*dashboard).clone())
+        Ok((*shared.dashboard).clone())
+    }
+
+    /// Reads `key` again in the background, replacing `stale` unless the
+    /// views were cleared meanwhile (the read may predate that change).
+    fn refresh_dashboard(&self, key: DashboardKey, stale: Arc<SharedRead>) {
+        let service = self.clone();
+        tokio::spawn(async move {
+            let cleared = service.dashboards_cleared.load(Ordering::Acquire);
+            match service.read_shared(&key).await {
+                Ok(fresh) if service.dashboards_cleared.load(Ordering::Acquire) == cleared => {
+                    service.dashboards.insert(key, Arc::new(fresh)).await;
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::debug!(error = %err, "dashboard re-read failed; the next viewer tries again");
+                    stale.refreshing.store(false, Ordering::Release);
+                }
+            }
+        });
     }
 
     pub(crate) fn forget_dashboards(&self) {
+        self.dashboards_cleared.fetch_add(1, Ordering::AcqRel);
         self.dashboards.invalidate_all();
+    }
+
+    async fn read_shared(&self, key: &DashboardKey) -> Result<SharedRead, ApiError> {
+        let read_at = Instant::now();
+        let dashboard = Arc::new(self.read_dashboard(key).await?);
+        Ok(SharedRead { read_at, dashboard, refreshing: AtomicBool::new(false) })
     }
 
     async fn read_dashboard(&self, key: &DashboardKey) -> Result<Dashboard, ApiError> {
@@ -187,10 +234,12 @@ mod tests {
     #[test]
     fn the_backlog_stops_at_now_on_today_and_runs_the_day_before() {
         let day = NaiveDate::from_ymd_opt(2026, 12, 1).unwrap();
-        let mut counters = Counters::default();
-        counters.entered_per_minute = vec![0; 1440];
-        counters.left_per_minute = vec![0; 1440];
-        counters.created_per_minute = vec![0; 1440];
+        let mut counters = Counters {
+            entered_per_minute: vec![0; 1440],
+            left_per_minute: vec![0; 1440],
+            created_per_minute: vec![0; 1440],
+            ..Default::default()
+        };
         counters.entered_per_minute[5] = 3;
         counters.created_per_minute[5] = 3;
         counters.left_per_minute[25] = 1;
