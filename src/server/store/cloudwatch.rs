@@ -142,8 +142,10 @@ impl CloudWatchMinutes {
 }
 
 impl Store {
-    /// The metrics of minutes `[start, end)`, from CloudWatch (or from the
-    /// copy read less than a minute ago).
+    /// The metrics of minutes `[start, end)`, from CloudWatch, or from the
+    /// copy of the same window read less than a minute ago (which may end a
+    /// minute earlier: a window ending now moves on with the clock, and
+    /// CloudWatch publishes a minute later than that anyway).
     pub async fn cloudwatch_minutes(
         &self,
         start: DateTime<Utc>,
@@ -153,7 +155,9 @@ impl Store {
             return Err(StoreError::Rejected("no CloudWatch client: the capacity source is the stream".into()));
         };
         let span = (epoch_minute(start), epoch_minute(end));
-        if let Some(cached) = cloudwatch.cache.get(&span).await {
+        if let Some(cached) = cloudwatch.cache.get(&span.0).await
+            && cached.minutes as i64 + 1 >= span.1 - span.0
+        {
             return Ok(cached);
         }
         let start = crate::server::capacity::usage::minute_start(span.0);
@@ -192,7 +196,7 @@ impl Store {
             }
         }
         let read = Arc::new(read);
-        cloudwatch.cache.insert(span, read.clone()).await;
+        cloudwatch.cache.insert(span.0, read.clone()).await;
         Ok(read)
     }
 }
@@ -200,7 +204,8 @@ impl Store {
 /// The CloudWatch client and its minute-long memory.
 pub struct CloudWatchClient {
     client: aws_sdk_cloudwatch::Client,
-    cache: moka::future::Cache<(i64, i64), Arc<CloudWatchMinutes>>,
+    /// Reads by the epoch minute their window starts at.
+    cache: moka::future::Cache<i64, Arc<CloudWatchMinutes>>,
 }
 
 impl CloudWatchClient {
