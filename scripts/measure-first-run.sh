@@ -49,4 +49,10 @@ echo "| setup (all of the above) | $(mmss "$t_setup") |"
 echo "| the app: \`cargo leptos build --split\` (server and wasm bundle) | $(mmss "$t_build") |"
 echo "| seed, serve, first page | $(mmss "$t_page") |"
 echo "| **first page, from a fresh clone** | **$(mmss $((SECONDS - t0)))** |"
+# The CPU time of all of it (every compiler process, waited for): on two
+# cores no order of the same work ends in less than half of it.
+# (`times` in this shell itself: in a pipeline it would time only a subshell.)
+times >"$work/times"
+cpu=$(tail -1 "$work/times" | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] } print int(t) }')
+echo "CPU time: $(mmss "$cpu") (user and system, all processes), so at least $(mmss $((cpu / $(nproc)))) on $(nproc) cores"
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

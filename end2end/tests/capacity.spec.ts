@@ -90,8 +90,12 @@ async function putOutside(endpoint: string, item: Record<string, unknown>) {
   await store.dispose();
 }
 
-test('a burst written outside the app shows on the capacity page, priced from the stream', async ({ browser, baseURL }) => {
-  test.setTimeout(90_000);
+test('a burst written outside the app shows on the capacity page, priced from the stream', async ({
+  browser,
+  baseURL,
+  request,
+}) => {
+  test.setTimeout(150_000);
   const endpoint = readFileSync(join(__dirname, '..', '.run', 'store-endpoint'), 'utf8').trim();
   const page = await viewer(browser, baseURL);
   await expect(page.locator('html')).toHaveAttribute('data-hydrated', 'true');
@@ -101,9 +105,19 @@ test('a burst written outside the app shows on the capacity page, priced from th
   await expect(orders.getByTestId('read-source')).toHaveText("this app's calls");
   const before = figure(await orders.getByTestId('write-units').textContent());
 
+  // Hot keys keep, per minute and index, the first 20 keys to pass 10 write
+  // units (src/server/stream/hotkeys.rs): the seed's minute is full of its
+  // customers, and a burst in that minute would not be kept. If the seed's
+  // minute is still running, the burst waits for the next one.
+  const minuteOfDay = () => Math.floor((Date.now() % 86_400_000) / 60_000);
+  const seeded: { hotKeys: { resource: string; minute: number }[] } = await (await request.get('/api/capacity')).json();
+  if (seeded.hotKeys.some((h) => h.resource.endsWith('/GSI1') && h.minute === minuteOfDay())) {
+    await page.waitForTimeout(60_000 - (Date.now() % 60_000) + 500);
+  }
+
   // 150 orders of one customer, a bot ordering in a loop, put by another writer
   // (ten at a time): more than the seed's busiest customer wrote in its minute
-  // (105), so the bot is among the day's hottest GSI1 keys.
+  // (123), so the bot is among the day's hottest GSI1 keys.
   const burst = 150;
   const stamp = Date.now();
   const createdAt = new Date().toISOString();
