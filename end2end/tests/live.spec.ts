@@ -60,3 +60,32 @@ test('on a later page, new orders are announced instead of moved in', async ({ p
   await page.getByRole('link', { name: 'Go to page one' }).click();
   await expect(page.locator('[data-testid="pending-table"] tbody tr').first()).toHaveAttribute('data-order-id', orderId);
 });
+
+test('the live stream opens before the wasm arrives, and the hydrated page keeps it', async ({ page, request }) => {
+  const streams: string[] = [];
+  const answered: string[] = [];
+  page.on('request', (r) => {
+    if (r.url().includes('/api/live')) streams.push(r.url());
+  });
+  page.on('response', (r) => {
+    if (r.url().includes('/api/live')) answered.push('live');
+    else if (r.url().endsWith('.wasm')) answered.push('wasm');
+  });
+  // A slow link, for the wasm: held back a second and a half.
+  await page.route(/\/pkg\/.*\.wasm$/, async (route) => {
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    await route.continue();
+  });
+  await page.goto('/');
+  await expect(page.locator('html')).toHaveAttribute('data-hydrated', 'true', { timeout: 15_000 });
+  await expect(page.getByTestId('live-status')).toHaveAttribute('data-live', 'up');
+  expect(answered[0], `answers in order: ${answered.join(', ')}`).toBe('live');
+  // The page took over the stream its head opened: one stream, not two.
+  expect(streams).toHaveLength(1);
+
+  // And it is live: an order created elsewhere arrives through it.
+  const orderId = `early-${Date.now()}`;
+  await createOrder(request, orderId);
+  await expect(page.locator(`tr[data-order-id="${orderId}"]`)).toBeVisible({ timeout: 3_000 });
+  expect(streams).toHaveLength(1);
+});

@@ -1,5 +1,6 @@
 //! The dashboard's live connection: server-sent events from `/api/live`,
-//! reconnected by leptos-use's `use_event_source`. Events are queued with a
+//! opened by the page's head before the wasm arrives, then taken over and
+//! reopened whenever the browser gives up on it. Events are queued with a
 //! sequence number so a view applies each exactly once, however quickly
 //! they arrive.
 //! (The server renders with the same types but never connects.)
@@ -58,60 +59,187 @@ impl Live {
 #[cfg(feature = "hydrate")]
 pub use connection::connect;
 
+/// Opened by the page's head (`EARLY_LIVE` in `src/app/mod.rs`) before the
+/// wasm arrives, and taken over by `connect`: on a slow link the stream is
+/// up by the time the page is hydrated, instead of a round trip or more
+/// after (BENCHMARKS.md, the first load).
+pub const EARLY_LIVE: &str = r#"if(location.pathname==="/"){var u="/api/live?date="+(new URLSearchParams(location.search).get("date")||""),s=new EventSource(u),q=[];s.onmessage=function(e){q.push(e.data)};window.__northwindLive={url:u,source:s,early:q}}"#;
+
 #[cfg(feature = "hydrate")]
 mod connection {
     use super::*;
-    use codee::string::FromToStringCodec;
-    use leptos_use_event_source::{
-        ReconnectLimit, UseEventSourceOnEventReturn, UseEventSourceOptions, use_event_source_with_options,
-    };
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::cell::{Cell, RefCell};
+    use std::rc::{Rc, Weak};
     use wasm_bindgen::JsCast;
-    use web_sys::MessageEvent;
+    use wasm_bindgen::prelude::*;
+    use web_sys::{Event, EventSource, MessageEvent};
 
     /// Milliseconds between attempts to reopen a stream the browser gave up on
     /// (an error answer, the server restarting); it retries a dropped one itself.
-    const RECONNECT_MS: u64 = 3_000;
+    const RECONNECT_MS: i32 = 3_000;
+    /// The window property the head's script leaves its stream in.
+    const EARLY: &str = "__northwindLive";
 
-    /// Opens the connection (leptos-use's `use_event_source`, reconnected
-    /// without limit); the returned function closes it for good.
-    pub fn connect(url: String, live: Live, on_resync: impl Fn() + Send + Sync + 'static) -> impl FnOnce() {
-        // Once a connection has been open, a new one may have missed events.
-        let opened_before = Arc::new(AtomicBool::new(false));
-        let on_event = move |event: &web_sys::Event| match event.type_().as_str() {
-            "open" => {
-                live.status.set(LiveStatus::Up);
-                // The server ends streams now and then (and restarts); what
-                // happened while disconnected is read again.
-                if opened_before.swap(true, Ordering::Relaxed) {
-                    on_resync();
-                }
-                UseEventSourceOnEventReturn::ProcessMessage
-            }
-            "error" => {
-                live.status.set(LiveStatus::Down);
-                UseEventSourceOnEventReturn::ProcessMessage
-            }
-            _ => {
-                // Every event is applied here, as it arrives: the library's
-                // `message` signal keeps only the latest, and a sale's burst
-                // must not lose one.
-                let data = event.dyn_ref::<MessageEvent>().and_then(|m| m.data().as_string());
-                match data.map(|data| serde_json::from_str::<LiveEvent>(&data)) {
-                    Some(Ok(LiveEvent::Resync)) => on_resync(),
-                    Some(Ok(event)) => live.push(event),
-                    _ => {}
-                }
-                UseEventSourceOnEventReturn::IgnoreProcessingMessage
-            }
-        };
+    /// One live connection: its stream (reopened after the browser gives up on
+    /// it) and the handlers the stream calls.
+    ///
+    /// Written against `EventSource` itself rather than leptos-use's
+    /// `use_event_source`, which always opens its own: this one also takes
+    /// over the stream the page opened before the wasm arrived.
+    struct Connection {
+        url: String,
+        live: Live,
+        on_resync: Box<dyn Fn()>,
+        /// Once a connection has been open, a new one may have missed events.
+        opened_before: Cell<bool>,
+        closed: Cell<bool>,
+        source: RefCell<Option<EventSource>>,
+        handlers: RefCell<Vec<Closure<dyn FnMut(Event)>>>,
+    }
+
+    /// Opens the connection (or takes over the one the page opened), reopened
+    /// without limit; the returned function closes it for good.
+    pub fn connect(url: String, live: Live, on_resync: impl Fn() + 'static) -> impl FnOnce() {
+        let connection = Rc::new(Connection {
+            url,
+            live,
+            on_resync: Box::new(on_resync),
+            opened_before: Cell::new(false),
+            closed: Cell::new(false),
+            source: RefCell::new(None),
+            handlers: RefCell::new(Vec::new()),
+        });
         live.status.set(LiveStatus::Connecting);
-        let options = UseEventSourceOptions::default()
-            .reconnect_limit(ReconnectLimit::Infinite)
-            .reconnect_interval(RECONNECT_MS)
-            .on_event(on_event);
-        let source = use_event_source_with_options::<String, FromToStringCodec>(url, options);
-        move || (source.close)()
+        match take_early(&connection.url) {
+            Some((source, early)) => {
+                let open = source.ready_state() == EventSource::OPEN;
+                Connection::attach(&connection, source);
+                if open {
+                    connection.opened();
+                }
+                // What arrived before the wasm, in order; nothing more can
+                // arrive between these and the handler just set.
+                for data in early {
+                    connection.message(&data);
+                }
+            }
+            None => Connection::open(&connection),
+        }
+        move || connection.close()
+    }
+
+    /// The stream the page's head opened for `url`, with the events it
+    /// received meanwhile, unless it has failed (then it is closed, and so
+    /// is one opened for another day).
+    fn take_early(url: &str) -> Option<(EventSource, Vec<String>)> {
+        let window = web_sys::window()?;
+        let early = js_sys::Reflect::get(&window, &EARLY.into()).ok().filter(|e| e.is_object())?;
+        let _ = js_sys::Reflect::delete_property(&window, &EARLY.into());
+        let field = |name: &str| js_sys::Reflect::get(&early, &name.into()).ok();
+        let source = field("source")?.dyn_into::<EventSource>().ok()?;
+        let same = field("url").and_then(|u| u.as_string()).is_some_and(|u| u == url);
+        if !same || source.ready_state() == EventSource::CLOSED {
+            source.close();
+            return None;
+        }
+        let events = field("early").map(|e| js_sys::Array::from(&e)).unwrap_or_else(js_sys::Array::new);
+        Some((source, events.iter().filter_map(|e| e.as_string()).collect()))
+    }
+
+    impl Connection {
+        fn open(this: &Rc<Self>) {
+            if this.closed.get() {
+                return;
+            }
+            match EventSource::new(&this.url) {
+                Ok(source) => Self::attach(this, source),
+                Err(_) => {
+                    this.live.status.set(LiveStatus::Down);
+                    Self::retry(this);
+                }
+            }
+        }
+
+        /// Makes `source` this connection's stream, its handlers ours.
+        fn attach(this: &Rc<Self>, source: EventSource) {
+            this.detach();
+            let handler = |on: fn(&Rc<Self>, Event)| {
+                let weak: Weak<Self> = Rc::downgrade(this);
+                Closure::<dyn FnMut(Event)>::new(move |event| {
+                    if let Some(this) = weak.upgrade() {
+                        on(&this, event)
+                    }
+                })
+            };
+            let on_open = handler(|this, _| this.opened());
+            let on_error = handler(|this, _| this.failed());
+            // Every event is applied as it arrives: a sale's burst must not lose one.
+            let on_message = handler(|this, event| {
+                if let Some(data) = event.dyn_ref::<MessageEvent>().and_then(|m| m.data().as_string()) {
+                    this.message(&data);
+                }
+            });
+            source.set_onopen(Some(on_open.as_ref().unchecked_ref()));
+            source.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+            source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+            *this.handlers.borrow_mut() = vec![on_open, on_error, on_message];
+            *this.source.borrow_mut() = Some(source);
+        }
+
+        fn opened(&self) {
+            self.live.status.set(LiveStatus::Up);
+            // The server ends streams now and then (and restarts); what
+            // happened while disconnected is read again.
+            if self.opened_before.replace(true) {
+                (self.on_resync)();
+            }
+        }
+
+        fn failed(self: &Rc<Self>) {
+            self.live.status.set(LiveStatus::Down);
+            // The browser reconnects a dropped stream itself; one it gave up
+            // on (closed) is reopened here.
+            let gave_up = self.source.borrow().as_ref().is_some_and(|s| s.ready_state() == EventSource::CLOSED);
+            if gave_up {
+                Self::retry(self);
+            }
+        }
+
+        fn retry(this: &Rc<Self>) {
+            let weak = Rc::downgrade(this);
+            let again = Closure::once_into_js(move || {
+                if let Some(this) = weak.upgrade() {
+                    Self::open(&this);
+                }
+            });
+            if let Some(window) = web_sys::window() {
+                let _ =
+                    window.set_timeout_with_callback_and_timeout_and_arguments_0(again.unchecked_ref(), RECONNECT_MS);
+            }
+        }
+
+        fn message(&self, data: &str) {
+            match serde_json::from_str::<LiveEvent>(data) {
+                Ok(LiveEvent::Resync) => (self.on_resync)(),
+                Ok(event) => self.live.push(event),
+                Err(_) => {}
+            }
+        }
+
+        fn close(&self) {
+            self.closed.set(true);
+            self.detach();
+        }
+
+        /// Closes the stream, and unhooks its handlers before they are dropped.
+        fn detach(&self) {
+            if let Some(source) = self.source.borrow_mut().take() {
+                source.set_onopen(None);
+                source.set_onerror(None);
+                source.set_onmessage(None);
+                source.close();
+            }
+            self.handlers.borrow_mut().clear();
+        }
     }
 }

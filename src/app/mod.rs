@@ -37,6 +37,9 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <HashedStylesheet id="leptos" options=options.clone()/>
                 <AutoReload options=options.clone()/>
                 <HydrationScripts options/>
+                // The dashboard's live stream, opened now rather than once
+                // the wasm has arrived and hydrated the page (it takes it over).
+                <script nonce=leptos::nonce::use_nonce() inner_html=live::EARLY_LIVE></script>
                 <MetaTags/>
             </head>
             <body>
