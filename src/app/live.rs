@@ -77,6 +77,9 @@ mod connection {
     /// Milliseconds between attempts to reopen a stream the browser gave up on
     /// (an error answer, the server restarting); it retries a dropped one itself.
     const RECONNECT_MS: i32 = 3_000;
+    /// A handler the stream calls, kept alive while it may.
+    type Handler = Closure<dyn FnMut(Event)>;
+
     /// The window property the head's script leaves its stream in.
     const EARLY: &str = "__northwindLive";
 
@@ -94,7 +97,7 @@ mod connection {
         opened_before: Cell<bool>,
         closed: Cell<bool>,
         source: RefCell<Option<EventSource>>,
-        handlers: RefCell<Vec<Closure<dyn FnMut(Event)>>>,
+        handlers: RefCell<Vec<Handler>>,
     }
 
     /// Opens the connection (or takes over the one the page opened), reopened
@@ -165,7 +168,7 @@ mod connection {
             this.detach();
             let handler = |on: fn(&Rc<Self>, Event)| {
                 let weak: Weak<Self> = Rc::downgrade(this);
-                Closure::<dyn FnMut(Event)>::new(move |event| {
+                Handler::new(move |event| {
                     if let Some(this) = weak.upgrade() {
                         on(&this, event)
                     }
