@@ -59,10 +59,12 @@ impl Live {
 #[cfg(feature = "hydrate")]
 pub use connection::connect;
 
-/// Opened by the page's head (`EARLY_LIVE` in `src/app/mod.rs`) before the
-/// wasm arrives, and taken over by `connect`: on a slow link the stream is
-/// up by the time the page is hydrated, instead of a round trip or more
-/// after (BENCHMARKS.md, the first load).
+/// The script the page's head runs (`shell` in `src/app/mod.rs`): on the
+/// dashboard it opens the live stream before the wasm arrives, and `connect`
+/// takes it over, so on a slow link the stream is up by the time the page is
+/// hydrated instead of a round trip after (BENCHMARKS.md, the first load).
+/// Its URL must be the one `connect` is given, and its window property
+/// `connection::EARLY`: a stream that matches neither is closed, not used.
 pub const EARLY_LIVE: &str = r#"if(location.pathname==="/"){var u="/api/live?date="+(new URLSearchParams(location.search).get("date")||""),s=new EventSource(u),q=[];s.onmessage=function(e){q.push(e.data)};window.__northwindLive={url:u,source:s,early:q}}"#;
 
 #[cfg(feature = "hydrate")]
