@@ -1039,7 +1039,7 @@ fn wasm_size(out: &mut String) {
         println!("wasm: {line}");
         writeln!(table, "{line}").unwrap();
     };
-    row("the main module (every page)", std::slice::from_ref(&site.main_wasm));
+    row("the main module (every page; the dashboard's code)", std::slice::from_ref(&site.main_wasm));
     for (page, files) in &site.pages {
         row(&format!("`{page}`'s chunks"), files);
     }
@@ -1054,8 +1054,8 @@ fn wasm_size(out: &mut String) {
     row("every wasm file of the site", &every);
     writeln!(
         out,
-        "Hydrate bundle as `make bench` builds it (release, wasm-opt, split by page: a page loads the main module \
-         and its chunks, some shared between pages):\n\n\
+        "Hydrate bundle as `make bench` builds it (release, wasm-opt, split by page: the dashboard is the main \
+         module alone; another page loads the main module and its chunks, some shared between pages):\n\n\
          | what | files | raw | gzip -9 | brotli -q 11 |\n|---|---|---|---|---|\n{table}"
     )
     .unwrap();

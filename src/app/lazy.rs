@@ -1,7 +1,10 @@
 //! Pages loaded on demand. `cargo leptos build --split` cuts each page's code
 //! out of the main wasm module into a chunk of its own (wasm-split, at the
 //! `wasm_split` points below), so the first load of any page fetches the
-//! shell and that page, not every page. The server names the chunks a page
+//! shell and that page, not every page. The dashboard is the exception: it
+//! is in the main module (see `App`), since wasm-split cuts the code pages
+//! share into many small chunks, and over HTTP/1.1's six connections each
+//! costs a round trip. The server names the chunks a page
 //! needs in its `<head>` (`rel=preload`), so they load beside the main
 //! module rather than after it.
 //!
@@ -65,7 +68,6 @@ macro_rules! lazy_page {
     };
 }
 
-lazy_page!(DashboardRoute, dashboard_page, preload_dashboard_page, super::dashboard::DashboardPage);
 lazy_page!(OrderRoute, order_page, preload_order_page, super::order::OrderPage);
 lazy_page!(CustomerRoute, customer_page, preload_customer_page, super::customer::CustomerPage);
 lazy_page!(SearchRoute, search_page, preload_search_page, super::search::SearchPage);
