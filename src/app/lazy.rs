@@ -4,9 +4,9 @@
 //! shell and that page, not every page. The dashboard is the exception: it
 //! is in the main module (see `App`), since wasm-split cuts the code pages
 //! share into many small chunks, and over HTTP/1.1's six connections each
-//! costs a round trip. The server names the chunks a page
-//! needs in its `<head>` (`rel=preload`), so they load beside the main
-//! module rather than after it.
+//! costs a round trip. The server names the chunks a page needs in its
+//! `<head>` (`rel=preload`), so they load beside the main module rather
+//! than after it.
 //!
 //! A chunk that fails to load (a dropped connection, a deploy that replaced
 //! it) is not a dead page: the route shows what happened and a button that
