@@ -432,6 +432,10 @@ async fn a_serve_killed_mid_sale_and_restarted_leaves_every_counter_exact() {
 
 // ---- The store stopped under load -----------------------------------------
 
+/// Pages while the store is down: each a 503 with the banner, asked every
+/// half second. Only the first waits out the SDK's retries (up to 3 s);
+/// after it the store's breaker fails calls at once, so the 10 s hold many
+/// answers (4 or 5 before the breaker, 17 with it, 2026-12-03).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamodb_local_stopped_for_10_s_under_load_answers_503_recovers_and_loses_nothing() {
     let _turn = ONE_AT_A_TIME.lock().await;
@@ -481,7 +485,7 @@ async fn dynamodb_local_stopped_for_10_s_under_load_answers_503_recovers_and_los
         settled.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
-    assert!(answers.len() >= 5, "{answers:?}");
+    assert!(answers.len() >= 10, "pages answered at once, not each after retries: {answers:?}");
     assert!(
         answers.iter().all(|(status, banner, _)| *status == 503 && *banner),
         "every page a 503 with the banner: {answers:?}"

@@ -477,6 +477,67 @@ async fn an_unreachable_store_is_a_503() {
     app.stop().await;
 }
 
+/// The store stopped under a store client, and started again on the same
+/// port and data: the first call finds it down after its retries, the calls
+/// after it fail at once unsent, one call per half second is tried once, and
+/// the first one after the store is back succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_found_down_fails_calls_at_once_and_is_used_again_when_back() {
+    use northwind_ops::server::store::error::Unavailable;
+    use std::time::{Duration as Wait, Instant};
+    let data = tempfile::tempdir().unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let engine = store::embedded::Embedded::start(data.path(), addr).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::store_config(&Engine::DynamoDbLocal(engine.endpoint()), dir.path(), &[]);
+    let (store, _) = store::connect(&config).await.unwrap();
+    store.provision(Some(TableCapacity::OnDemand)).await.unwrap();
+    assert!(store.get_order("o-1").await.unwrap().is_none());
+    engine.shutdown().await;
+
+    let call = async || {
+        let asked = Instant::now();
+        match store.get_order("o-1").await {
+            Err(StoreError::Unavailable { kind: Unavailable::Unreachable, detail, .. }) => {
+                (detail.contains("not sent"), asked.elapsed())
+            }
+            other => panic!("the store is down, so unreachable: {other:?}"),
+        }
+    };
+    let (first_not_sent, first) = call().await;
+    assert!(!first_not_sent, "the first call is sent (and retried)");
+    let mut refused = Vec::new();
+    for _ in 0..20 {
+        refused.push(call().await);
+    }
+    let sent = refused.iter().filter(|(not_sent, _)| !not_sent).count();
+    assert!(refused.iter().any(|(not_sent, _)| *not_sent), "calls after it are not sent: {refused:?}");
+    tokio::time::sleep(store::PROBE_EVERY).await;
+    let (probe_not_sent, probe) = call().await;
+    assert!(!probe_not_sent, "after the interval, a call goes through to try the store");
+
+    let engine = store::embedded::Embedded::start(data.path(), addr).await.unwrap();
+    let back = Instant::now();
+    let recovered = loop {
+        match store.get_order("o-1").await {
+            Ok(found) => break (found, back.elapsed()),
+            Err(StoreError::Unavailable { .. }) if back.elapsed() < Wait::from_secs(10) => {
+                tokio::time::sleep(Wait::from_millis(50)).await
+            }
+            Err(err) => panic!("the store is back, but: {err}"),
+        }
+    };
+    assert_eq!(recovered.0, None, "the same data, as it was");
+    assert!(store.get_order("o-2").await.is_ok(), "and calls go as usual");
+    let slowest_refused = refused.iter().map(|(_, took)| *took).max().unwrap_or_default();
+    println!(
+        "store down: the first call failed in {first:?} (its retries), the next 20 in at most {slowest_refused:?} \
+         ({sent} of them sent as probes), a probe after the interval in {probe:?}; back: answered {:?} after the restart",
+        recovered.1
+    );
+    engine.shutdown().await;
+}
+
 // ---- The stream consumer and its counters -------------------------------
 
 use common::counters::{assert_exact, consumer, drain, read_batch, write_mix};

@@ -294,6 +294,9 @@ fn outcome(result: Option<Result<&Output, &OrchestratorError<Error>>>) -> &'stat
     if err.is_timeout_error() {
         return "timeout";
     }
+    if super::breaker::not_sent(err) {
+        return "not_sent";
+    }
     if err.is_connector_error() {
         return "unreachable";
     }

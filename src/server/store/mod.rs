@@ -4,6 +4,7 @@
 mod accounts;
 mod applied;
 mod audit;
+mod breaker;
 mod bulk;
 mod capacity;
 mod checkpoints;
@@ -24,6 +25,7 @@ mod stream;
 pub use accounts::{Account, AccountChange, Token};
 pub use applied::{Marked, Marker, TRANSACTION_ITEMS};
 pub use audit::{AuditPage, AuditScope};
+pub use breaker::PROBE_EVERY;
 pub use capacity::{CapacityDay, HeatDay, UsageFlusher, day_minute};
 pub use checkpoints::{Checkpoint, Lease};
 pub use interceptor::units_of;
@@ -98,7 +100,8 @@ pub enum ConnectError {
 }
 
 /// How long the store may take: every call is bounded, retries included, so
-/// a store that stops answering gives a prompt 503, not a hang.
+/// a store that stops answering gives a prompt 503, not a hang; once one
+/// call has found it down, the others fail at once (see `breaker`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StoreTimeouts {
     pub connect: Duration,
@@ -147,12 +150,22 @@ pub async fn connect(config: &StoreConfig) -> Result<(Store, Option<Embedded>), 
     // Every call of both clients passes the recorder (see `interceptor`).
     let usage = Arc::new(Usage::default());
     let recorder = interceptor::Recorder::new(usage.clone());
-    let streams = aws_sdk_dynamodbstreams::config::Builder::from(&sdk_config).interceptor(recorder.clone());
+    // Each client has its own breaker: on AWS the stream is another endpoint.
+    let (tables, stream) = (breaker::Breaker::new("dynamodb"), breaker::Breaker::new("dynamodb streams"));
+    let streams = aws_sdk_dynamodbstreams::config::Builder::from(&sdk_config)
+        .interceptor(recorder.clone())
+        .retry_classifier(stream.no_retry_while_down())
+        .interceptor(stream);
     let streams = match config.streams_endpoint_url.as_deref() {
         Some(url) => streams.endpoint_url(url).build(),
         None => streams.build(),
     };
-    let client = Client::from_conf(aws_sdk_dynamodb::config::Builder::from(&sdk_config).interceptor(recorder).build());
+    let client = aws_sdk_dynamodb::config::Builder::from(&sdk_config)
+        .interceptor(recorder)
+        .retry_classifier(tables.no_retry_while_down())
+        .interceptor(tables)
+        .build();
+    let client = Client::from_conf(client);
     let cloudwatch = match (config.capacity_source(), config.cloudwatch_endpoint_url.as_deref(), config.kind()) {
         (crate::server::capacity::sources::Source::Stream, _, _) => None,
         (_, Some(url), _) => Some(aws_sdk_cloudwatch::config::Builder::from(&sdk_config).endpoint_url(url).build()),
