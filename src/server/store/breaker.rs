@@ -1,9 +1,9 @@
 //! A circuit breaker on each of the store's clients. Once a call has found
 //! the store unreachable (its last attempt refused or timed out), the calls
-//! after it fail at once, unsent, as `Unavailable::Unreachable`; one call
-//! every `PROBE_EVERY` goes through as a probe, tried once, and the first
-//! answer of any kind (a throttle and a failed condition are answers) closes
-//! the breaker.
+//! after it fail at once, unsent, as `Unavailable::Unreachable`; the next
+//! call and then one every `PROBE_EVERY` go through as probes, tried once,
+//! and the first answer of any kind (a throttle and a failed condition are
+//! answers) closes the breaker.
 //!
 //! Why: with the store down, every request would otherwise wait out the
 //! SDK's retries before its 503: up to 3 s of backoff when connections are
@@ -84,8 +84,9 @@ impl State {
         if self.down_since.is_some() {
             return false;
         }
+        // No probe yet: the next call is one, so a lone client asking again
+        // after a slow call (a store that was only late) is not refused.
         self.down_since = Some(now);
-        self.last_probe = Some(now);
         true
     }
 
@@ -259,12 +260,13 @@ mod tests {
         let t0 = Instant::now();
         assert!(state.unanswered(t0), "the first unanswered call opens it");
         assert!(!state.unanswered(at(t0, 5)), "later ones find it open");
+        assert_eq!(state.admit(at(t0, 10)), Admit::Probe, "the next call tries the store");
         assert_eq!(state.admit(at(t0, 100)), Admit::Refuse(NotSent { down_for: Duration::from_millis(100) }));
-        assert_eq!(state.admit(at(t0, 499)), Admit::Refuse(NotSent { down_for: Duration::from_millis(499) }));
-        assert_eq!(state.admit(at(t0, 500)), Admit::Probe, "a probe once the interval has passed");
-        assert!(matches!(state.admit(at(t0, 501)), Admit::Refuse(_)), "one probe per interval");
-        assert!(matches!(state.admit(at(t0, 999)), Admit::Refuse(_)));
-        assert_eq!(state.admit(at(t0, 1000)), Admit::Probe);
+        assert_eq!(state.admit(at(t0, 509)), Admit::Refuse(NotSent { down_for: Duration::from_millis(509) }));
+        assert_eq!(state.admit(at(t0, 510)), Admit::Probe, "a probe once the interval has passed");
+        assert!(matches!(state.admit(at(t0, 511)), Admit::Refuse(_)), "one probe per interval");
+        assert!(matches!(state.admit(at(t0, 1009)), Admit::Refuse(_)));
+        assert_eq!(state.admit(at(t0, 1010)), Admit::Probe);
     }
 
     #[test]
