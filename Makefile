@@ -10,7 +10,7 @@ BIN := target/debug/northwind-ops
 # same, so tests reuse the build instead of recompiling every crate.
 TEST_ENV := RUSTFLAGS="--cfg erase_components" LEPTOS_OUTPUT_NAME=northwind-ops
 
-.PHONY: setup build run test test-rust test-e2e test-deploy image bench rehearse clean
+.PHONY: setup build run test test-rust test-e2e test-deploy image bench rehearse rehearse-counters clean
 
 setup:
 	scripts/setup.sh
@@ -27,17 +27,29 @@ run: build
 	@echo "== serving (Ctrl-C stops it)"
 	$(BIN) serve
 
-test: build test-rust test-e2e test-deploy
+# Each part timed, and the whole suite (the README's "Tests" quotes it).
+test: build
+	@status=0; suite=$$SECONDS; \
+	for part in test-rust test-e2e test-deploy; do \
+	  started=$$SECONDS; \
+	  $(MAKE) --no-print-directory $$part || status=$$?; \
+	  took=$$((SECONDS - started)); echo "== $$part: $$((took / 60))m$$((took % 60))s"; \
+	  [ $$status -eq 0 ] || { echo "== $$part failed"; break; }; \
+	done; \
+	took=$$((SECONDS - suite)); echo "== the suite (after the build): $$((took / 60))m$$((took % 60))s"; \
+	exit $$status
 
 # Unit tests, then the integration tests against Dynoxide and DynamoDB Local.
 test-rust:
 	$(TEST_ENV) scripts/with-dynamodb-local.sh cargo test --features ssr --no-fail-fast
 
+# The test OpenID provider's own check first (3 s, no browser), then the
+# browser suite that signs in through it.
 test-e2e:
-	cd end2end && npx playwright test
+	cd end2end && node oidc/smoke.mjs && npx playwright test
 
 # The Prometheus alert rules in deploy/: promtool checks them and runs their
-# unit tests. (The CloudFormation template is linted by tests/deploy.rs.)
+# unit tests. (The CloudFormation template is linted by tests/it/deploy.rs.)
 test-deploy:
 	scripts/check-deploy.sh
 
@@ -59,9 +71,22 @@ bench: build
 	cargo leptos build --split --frontend-only
 
 # The hot-partition rehearsal: one flash sale through the throttle proxy
-# against one GSI2 partition and against ten; its table goes into BENCHMARKS.md.
+# against one GSI2 partition and against ten, run by the benchmark harness,
+# which writes its table into BENCHMARKS.md (`northwind-ops rehearse` prints
+# the same table). REHEARSE_FLAGS are rehearse's flags.
 rehearse: build
-	$(BIN) rehearse --write BENCHMARKS.md
+	$(TEST_ENV) NORTHWIND_BENCH_ONLY=rehearse NORTHWIND_REHEARSE_ARGS="$(REHEARSE_FLAGS)" \
+	  cargo bench --profile dev --features ssr,testing --bench northwind
+
+# The counters at the seed's scale: a flash sale at 1, 8 and 32 stream shards
+# (simulated), consumed by two serve instances and by the Lambda form (the
+# local event source mapping), at the start and at the end of a day, through
+# the throttle proxy at the real limits. REHEARSE_FLAGS for the sale, e.g.
+# REHEARSE_FLAGS="--rate 100 --peak 1000 --endpoint-url http://127.0.0.1:8000"
+# (DynamoDB Local instead of a fresh embedded store: --endpoint-url URL).
+rehearse-counters: build
+	$(TEST_ENV) NORTHWIND_BENCH_ONLY=counters NORTHWIND_REHEARSE_ARGS="$(REHEARSE_FLAGS)" \
+	  cargo bench --profile dev --features ssr,testing --bench northwind
 
 clean:
 	cargo clean

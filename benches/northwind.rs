@@ -10,6 +10,11 @@
 //! fanout,reads,server,ingest,wasm,browser,live runs only those parts and prints
 //! them, leaving BENCHMARKS.md as it is. NORTHWIND_BENCH_LIVE_CLIENTS and
 //! NORTHWIND_BENCH_LIVE_RATE change table 7's 1,000 clients and 200 orders/s.
+//!
+//! The rehearsals are parts of their own, run only when named (`make
+//! rehearse`, `make rehearse-counters`): NORTHWIND_BENCH_ONLY=rehearse or
+//! counters, with `rehearse`'s flags in NORTHWIND_REHEARSE_ARGS; each writes
+//! its own section of BENCHMARKS.md, which `make bench` keeps.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{NaiveDate, Utc};
@@ -17,8 +22,8 @@ use clap::Parser;
 use futures::StreamExt;
 use northwind_ops::model::Order;
 use northwind_ops::server::cli::config::Cli;
-use northwind_ops::server::cli::seed::random_order;
 use northwind_ops::server::sim::loadgen::{self, LoadgenArgs, Profile, WriteMode};
+use northwind_ops::server::sim::orders::random_order;
 use northwind_ops::server::store::embedded::Embedded;
 use northwind_ops::server::store::keys;
 use northwind_ops::server::store::{self, PendingFilter, ReadPlan, Store, TableCapacity};
@@ -31,7 +36,32 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use northwind_ops::server::sim::rehearse::{BENCHMARKS_READING_MARKER as READING_MARKER, SECTION_END, SECTION_START};
+use northwind_ops::server::cli::config::Command as CliCommand;
+use northwind_ops::server::sim::report::Comparison;
+use northwind_ops::server::sim::{counters_rehearsal, rehearse};
+
+/// What `make bench` keeps of BENCHMARKS.md when it rewrites it: the
+/// hand-written reading below this line.
+const READING_MARKER: &str = "<!-- Everything below this line is kept by `make bench`. -->";
+
+/// A section of BENCHMARKS.md that its own `make` target writes (a
+/// rehearsal), between its two markers, and `make bench` keeps.
+struct Section {
+    start: &'static str,
+    end: &'static str,
+    title: &'static str,
+}
+
+const REHEARSAL: Section = Section {
+    start: "<!-- rehearse: start (written by `make rehearse`) -->",
+    end: "<!-- rehearse: end -->",
+    title: "Hot-partition rehearsal (`make rehearse`)",
+};
+const COUNTERS: Section = Section {
+    start: "<!-- rehearse counters: start (written by `make rehearse-counters`) -->",
+    end: "<!-- rehearse counters: end -->",
+    title: "Counters at many shards (`make rehearse-counters`)",
+};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Engine {
@@ -1182,8 +1212,11 @@ async fn main() {
                 "wasm" => wasm_size(&mut out),
                 "browser" => browser(&mut out).await,
                 "live" => live_crowd(&settings, &mut out).await,
+                "rehearse" => rehearsal(false, &mut out).await,
+                "counters" => rehearsal(true, &mut out).await,
                 other => panic!(
-                    "NORTHWIND_BENCH_ONLY: no part {other:?} (pending, fanout, reads, server, ingest, consumer, wasm, browser, live)"
+                    "NORTHWIND_BENCH_ONLY: no part {other:?} (pending, fanout, reads, server, ingest, consumer, wasm, \
+                     browser, live, rehearse, counters)"
                 ),
             }
         }
@@ -1216,14 +1249,87 @@ async fn main() {
         .ok()
         .and_then(|old| old.split_once(READING_MARKER).map(|(_, kept)| kept.to_string()))
         .unwrap_or_else(|| "\n\n## Reading\n\n(to be written)\n".into());
-    // `make rehearse`'s section is kept too, where it was: before the reading.
+    // The rehearsals' sections are kept too, where they were: before the reading.
     let old = std::fs::read_to_string("BENCHMARKS.md").unwrap_or_default();
-    if let (Some(start), Some(end)) = (old.find(SECTION_START), old.find(SECTION_END)) {
-        out.push_str(&old[start..end + SECTION_END.len()]);
-        out.push_str("\n\n");
+    for section in [&REHEARSAL, &COUNTERS] {
+        if let (Some(start), Some(end)) = (old.find(section.start), old.find(section.end)) {
+            out.push_str(&old[start..end + section.end.len()]);
+            out.push_str("\n\n");
+        }
     }
     out.push_str(READING_MARKER);
     out.push_str(&reading);
     std::fs::write("BENCHMARKS.md", out).unwrap();
     println!("wrote BENCHMARKS.md");
+}
+
+// ---- The rehearsals (`make rehearse`, `make rehearse-counters`) ---------
+
+/// A rehearsal as `northwind-ops rehearse` runs it, its flags taken from
+/// NORTHWIND_REHEARSE_ARGS (`--counters` when `counters`); its table printed
+/// and written into its section of BENCHMARKS.md.
+async fn rehearsal(counters: bool, out: &mut String) {
+    let flags = std::env::var("NORTHWIND_REHEARSE_ARGS").unwrap_or_default();
+    let argv = ["northwind-ops", "rehearse"]
+        .into_iter()
+        .map(String::from)
+        .chain(counters.then(|| "--counters".to_string()))
+        .chain(flags.split_whitespace().map(String::from));
+    let cli = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("NORTHWIND_REHEARSE_ARGS: {e}"));
+    let Some(CliCommand::Rehearse(args)) = cli.command else { unreachable!("rehearse was named") };
+    let (section, comparison) = if counters {
+        // The consumers run as processes of the binary `make build` made.
+        let binary = std::fs::canonicalize("target/debug/northwind-ops").expect("make build made the binary");
+        let options = counters_rehearsal::CountersOptions {
+            stream_shards: args.stream_shards.clone(),
+            forms: args.forms.clone(),
+            days: args.days.clone(),
+            scale: args.scale(),
+            load: rehearse::flash_sale(&args),
+            binary,
+        };
+        let reports = counters_rehearsal::rehearse_counters(&cli.store, &options).await.expect("the rehearsal ran");
+        (&COUNTERS, counters_rehearsal::comparison(&options, &reports))
+    } else {
+        let options = rehearse::RehearseOptions {
+            designs: args.designs.clone(),
+            scale: args.scale(),
+            load: rehearse::flash_sale(&args),
+            read_every: Duration::from_millis(args.read_every_ms),
+        };
+        let reports = rehearse::rehearse(&cli.store, &options).await.expect("the rehearsal ran");
+        (&REHEARSAL, rehearse::comparison(&options, &reports))
+    };
+    let body = markdown(&comparison);
+    write_section(section, &body);
+    out.push_str(&body);
+}
+
+/// A comparison as a markdown table, its setup sentence above.
+fn markdown(comparison: &Comparison) -> String {
+    let mut text = format!("{}\n\n| | {} |\n|---|", comparison.setup, comparison.columns.join(" | "));
+    text.push_str(&"---|".repeat(comparison.columns.len()));
+    for (label, cells) in &comparison.rows {
+        write!(text, "\n| {label} | {} |", cells.join(" | ")).unwrap();
+    }
+    text.push('\n');
+    text
+}
+
+/// Puts `body` into `section` of BENCHMARKS.md: in place of an earlier one,
+/// else before the hand-written reading, else at the end.
+fn write_section(section: &Section, body: &str) {
+    let old = std::fs::read_to_string("BENCHMARKS.md").unwrap_or_default();
+    let new = format!("{}\n## {}\n\n{body}\n{}", section.start, section.title, section.end);
+    let text = match (old.find(section.start), old.find(section.end)) {
+        (Some(start), Some(end)) if start < end => {
+            format!("{}{new}{}", &old[..start], &old[end + section.end.len()..])
+        }
+        _ => match old.find(READING_MARKER) {
+            Some(at) => format!("{}{new}\n\n{}", &old[..at], &old[at..]),
+            None => format!("{}\n\n{new}\n", old.trim_end()),
+        },
+    };
+    std::fs::write("BENCHMARKS.md", text).expect("BENCHMARKS.md is writable");
+    println!("wrote the {} into BENCHMARKS.md", section.title);
 }

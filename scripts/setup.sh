@@ -28,7 +28,7 @@ packages_log="$(mktemp)"
   command -v java >/dev/null || apt_packages+=(openjdk-17-jre-headless)
   # promtool checks and unit-tests the Prometheus alert rules in deploy/.
   command -v promtool >/dev/null || apt_packages+=(prometheus)
-  # The container image (`make image`, tests/image.rs): podman builds and
+  # The container image (`make image`, tests/it/image.rs): podman builds and
   # runs it; deploy/containers.conf names runc as the runtime.
   command -v podman >/dev/null || apt_packages+=(podman)
   command -v runc >/dev/null || apt_packages+=(runc)

@@ -1,13 +1,15 @@
 //! The capacity page: what the tables and indexes consumed per minute, the
 //! attempts DynamoDB throttled and why, how hot each GSI2 shard ran against
 //! its partition's limit, and the shard planner's and the capacity-mode
-//! advisor's tables over its window, and the partition keys written most.
+//! advisor's tables over its window, the partition keys written most, and
+//! the data quality of the day (`quality`: schema drift and item sizes).
 //! Every figure says where it comes from: the orders table's stream (every
 //! writer), CloudWatch (DynamoDB's own), or this app's calls. Read again
 //! every few seconds while open.
 
 use super::common::{DayInput, ErrorView, TableHead, day_axis, svg_num};
-use super::data::get_capacity;
+use super::data::{get_capacity, get_quality};
+use super::quality::QualitySection;
 use crate::model::{
     AdviceWindow, CapacityReport, HeatMinute, HotKeyMinute, ModeAdvice, RecentUnits, ResourceUnits, ShardHeat,
     ShardPlan, ThrottleCount,
@@ -26,12 +28,14 @@ pub fn CapacityPage() -> impl IntoView {
     let query = use_query_map();
     let date = move || query.with(|q| q.get("date"));
     let report = Resource::new(date, get_capacity);
+    let quality = Resource::new(date, get_quality);
     Effect::new(move |_| {
         #[cfg(feature = "hydrate")]
         {
             let tick = move || {
                 if !document().hidden() {
                     report.refetch();
+                    quality.refetch();
                 }
             };
             if let Ok(handle) = set_interval_with_handle(tick, REFRESH_EVERY) {
@@ -51,6 +55,14 @@ pub fn CapacityPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match report.await {
                     Ok(report) => view! { <CapacityView report/> }.into_any(),
+                    Err(error) => view! { <ErrorView error first_page="/capacity"/> }.into_any(),
+                }
+            })}
+        </Transition>
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                match quality.await {
+                    Ok(report) => view! { <QualitySection report/> }.into_any(),
                     Err(error) => view! { <ErrorView error first_page="/capacity"/> }.into_any(),
                 }
             })}

@@ -1,7 +1,7 @@
 //! Pieces every page uses: error views, the pager, status badges, links.
 
 use super::data::{ErrorKind, PageError, get_day};
-use crate::model::{Me, Permission, Status};
+use crate::model::{Me, OrderStatus, Permission, Problem, problems_text};
 use leptos::prelude::*;
 use leptos_router::components::A;
 
@@ -166,9 +166,42 @@ pub fn TableHead(columns: &'static [(&'static str, bool)]) -> impl IntoView {
 }
 
 #[component]
-pub fn StatusBadge(status: Status) -> impl IntoView {
-    let class = format!("badge status-{}", status.as_str().to_lowercase());
-    view! { <span class=class>{status.as_str()}</span> }
+pub fn StatusBadge(status: Option<OrderStatus>) -> impl IntoView {
+    match status {
+        Some(OrderStatus::Known(status)) => {
+            let class = format!("badge status-{}", status.as_str().to_lowercase());
+            view! { <span class=class>{status.as_str()}</span> }.into_any()
+        }
+        // Another writer's status, shown as it is.
+        Some(OrderStatus::Other(text)) => view! {
+            <span class="badge status-other" title="a status this console does not know">{text}</span>
+        }
+        .into_any(),
+        None => view! { <span class="badge status-other">"unreadable"</span> }.into_any(),
+    }
+}
+
+/// Text another writer may have left out: "—" then.
+pub fn or_dash(text: &Option<String>) -> String {
+    text.clone().unwrap_or_else(|| "—".into())
+}
+
+/// Where an order ships, with what could be read of it.
+pub fn ship_to(city: &Option<String>, country: &Option<String>) -> String {
+    format!("{}, {}", or_dash(city), or_dash(country))
+}
+
+/// A row's mark for fields that could not be read: how many, and each
+/// problem in its title (the order's page lists them).
+#[component]
+pub fn ProblemsFlag(problems: Vec<Problem>) -> impl IntoView {
+    (!problems.is_empty()).then(|| {
+        let count = problems.len();
+        let label = if count == 1 { "1 problem".to_string() } else { format!("{count} problems") };
+        view! {
+            <span class="flag" title=problems_text(&problems) data-testid="problems-flag">{format!("⚠ {label}")}</span>
+        }
+    })
 }
 
 #[component]

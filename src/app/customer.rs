@@ -1,8 +1,8 @@
 //! A customer's order history, newest first.
 
-use super::common::{ErrorView, Pager, StatusBadge, TableHead, href, paging};
+use super::common::{ErrorView, Pager, ProblemsFlag, StatusBadge, TableHead, href, or_dash, paging};
 use super::data::get_customer_orders;
-use crate::model::{OrderPage, PageParams, format_money};
+use crate::model::{OrderPage, PageParams, format_amount};
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
@@ -52,16 +52,22 @@ fn History(page: OrderPage, customer_id: String) -> impl IntoView {
                     .orders
                     .into_iter()
                     .map(|order| {
+                        // Another writer's order shows what it has, is flagged,
+                        // and still links to its page (which says why).
+                        let created = order.created_at.map(|at| at.format("%Y-%m-%d %H:%M:%S").to_string());
+                        let items = order.item_count().map_or_else(|| "—".into(), |n| n.to_string());
                         view! {
-                            <tr data-order-id=order.order_id.clone()>
-                                <td>{order.created_at.format("%Y-%m-%d %H:%M:%S").to_string()}</td>
+                            <tr data-order-id=order.order_id.clone() class:flagged=!order.problems.is_empty()>
+                                <td>{or_dash(&created)}</td>
                                 <td class="mono">
                                     <a href=format!("/orders/{}", order.order_id)>{order.order_id.clone()}</a>
+                                    " "
+                                    <ProblemsFlag problems=order.problems.clone()/>
                                 </td>
-                                <td><StatusBadge status=order.status/></td>
-                                <td class="num">{order.item_count()}</td>
-                                <td class="num">{format_money(order.total, &order.currency)}</td>
-                                <td>{order.shipping_city.clone()}</td>
+                                <td><StatusBadge status=order.status.clone()/></td>
+                                <td class="num">{items}</td>
+                                <td class="num">{format_amount(order.total, order.currency.as_deref())}</td>
+                                <td>{or_dash(&order.shipping_city)}</td>
                             </tr>
                         }
                     })

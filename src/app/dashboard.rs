@@ -1,12 +1,14 @@
 //! The PENDING dashboard: headline figures, the spread over shards, and the
 //! newest-first list, refreshed every few seconds while it is on screen.
 
-use super::common::{ErrorView, MeResource, Pager, TableHead, can, day_axis, href, paging, svg_num};
+use super::common::{
+    ErrorView, MeResource, Pager, ProblemsFlag, TableHead, can, day_axis, href, or_dash, paging, ship_to, svg_num,
+};
 use super::data::get_dashboard;
 use super::live::{Live, LiveStatus};
 use super::queue::{Allowed, Selection};
 use crate::model::{
-    Activity, Dashboard, LiveEvent, PendingOrder, PendingParams, Permission, Summary, format_age, format_money,
+    Activity, Dashboard, LiveEvent, PendingOrder, PendingParams, Permission, Summary, format_age, format_amount,
 };
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
@@ -277,6 +279,7 @@ impl Pushes {
     }
 }
 
+/// Rows are newest first; one whose time could not be read goes last.
 fn insert_newest_first(rows: &mut Vec<PendingOrder>, order: &PendingOrder, limit: usize) {
     if rows.iter().all(|o| o.order_id != order.order_id) {
         let at = rows.partition_point(|o| (o.created_at, &o.order_id) > (order.created_at, &order.order_id));
@@ -306,11 +309,12 @@ impl ListFilter {
         }
     }
 
+    /// As the server's filter: what cannot be read does not match a filter on it.
     fn keeps(&self, order: &PendingOrder) -> bool {
         !self.stuck
-            && self.country.as_ref().is_none_or(|c| &order.shipping_country == c)
-            && self.min_total.is_none_or(|m| order.total >= m)
-            && self.customer.as_ref().is_none_or(|c| &order.customer_id == c)
+            && self.country.as_ref().is_none_or(|c| order.shipping_country.as_ref() == Some(c))
+            && self.min_total.is_none_or(|m| order.total.is_some_and(|total| total >= m))
+            && self.customer.as_ref().is_none_or(|c| order.customer_id.as_ref() == Some(c))
     }
 }
 
@@ -325,7 +329,9 @@ fn Row(
     open: bool,
 ) -> impl IntoView {
     let created = order.created_at;
-    let stuck = move || as_of.get() - created > stuck_after;
+    // An order whose creation time cannot be read has no age, and is not
+    // called stuck on a guess.
+    let stuck = move || created.is_some_and(|created| as_of.get() - created > stuck_after);
     let id = order.order_id.clone();
     let focused = {
         let id = id.clone();
@@ -345,26 +351,35 @@ fn Row(
     } else {
         view! { <span>{order.order_id.clone()}</span> }.into_any()
     };
-    let customer_cell = if open {
-        view! { <a href=format!("/customers/{}", order.customer_id)>{order.customer_id.clone()}</a> }.into_any()
-    } else {
-        view! { <span>{order.customer_id.clone()}</span> }.into_any()
+    let customer_cell = match &order.customer_id {
+        Some(customer_id) if open => {
+            view! { <a href=format!("/customers/{customer_id}")>{customer_id.clone()}</a> }.into_any()
+        }
+        customer_id => view! { <span>{or_dash(customer_id)}</span> }.into_any(),
     };
+    let created_text = created.map(|at| at.format("%Y-%m-%d %H:%M:%S").to_string());
+    let items = order.item_count.map_or_else(|| "—".into(), |n| n.to_string());
     view! {
-        <tr data-order-id=id.clone() class:stuck=stuck class:focused=focused tabindex="-1">
+        <tr
+            data-order-id=id.clone()
+            class:stuck=stuck
+            class:focused=focused
+            class:flagged=!order.problems.is_empty()
+            tabindex="-1"
+        >
             {selectable.then(|| view! {
                 <td><input type="checkbox" aria-label=label prop:checked=checked on:change=toggle data-testid="select"/></td>
             })}
-            <td>{created.format("%Y-%m-%d %H:%M:%S").to_string()}</td>
+            <td>{or_dash(&created_text)}</td>
             <td>
-                {move || format_age(created, as_of.get())}
+                {move || created.map_or_else(|| "—".into(), |created| format_age(created, as_of.get()))}
                 {move || stuck().then(|| view! { <span class="badge stuck-badge">"stuck"</span> })}
             </td>
-            <td class="mono">{order_cell}</td>
+            <td class="mono">{order_cell} " " <ProblemsFlag problems=order.problems.clone()/></td>
             <td class="mono">{customer_cell}</td>
-            <td class="num">{order.item_count}</td>
-            <td class="num">{format_money(order.total, &order.currency)}</td>
-            <td>{format!("{}, {}", order.shipping_city, order.shipping_country)}</td>
+            <td class="num">{items}</td>
+            <td class="num">{format_amount(order.total, order.currency.as_deref())}</td>
+            <td>{ship_to(&order.shipping_city, &order.shipping_country)}</td>
         </tr>
     }
 }

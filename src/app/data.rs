@@ -6,7 +6,7 @@
 pub use crate::model::ErrorKind;
 use crate::model::{
     AuditEntry, AuditListing, AuditParams, BulkReport, BulkRequest, CapacityReport, Dashboard, Me, Order, OrderPage,
-    PageParams, PendingParams, SearchHit, Status,
+    PageParams, PendingParams, QualityReport, SearchHit, Status,
 };
 use leptos::prelude::*;
 use leptos::server_fn::codec::{Json, JsonEncoding};
@@ -31,6 +31,16 @@ macro_rules! access {
             }
         }
     };
+}
+
+/// Settings the pages need, handed to them through the Leptos context by
+/// the server that renders them.
+#[cfg(feature = "ssr")]
+#[derive(Clone, Copy, Debug)]
+pub struct PageSettings {
+    pub stuck_after_minutes: u32,
+    /// Whether an identity provider is configured.
+    pub single_sign_on: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -88,7 +98,7 @@ fn request_id() -> Option<String> {
     #[cfg(feature = "ssr")]
     {
         let parts = use_context::<http::request::Parts>()?;
-        parts.headers.get(crate::server::http::middleware::REQUEST_ID)?.to_str().ok().map(str::to_string)
+        parts.headers.get(crate::server::telemetry::REQUEST_ID)?.to_str().ok().map(str::to_string)
     }
     #[cfg(not(feature = "ssr"))]
     None
@@ -138,7 +148,7 @@ async fn boxed<T>(call: Boxed<'_, T>) -> Result<T, PageError> {
 
 #[server(prefix = "/api/fn", endpoint = "dashboard", input = Json)]
 pub async fn get_dashboard(params: PendingParams) -> Result<Dashboard, PageError> {
-    let settings = expect_context::<crate::server::http::serve::PageSettings>();
+    let settings = expect_context::<PageSettings>();
     boxed(Box::pin(service().dashboard(&params, settings.stuck_after_minutes))).await
 }
 access!(GetDashboard, Needs(ViewOperations));
@@ -149,6 +159,13 @@ pub async fn get_capacity(date: Option<String>) -> Result<CapacityReport, PageEr
     boxed(Box::pin(service().capacity(date.as_deref()))).await
 }
 access!(GetCapacity, Needs(ViewOperations));
+
+/// A day's data quality (`date` `YYYY-MM-DD`, today when absent).
+#[server(prefix = "/api/fn", endpoint = "quality", input = Json)]
+pub async fn get_quality(date: Option<String>) -> Result<QualityReport, PageError> {
+    boxed(Box::pin(service().quality(date.as_deref()))).await
+}
+access!(GetQuality, Needs(ViewOperations));
 
 /// The day a page shows for `date` (`YYYY-MM-DD`, today in UTC when absent).
 #[server(prefix = "/api/fn", endpoint = "day", input = Json)]
@@ -229,7 +246,7 @@ pub struct SignInChoices {
 
 #[server(prefix = "/api/fn", endpoint = "sign-in-options", input = Json)]
 pub async fn sign_in_options() -> Result<SignInChoices, PageError> {
-    let settings = expect_context::<crate::server::http::serve::PageSettings>();
+    let settings = expect_context::<PageSettings>();
     Ok(SignInChoices { single_sign_on: settings.single_sign_on })
 }
 access!(SignInOptions, Public);

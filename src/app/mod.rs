@@ -11,6 +11,7 @@ mod lazy;
 mod live;
 mod login;
 mod order;
+mod quality;
 mod queue;
 mod search;
 

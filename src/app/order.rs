@@ -3,9 +3,11 @@
 //! make them).
 
 use super::audit::change_text;
-use super::common::{ErrorView, StatusBadge, TableHead, can, me};
+use super::common::{ErrorView, StatusBadge, TableHead, can, me, ship_to};
 use super::data::{ChangeStatus, ErrorKind, get_order, get_order_history};
-use crate::model::{AuditEntry, Me, Order, Permission, Status, format_money, iso_millis};
+use crate::model::{
+    AuditEntry, Me, Order, OrderStatus, Permission, Problem, Status, format_amount, format_money, iso_millis,
+};
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
@@ -92,32 +94,50 @@ fn OrderView(order: Order, change: ServerAction<ChangeStatus>, me: Option<Me>) -
         Some(Err(err)) => Some(view! { <div class="error" role="alert">{err.message}</div> }.into_any()),
         _ => None,
     };
-    let customer_href = format!("/customers/{}", order.customer_id);
-    let their_pending = format!("/?days=7&customer={}", order.customer_id);
+    // A field another writer left out or wrote unreadably is "—", and
+    // flagged; the section below says why.
+    let flagged = |field: &str| order.problems_of(field).next().is_some();
+    let (status_flag, customer_flag, created_flag, updated_flag) =
+        (flagged("status"), flagged("customerId"), flagged("createdAt"), flagged("updatedAt"));
+    let total_flag = flagged("total") || flagged("currency");
+    let ship_flag = flagged("shippingCity") || flagged("shippingCountry");
+    let time = |at: &Option<chrono::DateTime<chrono::Utc>>| at.as_ref().map_or_else(|| "—".into(), iso_millis::format);
+    let customer = order.customer_id.clone().map(|customer_id| {
+        let customer_href = format!("/customers/{customer_id}");
+        let their_pending = format!("/?days=7&customer={customer_id}");
+        view! {
+            <a href=customer_href class="mono">{customer_id.clone()}</a>
+            <CopyButton text=customer_id/>
+            " · "
+            <a href=their_pending data-testid="customer-pending">"their other PENDING orders"</a>
+        }
+    });
+    let currency = order.currency.clone();
     view! {
         <h1>"Order " <span class="mono">{order.order_id.clone()}</span> <CopyButton text=order.order_id.clone()/></h1>
         {outcome}
+        <Problems problems=order.problems.clone()/>
         <dl class="fields" data-testid="order-fields">
             <dt>"Status"</dt>
-            <dd data-testid="order-status"><StatusBadge status=order.status/></dd>
+            <dd data-testid="order-status" class:unread=status_flag><StatusBadge status=order.status.clone()/></dd>
             <dt>"Customer"</dt>
-            <dd>
-                <a href=customer_href class="mono">{order.customer_id.clone()}</a>
-                <CopyButton text=order.customer_id.clone()/>
-                " · "
-                <a href=their_pending data-testid="customer-pending">"their other PENDING orders"</a>
-            </dd>
+            <dd class:unread=customer_flag>{customer.map_or_else(|| view! { "—" }.into_any(), IntoAny::into_any)}</dd>
             <dt>"Created (UTC)"</dt>
-            <dd>{iso_millis::format(&order.created_at)}</dd>
+            <dd class:unread=created_flag>{time(&order.created_at)}</dd>
             <dt>"Updated (UTC)"</dt>
-            <dd>{iso_millis::format(&order.updated_at)}</dd>
+            <dd class:unread=updated_flag>{time(&order.updated_at)}</dd>
             <dt>"Total"</dt>
-            <dd>{format_money(order.total, &order.currency)}</dd>
+            <dd class:unread=total_flag data-testid="order-total">
+                {format_amount(order.total, order.currency.as_deref())}
+            </dd>
             <dt>"Ship to"</dt>
-            <dd>{format!("{}, {}", order.shipping_city, order.shipping_country)}</dd>
+            <dd class:unread=ship_flag>{ship_to(&order.shipping_city, &order.shipping_country)}</dd>
         </dl>
-        <StatusButtons order_id=order.order_id.clone() status=order.status change me/>
+        <StatusButtons order_id=order.order_id.clone() status=order.status.clone() change me/>
         <h2>"Line items"</h2>
+        {flagged("items").then(|| view! {
+            <p class="muted">"Some line items could not be read: see what could not be read, above."</p>
+        })}
         <table class="orders">
             <TableHead columns=&[
                 ("SKU", false),
@@ -129,16 +149,22 @@ fn OrderView(order: Order, change: ServerAction<ChangeStatus>, me: Option<Me>) -
             <tbody>
                 {order
                     .items
-                    .iter()
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
                     .map(|item| {
-                        let line = item.unit_price * i64::from(item.quantity);
+                        let line = item.unit_price.checked_mul(i64::from(item.quantity));
+                        let money = |amount: Option<i64>| match &currency {
+                            Some(currency) => amount.map_or_else(|| "—".into(), |a| format_money(a, currency)),
+                            None => format_amount(amount, None),
+                        };
                         view! {
                             <tr>
                                 <td class="mono">{item.sku.clone()}</td>
                                 <td>{item.name.clone()}</td>
                                 <td class="num">{item.quantity}</td>
-                                <td class="num">{format_money(item.unit_price, &order.currency)}</td>
-                                <td class="num">{format_money(line, &order.currency)}</td>
+                                <td class="num">{money(Some(item.unit_price))}</td>
+                                <td class="num">{money(line)}</td>
                             </tr>
                         }
                     })
@@ -148,6 +174,28 @@ fn OrderView(order: Order, change: ServerAction<ChangeStatus>, me: Option<Me>) -
     }
 }
 
+/// What could not be read of an order another writer wrote, field by field.
+#[component]
+fn Problems(problems: Vec<Problem>) -> impl IntoView {
+    (!problems.is_empty()).then(|| {
+        view! {
+            <section class="notice problems" data-testid="problems" aria-labelledby="problems-heading">
+                <h2 id="problems-heading">"What could not be read"</h2>
+                <p>
+                    "This order was written by another writer (or changed by hand) and does not hold everything "
+                    "this console writes. What it has is shown; what it lacks is marked “—”."
+                </p>
+                <ul>
+                    {problems
+                        .into_iter()
+                        .map(|p| view! { <li data-field=p.field.clone() data-kind=p.kind.as_str()>{p.why}</li> })
+                        .collect_view()}
+                </ul>
+            </section>
+        }
+    })
+}
+
 /// One button per change the order allows and the user's role may make.
 /// Each names the status it expects the order to be in, so a change made
 /// meanwhile by someone else is refused. They post JSON (as every write
@@ -155,10 +203,27 @@ fn OrderView(order: Order, change: ServerAction<ChangeStatus>, me: Option<Me>) -
 #[component]
 fn StatusButtons(
     order_id: String,
-    status: Status,
+    status: Option<OrderStatus>,
     change: ServerAction<ChangeStatus>,
     me: Option<Me>,
 ) -> impl IntoView {
+    let status = match status {
+        Some(OrderStatus::Known(status)) => status,
+        Some(OrderStatus::Other(text)) => {
+            return view! {
+                <p class="muted" data-testid="no-actions">
+                    {format!("Status {text} is not one this console knows: it offers no change from it.")}
+                </p>
+            }
+            .into_any();
+        }
+        None => {
+            return view! {
+                <p class="muted" data-testid="no-actions">"The status cannot be read: no change is offered."</p>
+            }
+            .into_any();
+        }
+    };
     let next: Vec<Status> =
         status.next().iter().copied().filter(|to| can(&me, Permission::to_change_status(*to))).collect();
     if status.next().is_empty() {

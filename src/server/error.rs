@@ -19,7 +19,7 @@ pub enum ApiError {
     #[error(transparent)]
     Invalid(#[from] Invalid),
     #[error("bad cursor: {0}")]
-    BadCursor(#[from] crate::server::service::cursor::CursorError),
+    BadCursor(#[from] crate::server::cursor::CursorError),
     #[error("{0}")]
     NotFound(String),
     /// No session and no token, or a token that is not (or no longer) valid.
@@ -129,7 +129,7 @@ mod tests {
 
     #[test]
     fn every_error_has_the_kind_of_its_status_but_a_bad_cursor() {
-        use crate::server::service::cursor::CursorError;
+        use crate::server::cursor::CursorError;
         let cases = [
             (ApiError::BadRequest("x".into()), ErrorKind::BadRequest),
             (ApiError::BadCursor(CursorError::NoPosition), ErrorKind::BadCursor),

@@ -10,16 +10,23 @@
 //! - `capacity`: consumed units, the planner and the advisor (arithmetic);
 //! - `cli`: the command line, its settings, demo data;
 //! - `deploy`: production on AWS as code (the CloudFormation template);
+//! - `telemetry`, `fs`: below every layer: the Prometheus names and recorder,
+//!   and files only this user may read;
 //! - `sim`: traffic and throttling simulated (loadgen, the throttle proxy,
 //!   the rehearsal).
 
 pub mod auth;
 pub mod capacity;
 pub mod cli;
+pub mod cursor;
 pub mod deploy;
 pub mod error;
+pub mod fs;
 pub mod http;
+pub mod rate_limit;
+pub mod rules;
 pub mod service;
 pub mod sim;
 pub mod store;
 pub mod stream;
+pub mod telemetry;

@@ -26,6 +26,12 @@ use std::convert::Infallible;
 use std::path::PathBuf;
 use tower::{Layer, Service};
 
+/// Paths whose answers are JSON, errors included (a scraper of `/metrics`
+/// gets a 401 with a JSON body, not the sign-in page).
+pub fn is_api(path: &str) -> bool {
+    path.starts_with("/api/") || matches!(path, "/healthz" | "/readyz" | "/metrics")
+}
+
 /// One route as the router holds it, and who may reach it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Declared {

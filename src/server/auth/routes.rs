@@ -9,7 +9,7 @@ use crate::model::SignIn;
 use crate::model::url_escape;
 use crate::model::{Access, AccountSource};
 use crate::server::error::ApiError;
-use crate::server::http::middleware::RateLimit;
+use crate::server::rate_limit::RateLimit;
 use crate::server::store::Account;
 use axum::extract::Query;
 use axum::extract::rejection::FormRejection;

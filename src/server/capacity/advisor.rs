@@ -43,13 +43,15 @@
 //! capacity at the unit-hour price / 60. Monthly figures scale the simulated
 //! span to a 30-day month: cost × (30 × 1440 minutes) / minutes simulated.
 
+use crate::server::store::usage::ReadWrite;
 use chrono::{DateTime, Datelike, Timelike, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::Path;
 
-/// Auto scaling's target utilisation, in percent.
-const TARGET_PERCENT: f64 = 70.0;
+/// Auto scaling's target utilisation, in percent (the template's target
+/// tracking uses it too).
+pub const TARGET_PERCENT: f64 = 70.0;
 /// At or below this utilisation a minute counts towards a scale-in: 20
 /// points below the target.
 const SCALE_IN_PERCENT: f64 = 50.0;
@@ -60,23 +62,6 @@ const FREE_DECREASES_PER_DAY: u32 = 4;
 const DECREASE_GAP_MINUTES: usize = 60;
 const MINUTES_PER_DAY: usize = 24 * 60;
 const MONTH_MINUTES: f64 = 30.0 * MINUTES_PER_DAY as f64;
-
-/// Reads or writes: each is billed, provisioned and scaled on its own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Access {
-    Read,
-    Write,
-}
-
-impl fmt::Display for Access {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Access::Read => "read",
-            Access::Write => "write",
-        })
-    }
-}
 
 /// Prices in dollars. A prices file (`Prices::from_json_file`) overrides any
 /// subset of them.
@@ -182,36 +167,36 @@ impl Prices {
     }
 
     /// Dollars for one request unit on demand.
-    pub fn on_demand_per_unit(&self, access: Access) -> f64 {
+    pub fn on_demand_per_unit(&self, access: ReadWrite) -> f64 {
         match access {
-            Access::Read => self.on_demand_read_per_million / 1e6,
-            Access::Write => self.on_demand_write_per_million / 1e6,
+            ReadWrite::Read => self.on_demand_read_per_million / 1e6,
+            ReadWrite::Write => self.on_demand_write_per_million / 1e6,
         }
     }
 
     /// Dollars for one provisioned capacity unit held for one second: what
     /// one consumed unit costs when provisioned capacity is fully used.
-    pub fn provisioned_per_unit_second(&self, access: Access) -> f64 {
+    pub fn provisioned_per_unit_second(&self, access: ReadWrite) -> f64 {
         self.provisioned_per_unit_hour(access) / 3600.0
     }
 
-    fn provisioned_per_unit_hour(&self, access: Access) -> f64 {
+    fn provisioned_per_unit_hour(&self, access: ReadWrite) -> f64 {
         match access {
-            Access::Read => self.provisioned_rcu_hour,
-            Access::Write => self.provisioned_wcu_hour,
+            ReadWrite::Read => self.provisioned_rcu_hour,
+            ReadWrite::Write => self.provisioned_wcu_hour,
         }
     }
 
     /// How many times fully used provisioned capacity a unit costs on
     /// demand (about 3.5 at the default prices).
-    pub fn on_demand_premium(&self, access: Access) -> f64 {
+    pub fn on_demand_premium(&self, access: ReadWrite) -> f64 {
         self.on_demand_per_unit(access) / self.provisioned_per_unit_second(access)
     }
 
     /// The average utilisation of provisioned capacity above which it is
     /// cheaper than on demand: provisioned price per unit-second ÷ on-demand
     /// price per unit (about 29% at the default prices).
-    pub fn break_even_utilisation(&self, access: Access) -> f64 {
+    pub fn break_even_utilisation(&self, access: ReadWrite) -> f64 {
         self.provisioned_per_unit_second(access) / self.on_demand_per_unit(access)
     }
 }
@@ -263,7 +248,7 @@ pub const MIN_OBSERVED_MINUTES: usize = MINUTES_PER_DAY;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ScheduledFloor {
-    pub access: Access,
+    pub access: ReadWrite,
     /// When the minimum capacity is raised (10 minutes before the burst)
     /// and when it is set back.
     pub raise_at: DateTime<Utc>,
@@ -287,8 +272,8 @@ impl ScheduledFloor {
             None => (format!("table/{table}"), "table"),
         };
         let unit = match self.access {
-            Access::Read => "ReadCapacityUnits",
-            Access::Write => "WriteCapacityUnits",
+            ReadWrite::Read => "ReadCapacityUnits",
+            ReadWrite::Write => "WriteCapacityUnits",
         };
         let name = resource_id.replace('/', "-");
         let action = |suffix: &str, schedule: &str, min: u32| {
@@ -342,6 +327,38 @@ pub struct Utilisation {
     pub throttled_minutes: u32,
     pub scale_outs: u32,
     pub scale_ins: u32,
+    /// The least and the most capacity auto scaling held (a scheduled
+    /// floor included).
+    pub provisioned_min: u32,
+    pub provisioned_max: u32,
+}
+
+/// How far above the most auto scaling held its maximum is set: room for
+/// growth, and the template's near-ceiling alarm fires at 80% of it, before
+/// it binds.
+pub const MAX_HEADROOM: u32 = 2;
+
+impl Utilisation {
+    /// Auto scaling's minimum and maximum for this side, from the replay:
+    /// the least it held, and `MAX_HEADROOM` times the most.
+    pub fn scaling_range(&self) -> (u32, u32) {
+        let min = self.provisioned_min.max(1);
+        (min, (self.provisioned_max * MAX_HEADROOM).max(min))
+    }
+}
+
+/// The mode of a table with its indexes, from the advice of each (they
+/// share their table's mode): provisioned when that costs less in all and
+/// none of them would throttle under auto scaling, its floors included.
+pub fn table_mode(advices: &[&Advice]) -> Mode {
+    let throttles = |a: &Advice| a.read.throttled_minutes + a.write.throttled_minutes > 0;
+    let provisioned: f64 = advices.iter().map(|a| a.provisioned_monthly).sum();
+    let on_demand: f64 = advices.iter().map(|a| a.on_demand_monthly).sum();
+    if !advices.is_empty() && !advices.iter().any(|a| throttles(a)) && provisioned < on_demand {
+        Mode::Provisioned
+    } else {
+        Mode::OnDemand
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -397,7 +414,7 @@ pub enum AdviceError {
     #[error("no consumed capacity for {resource}: there is nothing to advise on")]
     NoData { resource: String },
     #[error("{resource}, minute {minute}: {access} units {value} are not a number of zero or more")]
-    BadMinute { resource: String, minute: usize, access: Access, value: f64 },
+    BadMinute { resource: String, minute: usize, access: ReadWrite, value: f64 },
     #[error(transparent)]
     Prices(#[from] PricesError),
 }
@@ -410,11 +427,11 @@ pub fn advise(series: &Series, prices: &Prices) -> Result<Advice, AdviceError> {
     if series.observed_minutes() == 0 {
         return Err(AdviceError::NoData { resource: series.resource.clone() });
     }
-    let reads = units(series, Access::Read)?;
-    let writes = units(series, Access::Write)?;
+    let reads = units(series, ReadWrite::Read)?;
+    let writes = units(series, ReadWrite::Write)?;
     let first_minute_of_day = (series.start.num_seconds_from_midnight() / 60) as usize;
-    let read = account(&reads, first_minute_of_day, prices, Access::Read, &[]);
-    let write = account(&writes, first_minute_of_day, prices, Access::Write, &[]);
+    let read = account(&reads, first_minute_of_day, prices, ReadWrite::Read, &[]);
+    let write = account(&writes, first_minute_of_day, prices, ReadWrite::Write, &[]);
     let on_demand_monthly = read.on_demand_monthly + write.on_demand_monthly;
     let provisioned_monthly = read.provisioned_monthly + write.provisioned_monthly;
     // Cheaper is not enough: a mode that would have refused requests (auto
@@ -451,7 +468,7 @@ fn with_floor(
 ) {
     let mut schedule = Vec::new();
     let mut sides = Vec::new();
-    for (units, access) in [(reads, Access::Read), (writes, Access::Write)] {
+    for (units, access) in [(reads, ReadWrite::Read), (writes, ReadWrite::Write)] {
         let plain = simulate_with(units, first_minute_of_day, &[]);
         let floors = bursts(units, &plain.throttled);
         let floor = floor_of(&floors, units.len());
@@ -529,7 +546,7 @@ fn floor_of(bursts: &[Burst], minutes: usize) -> Vec<u32> {
 /// last day (the month-end batch), else once at the time it was seen.
 /// `None` for a burst at the very start of the span (nothing to schedule
 /// ahead of).
-fn scheduled(series: &Series, burst: &Burst, access: Access) -> Option<ScheduledFloor> {
+fn scheduled(series: &Series, burst: &Burst, access: ReadWrite) -> Option<ScheduledFloor> {
     if burst.raise == 0 {
         return None;
     }
@@ -558,15 +575,15 @@ fn scheduled(series: &Series, burst: &Burst, access: Access) -> Option<Scheduled
 
 /// One side's units per minute, each a finite number of zero or more, and
 /// `None` for a minute not observed.
-fn units(series: &Series, access: Access) -> Result<Vec<Option<f64>>, AdviceError> {
+fn units(series: &Series, access: ReadWrite) -> Result<Vec<Option<f64>>, AdviceError> {
     series
         .minutes
         .iter()
         .enumerate()
         .map(|(minute, m)| {
             let value = match access {
-                Access::Read => m.read_units,
-                Access::Write => m.write_units,
+                ReadWrite::Read => m.read_units,
+                ReadWrite::Write => m.write_units,
             };
             if !series.is_observed(minute) {
                 Ok(None)
@@ -585,7 +602,7 @@ fn account(
     units: &[Option<f64>],
     first_minute_of_day: usize,
     prices: &Prices,
-    access: Access,
+    access: ReadWrite,
     floor: &[u32],
 ) -> Utilisation {
     let simulation = simulate_with(units, first_minute_of_day, floor);
@@ -604,6 +621,8 @@ fn account(
         throttled_minutes: simulation.throttled_minutes,
         scale_outs: simulation.increases.len() as u32,
         scale_ins: simulation.decreases.len() as u32,
+        provisioned_min: simulation.provisioned.iter().copied().min().unwrap_or(1),
+        provisioned_max: simulation.provisioned.iter().copied().max().unwrap_or(1),
     }
 }
 
@@ -761,10 +780,12 @@ fn reason(advice: &Advice, prices: &Prices) -> String {
 fn utilisation_reason(advice: &Advice, prices: &Prices) -> String {
     let percent = |fraction: f64| fraction * 100.0;
     let (write, read) = (percent(advice.write.average_utilisation), percent(advice.read.average_utilisation));
-    let (write_even, read_even) =
-        (percent(prices.break_even_utilisation(Access::Write)), percent(prices.break_even_utilisation(Access::Read)));
+    let (write_even, read_even) = (
+        percent(prices.break_even_utilisation(ReadWrite::Write)),
+        percent(prices.break_even_utilisation(ReadWrite::Read)),
+    );
     let (write_premium, read_premium) =
-        (prices.on_demand_premium(Access::Write), prices.on_demand_premium(Access::Read));
+        (prices.on_demand_premium(ReadWrite::Write), prices.on_demand_premium(ReadWrite::Read));
     // Compared as printed: equal to the shown precision is one figure.
     if format!("{write_even:.1}") == format!("{read_even:.1}") {
         format!(
@@ -820,7 +841,7 @@ mod tests {
     #[test]
     fn default_prices_make_on_demand_about_3_5x_and_break_even_about_29_percent() {
         let prices = Prices::default();
-        for access in [Access::Read, Access::Write] {
+        for access in [ReadWrite::Read, ReadWrite::Write] {
             // Writes: (0.625 / 1e6) / (0.00065 / 3600) = 6.25e-7 / 1.8056e-7 = 3.4615;
             // reads: (0.125 / 1e6) / (0.00013 / 3600) = 1.25e-7 / 3.6111e-8 = 3.4615.
             assert_close(prices.on_demand_premium(access), 0.625e-6 * 3600.0 / 0.00065);
@@ -1110,7 +1131,7 @@ mod tests {
     fn bad_minutes_and_prices_are_typed_errors() {
         for bad in [-1.0, f64::NAN, f64::INFINITY] {
             let err = advise(&writes(&[60.0, bad]), &Prices::default()).unwrap_err();
-            assert!(matches!(err, AdviceError::BadMinute { minute: 1, access: Access::Write, .. }), "{err}");
+            assert!(matches!(err, AdviceError::BadMinute { minute: 1, access: ReadWrite::Write, .. }), "{err}");
         }
         let free = Prices { provisioned_rcu_hour: 0.0, ..Prices::default() };
         let err = advise(&writes(&[60.0]), &free).unwrap_err();
@@ -1248,6 +1269,14 @@ mod tests {
         assert_eq!(actions[0]["ScalableDimension"], "dynamodb:index:WriteCapacityUnits");
         assert_eq!(actions[0]["ScalableTargetAction"]["MinCapacity"], 43);
         assert_eq!(actions[1]["ScalableTargetAction"]["MinCapacity"], 15);
+        // The template's range: the least held, twice the most (the floor's 43).
+        assert_eq!(advice.write.scaling_range(), (15, 86));
+        assert_eq!(advice.read.scaling_range(), (1, 2));
+        assert_eq!(table_mode(&[&advice]), Mode::Provisioned);
+        let mut throttled = advice.clone();
+        throttled.write.throttled_minutes = 1;
+        assert_eq!(table_mode(&[&advice, &throttled]), Mode::OnDemand, "an index that would throttle decides");
+        assert_eq!(table_mode(&[]), Mode::OnDemand);
         assert!(
             advice.reason.contains("Auto scaling alone cannot follow the write burst at 2026-11-30 22:00 UTC"),
             "{}",

@@ -7,7 +7,7 @@
 
 use super::advisor::{Minute, Series};
 use super::sources::Figures;
-use super::usage::Resource;
+use crate::server::store::usage::{ReadWrite, Resource};
 use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::BTreeSet;
 
@@ -58,15 +58,15 @@ pub fn series(days: &[Day<'_>], end: DateTime<Utc>) -> (Vec<Series>, Window) {
         .map(|resource| {
             let mut minutes = vec![Minute::default(); length];
             for (d, day) in days.iter().enumerate() {
-                for (access, side) in [super::advisor::Access::Read, super::advisor::Access::Write]
+                for (access, side) in [ReadWrite::Read, ReadWrite::Write]
                     .into_iter()
                     .filter_map(|access| day.figures.side(resource, access).map(|side| (access, side)))
                 {
                     for (m, units) in side.minutes.iter().enumerate() {
                         let Some(minute) = minutes.get_mut(d * MINUTES + m) else { break };
                         match access {
-                            super::advisor::Access::Read => minute.read_units += units,
-                            super::advisor::Access::Write => minute.write_units += units,
+                            ReadWrite::Read => minute.read_units += units,
+                            ReadWrite::Write => minute.write_units += units,
                         }
                     }
                 }
@@ -81,10 +81,10 @@ pub fn series(days: &[Day<'_>], end: DateTime<Utc>) -> (Vec<Series>, Window) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::capacity::advisor::Access;
     use crate::server::capacity::sources::{Origin, Side};
+    use crate::server::store::usage::ReadWrite;
 
-    fn figures(entries: &[(&str, Access, usize, f64)], observed: std::ops::Range<usize>) -> Figures {
+    fn figures(entries: &[(&str, ReadWrite, usize, f64)], observed: std::ops::Range<usize>) -> Figures {
         let mut figures = Figures { observed: vec![false; MINUTES], ..Figures::default() };
         for m in observed {
             figures.observed[m] = true;
@@ -104,8 +104,8 @@ mod tests {
         let first = NaiveDate::from_ymd_opt(2026, 11, 28).unwrap();
         let second = first.succ_opt().unwrap();
         let (a, b) = (
-            figures(&[("orders", Access::Write, 1438, 60.0)], 1430..1440),
-            figures(&[("orders/GSI2", Access::Read, 1, 30.0), ("orders", Access::Write, 0, 120.0)], 0..2),
+            figures(&[("orders", ReadWrite::Write, 1438, 60.0)], 1430..1440),
+            figures(&[("orders/GSI2", ReadWrite::Read, 1, 30.0), ("orders", ReadWrite::Write, 0, 120.0)], 0..2),
         );
         let days = [Day { date: first, figures: &a }, Day { date: second, figures: &b }];
         let end: DateTime<Utc> = "2026-11-29T00:03:00Z".parse().unwrap();

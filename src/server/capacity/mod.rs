@@ -1,13 +1,12 @@
 //! Capacity planning for the orders table and its indexes, as pure
-//! arithmetic over figures the caller supplies (no store access here):
+//! arithmetic over figures the caller supplies (no store access here; what
+//! the store recorded is `store::usage`):
 //!
 //! - `advisor`: from a resource's consumed capacity, minute by minute, what
 //!   on-demand and provisioned (with auto scaling) would cost, and which mode
 //!   to choose;
 //! - `planner`: how many write shards GSI2 needs for a peak order rate, and
 //!   what that many shards cost a reader of the PENDING list;
-//! - `usage`: what this process's calls consumed and how often they were
-//!   throttled, as the store's interceptor records it;
 //! - `history`: the persisted minutes as the advisor's series;
 //! - `sources`: where each figure comes from (the stream, CloudWatch, this
 //!   app's calls), and a day's figures as the chosen source gives them;
@@ -19,4 +18,3 @@ pub mod history;
 pub mod planner;
 pub mod report;
 pub mod sources;
-pub mod usage;

@@ -21,8 +21,8 @@
 //!   3,000 read units and 1,000 write units a second.
 
 use crate::model::{AuditEntry, LineItem, Order, SignIn, Status};
-use crate::server::sim::throttle::protocol::item_to_json;
-use crate::server::sim::throttle::units;
+use crate::server::rules::units::{self, item_to_json};
+use crate::server::rules::{PARTITION_READ_UNITS, PARTITION_WRITE_UNITS};
 use crate::server::store::keys::{self, GSI2_PROJECTED, GSI2PK, GSI2SK, PK, SK};
 use crate::server::store::order_item;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -30,9 +30,6 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use std::collections::HashMap;
 
-/// Per-partition limits, in units a second.
-pub const PARTITION_WRITE_LIMIT: f64 = 1000.0;
-pub const PARTITION_READ_LIMIT: f64 = 3000.0;
 /// The most shards the app accepts (`--shards`, 1 to 100).
 pub const MAX_SHARDS: u32 = 100;
 /// Spare capacity kept on each partition at peak, as a fraction of the load.
@@ -86,8 +83,8 @@ impl PlanInput {
             writes_per_order: WRITES_PER_ORDER,
             transactional: false,
             page_size: DEFAULT_PAGE_SIZE,
-            partition_write_limit: PARTITION_WRITE_LIMIT,
-            partition_read_limit: PARTITION_READ_LIMIT,
+            partition_write_limit: PARTITION_WRITE_UNITS,
+            partition_read_limit: PARTITION_READ_UNITS,
         }
     }
 
@@ -275,6 +272,11 @@ fn num(value: f64) -> String {
     }
 }
 
+/// The on-demand write maximum `plan` recommends, as a multiple of the
+/// sale's peak: a runaway writer is capped, a sale bigger than planned
+/// still has room.
+pub const ON_DEMAND_MAX_HEADROOM: u32 = 2;
+
 /// Write units a second one table or index must take at a sale's peak:
 /// what to pre-warm it to (DynamoDB's warm throughput) beforehand.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -354,8 +356,9 @@ pub fn typical_item_bytes() -> Result<(u32, u32), PlanError> {
         u32::try_from(bytes).map_err(|_| sample(format!("{bytes} bytes")))
     };
     let order_bytes = size(&order_item(&order, 10).map_err(|e| sample(e.to_string()))?)?;
+    let at = order.created_at.ok_or_else(|| sample("no creation time".into()))?;
     let entry = AuditEntry {
-        at: order.created_at,
+        at,
         order_id: order.order_id.clone(),
         actor: "checkout-service".into(),
         method: SignIn::Token,
@@ -367,8 +370,8 @@ pub fn typical_item_bytes() -> Result<(u32, u32), PlanError> {
     let mut audit: HashMap<String, AttributeValue> =
         serde_dynamo::to_item(&entry).map_err(|e| sample(e.to_string()))?;
     let event = "0123456789abcdef0123456789abcdef";
-    audit.insert(PK.into(), AttributeValue::S(keys::audit_day_pk(order.created_at.date_naive(), 7)));
-    audit.insert(SK.into(), AttributeValue::S(keys::audit_sk(&order.created_at, event)));
+    audit.insert(PK.into(), AttributeValue::S(keys::audit_day_pk(at.date_naive(), 7)));
+    audit.insert(SK.into(), AttributeValue::S(keys::audit_sk(&at, event)));
     Ok((order_bytes, size(&audit)?))
 }
 
@@ -379,15 +382,16 @@ pub fn typical_order() -> Order {
     let item = |sku: &str, quantity| LineItem { sku: sku.into(), name: sku.into(), quantity, unit_price: 4675 };
     Order {
         order_id: "3f2b8c1e9a7d4e6f8b0c2d4e6f8a0b1c".into(),
-        customer_id: "cust-00042".into(),
-        status: Status::Pending,
-        created_at: at,
-        updated_at: at,
-        total: 18700,
-        currency: "USD".into(),
-        items: vec![item("TENT-2P", 2), item("LAMP-HD", 2)],
-        shipping_city: "Vancouver".into(),
-        shipping_country: "CA".into(),
+        customer_id: Some("cust-00042".into()),
+        status: Some(Status::Pending.into()),
+        created_at: Some(at),
+        updated_at: Some(at),
+        total: Some(18700),
+        currency: Some("USD".into()),
+        items: Some(vec![item("TENT-2P", 2), item("LAMP-HD", 2)]),
+        shipping_city: Some("Vancouver".into()),
+        shipping_country: Some("CA".into()),
+        problems: Vec::new(),
     }
 }
 
@@ -557,7 +561,7 @@ mod tests {
         assert_eq!(bytes + INDEX_ENTRY_STORAGE_OVERHEAD, 396, "storage per entry");
         assert_eq!(plan(&PlanInput::new(300.0, bytes)).unwrap().units_per_write, 1);
         let mut closed = typical_order();
-        closed.status = Status::Shipped;
+        closed.status = Some(Status::Shipped.into());
         assert!(matches!(gsi2_entry_bytes(&closed, 10), Err(PlanError::Sample(_))));
     }
 }

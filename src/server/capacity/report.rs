@@ -3,18 +3,20 @@
 //! minute, with the planner and the advisor run over them. Pure: no store
 //! access, no clock.
 
-use super::advisor::{self, Access, Prices, Verdict};
+use super::advisor::{self, Prices, Verdict};
 use super::history::{self, Window};
 use super::planner::{self, PlanInput};
-use super::sources::{Figures, Source};
-use super::usage::{Resource, Tally};
+use super::sources::Figures;
 use crate::model::{
     AccessUse, AdviceWindow, CapacityReport, HeatMinute, HotKeyMinute, HotShard, ModeAdvice, RecentUnits,
     ResourceUnits, ShardHeat, ShardPlan, ThrottleCount, UnitsMinute,
 };
+use crate::server::rules::PARTITION_WRITE_UNITS;
+use crate::server::store::config::CapacitySource;
 use crate::server::store::error::Throttle;
+use crate::server::store::usage::ReadWrite;
+use crate::server::store::usage::{Resource, Tally};
 use crate::server::store::{CapacityDay, HeatDay};
-use crate::server::stream::hotkeys::PARTITION_WRITE_UNITS;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeSet;
 
@@ -27,7 +29,7 @@ pub struct Inputs<'a> {
     pub capacity: &'a CapacityDay,
     /// The day's units, as the source gives them.
     pub figures: &'a Figures,
-    pub source: Source,
+    pub source: CapacitySource,
     /// The advice over its window (`advice`), worked out by the caller.
     pub advice: &'a Advice,
     pub heat: &'a HeatDay,
@@ -67,7 +69,7 @@ pub struct Advice {
 }
 
 /// The advisor over a window of days (oldest first) ending at `end`.
-pub fn advice(days: &[history::Day<'_>], end: DateTime<Utc>, source: Source, prices: &Prices) -> Advice {
+pub fn advice(days: &[history::Day<'_>], end: DateTime<Utc>, source: CapacitySource, prices: &Prices) -> Advice {
     let (series, window) = history::series(days, end);
     let verdicts = series
         .iter()
@@ -82,7 +84,7 @@ pub fn advice(days: &[history::Day<'_>], end: DateTime<Utc>, source: Source, pri
     Advice { verdicts, window: advice_window(&window, days.len() as u32, source) }
 }
 
-fn advice_window(window: &Window, days: u32, source: Source) -> AdviceWindow {
+fn advice_window(window: &Window, days: u32, source: CapacitySource) -> AdviceWindow {
     AdviceWindow {
         source: source.to_string(),
         days,
@@ -144,8 +146,8 @@ fn resources(figures: &Figures) -> Vec<ResourceUnits> {
         .map(|resource| {
             let side = |access| figures.side(resource, access);
             let source = |access| side(access).map_or("-".to_string(), |s| s.origin.to_string());
-            let (read_source, write_source) = (source(Access::Read), source(Access::Write));
-            let (read, write) = (side(Access::Read).map(|s| &s.minutes), side(Access::Write).map(|s| &s.minutes));
+            let (read_source, write_source) = (source(ReadWrite::Read), source(ReadWrite::Write));
+            let (read, write) = (side(ReadWrite::Read).map(|s| &s.minutes), side(ReadWrite::Write).map(|s| &s.minutes));
             let at = |series: Option<&Vec<f64>>, minute: usize| series.map_or(0.0, |s| s[minute]);
             let minutes = (0..1440)
                 .map(|m| UnitsMinute { minute: m as u16, read: at(read, m), write: at(write, m) })
@@ -203,14 +205,14 @@ fn heat(day: &HeatDay, units_per_write: u32) -> ShardHeat {
         })
         .map(|(writes, minute, shard)| {
             let units_per_second = writes as f64 * f64::from(units_per_write) / 60.0;
-            let utilisation = units_per_second / planner::PARTITION_WRITE_LIMIT;
+            let utilisation = units_per_second / PARTITION_WRITE_UNITS;
             HotShard { minute, shard, writes, units_per_second, utilisation, warning: utilisation > WARN_ABOVE }
         });
     ShardHeat {
         shards: day.shards,
         minutes,
         units_per_write,
-        partition_limit: planner::PARTITION_WRITE_LIMIT,
+        partition_limit: PARTITION_WRITE_UNITS,
         warn_above: WARN_ABOVE,
         hottest,
     }
@@ -287,7 +289,7 @@ fn recent(seconds: &[(i64, Tally)]) -> Vec<RecentUnits> {
             let of = |access| {
                 seconds.iter().map(|(_, t)| t.units.get(&(resource.clone(), access)).copied().unwrap_or(0.0)).collect()
             };
-            RecentUnits { resource: resource.to_string(), read: of(Access::Read), write: of(Access::Write) }
+            RecentUnits { resource: resource.to_string(), read: of(ReadWrite::Read), write: of(ReadWrite::Write) }
         })
         .collect()
 }
@@ -340,10 +342,10 @@ mod tests {
         let mut capacity = CapacityDay { date: date(), ..CapacityDay::default() };
         let mut writes = vec![0.0; 1440];
         writes[10] = 120.0;
-        capacity.units.insert((Resource::index("orders", "GSI2"), Access::Write), writes);
+        capacity.units.insert((Resource::index("orders", "GSI2"), ReadWrite::Write), writes);
         let mut reads = vec![0.0; 1440];
         reads[11] = 0.5;
-        capacity.units.insert((Resource::table("orders"), Access::Read), reads);
+        capacity.units.insert((Resource::table("orders"), ReadWrite::Read), reads);
         let mut throttled = vec![0u64; 1440];
         throttled[10] = 7;
         capacity
@@ -363,7 +365,7 @@ mod tests {
         let figures = crate::server::capacity::sources::from_stream(&capacity, "none-streamed");
         let days = [history::Day { date: date(), figures: &figures }];
         let end = date().and_hms_opt(12, 0, 0).unwrap().and_utc();
-        let advice = advice(&days, end, Source::Stream, &Prices::default());
+        let advice = advice(&days, end, CapacitySource::Stream, &Prices::default());
         assert_eq!(advice.verdicts.len(), 2, "one verdict per table and index");
         assert_eq!(advice.verdicts[1].mode, "none");
         assert_eq!(

@@ -13,11 +13,11 @@
 //! - **app calls**: what this app's processes consumed, as the SDK's
 //!   interceptor recorded each answer.
 
-use super::advisor::Access;
-use super::usage::Resource;
-use super::usage::epoch_minute;
 use crate::server::store::CapacityDay;
 use crate::server::store::cloudwatch::CloudWatchMinutes;
+use crate::server::store::usage::ReadWrite;
+use crate::server::store::usage::Resource;
+use crate::server::store::usage::epoch_minute;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -47,23 +47,6 @@ impl fmt::Display for Origin {
     }
 }
 
-/// The capacity source a deployment uses (`--capacity-source`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Source {
-    Stream,
-    CloudWatch,
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Source::Stream => "stream",
-            Source::CloudWatch => "cloudwatch",
-        })
-    }
-}
-
 /// One resource's units per minute of a day (1440), and where they come from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Side {
@@ -75,14 +58,14 @@ pub struct Side {
 /// and the minutes its source observed.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Figures {
-    pub units: BTreeMap<(Resource, Access), Side>,
+    pub units: BTreeMap<(Resource, ReadWrite), Side>,
     /// Minutes the write source observed (a minute not observed is unknown,
     /// not idle); 1440 entries, all false when none.
     pub observed: Vec<bool>,
 }
 
 impl Figures {
-    pub fn side(&self, resource: &Resource, access: Access) -> Option<&Side> {
+    pub fn side(&self, resource: &Resource, access: ReadWrite) -> Option<&Side> {
         self.units.get(&(resource.clone(), access))
     }
 
@@ -95,10 +78,10 @@ impl Figures {
 /// `streamed` (the orders table): every writer's writes as the consumer
 /// priced them, plus half of what this app's own transactions consumed.
 pub fn from_stream(day: &CapacityDay, streamed: &str) -> Figures {
-    let mut units: BTreeMap<(Resource, Access), Side> = BTreeMap::new();
+    let mut units: BTreeMap<(Resource, ReadWrite), Side> = BTreeMap::new();
     let app = |minutes: &Vec<f64>| Side { minutes: minutes.clone(), origin: Origin::AppCalls };
     for ((resource, access), minutes) in &day.units {
-        if *access == Access::Read || resource.table != streamed {
+        if *access == ReadWrite::Read || resource.table != streamed {
             units.insert((resource.clone(), *access), app(minutes));
         }
     }
@@ -112,13 +95,13 @@ pub fn from_stream(day: &CapacityDay, streamed: &str) -> Figures {
                 *minute += units / 2.0;
             }
         }
-        units.insert((resource.clone(), Access::Write), Side { minutes, origin: Origin::Stream });
+        units.insert((resource.clone(), ReadWrite::Write), Side { minutes, origin: Origin::Stream });
     }
     // Every resource says where both its sides come from, consumed or not.
     let resources: Vec<Resource> = units.keys().map(|(resource, _)| resource.clone()).collect();
     for resource in resources {
         let write_origin = if resource.table == streamed { Origin::Stream } else { Origin::AppCalls };
-        for (access, origin) in [(Access::Read, Origin::AppCalls), (Access::Write, write_origin)] {
+        for (access, origin) in [(ReadWrite::Read, Origin::AppCalls), (ReadWrite::Write, write_origin)] {
             units.entry((resource.clone(), access)).or_insert_with(|| Side { minutes: vec![0.0; MINUTES], origin });
         }
     }
@@ -154,8 +137,8 @@ pub fn from_cloudwatch(
     for (key, series) in &read.series {
         let minutes: Vec<f64> = (0..MINUTES).map(|m| at(series, m).unwrap_or(0.0)).collect();
         let access = match key.name {
-            "ConsumedReadCapacityUnits" => Some(Access::Read),
-            "ConsumedWriteCapacityUnits" => Some(Access::Write),
+            "ConsumedReadCapacityUnits" => Some(ReadWrite::Read),
+            "ConsumedWriteCapacityUnits" => Some(ReadWrite::Write),
             _ => None,
         };
         if let Some(access) = access {
@@ -182,13 +165,13 @@ pub fn from_cloudwatch(
 
 /// The capacity provisioned for each table and index at its latest
 /// datapoint (none when on demand).
-pub fn provisioned(read: &CloudWatchMinutes) -> BTreeMap<(Resource, Access), f64> {
+pub fn provisioned(read: &CloudWatchMinutes) -> BTreeMap<(Resource, ReadWrite), f64> {
     read.series
         .iter()
         .filter_map(|(key, series)| {
             let access = match key.name {
-                "ProvisionedReadCapacityUnits" => Access::Read,
-                "ProvisionedWriteCapacityUnits" => Access::Write,
+                "ProvisionedReadCapacityUnits" => ReadWrite::Read,
+                "ProvisionedWriteCapacityUnits" => ReadWrite::Write,
                 _ => return None,
             };
             let latest = series.iter().rev().flatten().next()?;
@@ -216,21 +199,21 @@ mod tests {
         let mut day = CapacityDay { date: NaiveDate::from_ymd_opt(2026, 11, 29).unwrap(), ..CapacityDay::default() };
         // The app created one order in a transaction (2 units on each, as
         // DynamoDB bills it) and another writer put 300 orders.
-        day.units.insert((orders.clone(), Access::Write), series(600, 2.0));
-        day.units.insert((orders.clone(), Access::Read), series(600, 0.5));
-        day.units.insert((metrics.clone(), Access::Write), series(600, 6.0));
+        day.units.insert((orders.clone(), ReadWrite::Write), series(600, 2.0));
+        day.units.insert((orders.clone(), ReadWrite::Read), series(600, 0.5));
+        day.units.insert((metrics.clone(), ReadWrite::Write), series(600, 6.0));
         day.transactional.insert(orders.clone(), series(600, 2.0));
         day.transactional.insert(gsi2.clone(), series(600, 2.0));
         day.transactional.insert(metrics.clone(), series(600, 6.0));
         day.stream.insert(orders.clone(), series(600, 301.0));
         day.stream.insert(gsi2.clone(), series(600, 301.0));
         let figures = from_stream(&day, "orders");
-        let write = figures.side(&orders, Access::Write).unwrap();
+        let write = figures.side(&orders, ReadWrite::Write).unwrap();
         assert_eq!((write.minutes[600], write.origin), (302.0, Origin::Stream), "301 priced once + the second unit");
-        assert_eq!(figures.side(&gsi2, Access::Write).unwrap().minutes[600], 302.0);
-        let read = figures.side(&orders, Access::Read).unwrap();
+        assert_eq!(figures.side(&gsi2, ReadWrite::Write).unwrap().minutes[600], 302.0);
+        let read = figures.side(&orders, ReadWrite::Read).unwrap();
         assert_eq!((read.minutes[600], read.origin), (0.5, Origin::AppCalls));
-        let metrics_write = figures.side(&metrics, Access::Write).unwrap();
+        let metrics_write = figures.side(&metrics, ReadWrite::Write).unwrap();
         assert_eq!((metrics_write.minutes[600], metrics_write.origin), (6.0, Origin::AppCalls), "not streamed");
         assert_eq!(figures.observed_minutes(), 0, "nothing observed: every minute unknown");
     }
@@ -256,7 +239,7 @@ mod tests {
         read.add(&keys, &format!("q{throttled}"), "2026-11-29T10:15:00Z".parse().unwrap(), 7.0);
         let now: DateTime<Utc> = "2026-11-29T12:00:30Z".parse().unwrap();
         let (figures, throttles) = from_cloudwatch(&read, start.date_naive(), now);
-        let side = figures.side(&Resource::index("orders", "GSI2"), Access::Write).unwrap();
+        let side = figures.side(&Resource::index("orders", "GSI2"), ReadWrite::Write).unwrap();
         assert_eq!((side.minutes[615], side.origin), (300.0, Origin::CloudWatch));
         // 10:00 to 11:58 (12:00 less the 2 minutes CloudWatch takes).
         assert_eq!(figures.observed_minutes(), 118);

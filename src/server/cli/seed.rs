@@ -2,7 +2,8 @@
 //! still PENDING. The same seed and `now` give the same orders, and a second
 //! run writes nothing twice (order ids are fixed, writes are conditional).
 
-use crate::model::{Actor, LineItem, Order, Status};
+use crate::model::{Actor, Order, Status};
+use crate::server::sim::orders::random_order;
 use crate::server::store::Store;
 use crate::server::store::error::StoreError;
 use chrono::{DateTime, Duration, TimeZone, Utc};
@@ -12,34 +13,6 @@ use rand_chacha::ChaCha8Rng;
 
 /// Writes in flight at once.
 const CONCURRENCY: usize = 16;
-
-const CATALOG: [(&str, &str, i64); 12] = [
-    ("TENT-2P", "Ridgeline 2-person tent", 24900),
-    ("BAG-20F", "Alpine down sleeping bag", 18900),
-    ("PAD-INS", "Insulated sleeping pad", 8900),
-    ("STOVE-1", "Canister stove", 4900),
-    ("PACK-55", "Trailhead 55L backpack", 17900),
-    ("JKT-RAIN", "Stormshell rain jacket", 13900),
-    ("BOOT-HK", "Granite hiking boots", 15900),
-    ("LAMP-HD", "Headlamp 400 lm", 3900),
-    ("BTL-1L", "Insulated bottle 1 L", 2900),
-    ("SOCK-MW", "Merino socks, 3 pairs", 2400),
-    ("POLE-TR", "Trekking poles", 7900),
-    ("FLT-H2O", "Water filter", 4500),
-];
-
-const CITIES: [(&str, &str); 10] = [
-    ("Seattle", "US"),
-    ("Denver", "US"),
-    ("Portland", "US"),
-    ("Vancouver", "CA"),
-    ("Oslo", "NO"),
-    ("Munich", "DE"),
-    ("Lyon", "FR"),
-    ("Bergen", "NO"),
-    ("Boulder", "US"),
-    ("Calgary", "CA"),
-];
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SeedReport {
@@ -90,40 +63,12 @@ pub fn demo_orders(plan: &SeedPlan) -> Vec<Order> {
             format!("cust-{customer:04}"),
             created_at,
         );
-        order.status = status;
-        order.updated_at = updated_at;
+        order.status = Some(status.into());
+        order.updated_at = Some(updated_at);
         orders.push(order);
     }
     orders.sort_by_key(|o| o.created_at);
     orders
-}
-
-/// A PENDING order with 1 to 4 random line items and a random city.
-pub fn random_order(rng: &mut impl Rng, order_id: String, customer_id: String, created_at: DateTime<Utc>) -> Order {
-    let items: Vec<LineItem> = (0..rng.random_range(1..=4))
-        .map(|_| {
-            let (sku, name, price) = CATALOG[rng.random_range(0..CATALOG.len())];
-            LineItem { sku: sku.into(), name: name.into(), quantity: rng.random_range(1..=3), unit_price: price }
-        })
-        .collect();
-    let (city, country) = CITIES[rng.random_range(0..CITIES.len())];
-    Order {
-        order_id,
-        customer_id,
-        status: Status::Pending,
-        created_at,
-        updated_at: created_at,
-        total: items.iter().map(|i| i.unit_price * i64::from(i.quantity)).sum(),
-        currency: match country {
-            "US" => "USD",
-            "CA" => "CAD",
-            _ => "EUR",
-        }
-        .into(),
-        items,
-        shipping_city: city.into(),
-        shipping_country: country.into(),
-    }
 }
 
 fn pick_status(rng: &mut ChaCha8Rng, today: bool) -> Status {
@@ -152,7 +97,8 @@ pub async fn seed(store: &Store, plan: &SeedPlan) -> Result<SeedReport, StoreErr
     let today = plan.now.date_naive();
     let results: Vec<(Result<(), StoreError>, bool)> = futures::stream::iter(orders)
         .map(|order| async move {
-            let pending_today = order.status == Status::Pending && order.created_at.date_naive() == today;
+            let pending_today = order.known_status() == Some(Status::Pending)
+                && order.created_at.is_some_and(|at| at.date_naive() == today);
             (store.create_order(&order, &Actor::cli("seed")).await.map(drop), pending_today)
         })
         .buffer_unordered(CONCURRENCY)
@@ -193,10 +139,12 @@ mod tests {
         assert_eq!(a.len(), 2000);
         let now = plan(42).now;
         let today = now.date_naive();
-        let pending_today =
-            a.iter().filter(|o| o.status == Status::Pending && o.created_at.date_naive() == today).count();
+        let pending_today = a
+            .iter()
+            .filter(|o| o.known_status() == Some(Status::Pending) && o.created_at.unwrap().date_naive() == today)
+            .count();
         assert!((200..500).contains(&pending_today), "{pending_today} PENDING today");
-        assert!(a.iter().all(|o| o.created_at <= now && o.created_at > now - Duration::days(7)));
+        assert!(a.iter().all(|o| o.created_at.unwrap() <= now && o.created_at.unwrap() > now - Duration::days(7)));
         let customers: std::collections::HashSet<_> = a.iter().map(|o| &o.customer_id).collect();
         assert!((100..=300).contains(&customers.len()), "{} customers", customers.len());
         let ids: std::collections::HashSet<_> = a.iter().map(|o| &o.order_id).collect();

@@ -1,16 +1,46 @@
-//! `northwind-ops template`: the CloudFormation template of a production
-//! deployment, generated from the table definitions `provision` uses (so
-//! the two cannot drift): both tables, the stream consumer as a Lambda
-//! function with its event source mapping and dead-letter queue, the IAM of
-//! `docs/iam/`, and CloudWatch alarms per table and per GSI, because indexes
-//! throttle independently of their table.
+//! `northwind-ops template`: the CloudFormation template of the whole
+//! service on AWS, generated from the table definitions `provision` uses
+//! (so the two cannot drift) and the policies of `docs/iam/`:
+//!
+//! - both tables, with point-in-time recovery, deletion protection, KMS
+//!   encryption and `Retain` policies, in either billing mode (a parameter
+//!   per table); provisioned, Application Auto Scaling on the table and on
+//!   each GSI separately at the advisor's target utilisation, with a
+//!   scheduled floor raise before the month-end batch; on demand, a
+//!   maximum throughput per table and index; warm throughput on either
+//!   (`capacity`);
+//! - the stream consumer as a Lambda function with its event source
+//!   mapping, dead-letter queue and log group (`consumer`);
+//! - the console: `serve` on ECS Fargate behind an Application Load
+//!   Balancer, its secrets in Secrets Manager, scaled on requests per
+//!   target; `DeployConsole=false` leaves it out (`console`);
+//! - alarms on DynamoDB's throttling reasons per table and GSI, how near
+//!   each is to its ceiling, and the consumer's and the console's health,
+//!   all to one SNS topic (`alarms`).
+//!
+//! Parameter names are part of the interface: `advise` and `plan` print
+//! values for them (`parameter_overrides`).
 
+mod alarms;
+mod capacity;
+mod console;
+mod consumer;
+
+use crate::server::store::usage::ReadWrite;
 use crate::server::store::{TableCapacity, TableDef};
-// What one partition takes a second: an on-demand table or index nearing it
-// on one key range throttles while the table as a whole is idle.
-use crate::server::stream::hotkeys::PARTITION_WRITE_UNITS;
 use aws_sdk_dynamodb::types::ProjectionType;
 use serde_json::{Map, Value, json};
+
+pub use capacity::{
+    BATCH_LOWER_SCHEDULE, BATCH_RAISE_SCHEDULE, DEFAULT_ON_DEMAND_MAX_READ, DEFAULT_ON_DEMAND_MAX_WRITE, Setting,
+    billing_parameter, parameter,
+};
+
+/// The largest template CloudFormation takes from S3. It is over the
+/// 51,200 bytes `aws cloudformation deploy` takes from a file (alarms and
+/// auto scaling for every table and index, in either billing mode), so the
+/// deploy names a bucket (README, "Running on AWS").
+pub const TEMPLATE_URL_LIMIT: usize = 1_000_000;
 
 /// What a deployment is generated for.
 pub struct Deployment {
@@ -18,80 +48,205 @@ pub struct Deployment {
     pub metrics: TableDef,
 }
 
-/// The event source mapping's settings: a batch of up to 100 records a
-/// second at most, split in half on a failure to find the bad record, and
-/// a record given up after 10 tries or a day (the stream keeps records 24 h)
-/// goes to the dead-letter queue instead of stopping its shard.
-const BATCH_SIZE: u32 = 100;
-const BATCH_WINDOW_SECONDS: u32 = 1;
-const MAX_RETRIES: u32 = 10;
-const MAX_RECORD_AGE_SECONDS: u32 = 86_400;
-/// How far behind the consumer may fall before it pages someone: the
-/// dashboard's figures are then a minute stale.
-const ITERATOR_AGE_ALARM_MS: u32 = 60_000;
-/// "Near" capacity: the share of a minute's units that raises the alarm.
-const NEAR: f64 = 0.8;
-/// The operations whose throttled requests the table alarms add up (the
-/// ones this app and its writers use).
-const OPERATIONS: [&str; 9] = [
-    "GetItem",
-    "PutItem",
-    "UpdateItem",
-    "DeleteItem",
-    "Query",
-    "BatchGetItem",
-    "BatchWriteItem",
-    "TransactGetItems",
-    "TransactWriteItems",
-];
+/// Which of the two tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableRole {
+    Orders,
+    Metrics,
+}
 
-const SERVE_POLICY: &str = include_str!("../../../docs/iam/serve.json");
-const CONSUMER_POLICY: &str = include_str!("../../../docs/iam/lambda.json");
+impl TableRole {
+    /// The prefix of its parameters, conditions and alarms.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            TableRole::Orders => "Orders",
+            TableRole::Metrics => "Metrics",
+        }
+    }
+
+    /// Its resource's logical id.
+    pub fn logical_id(self) -> &'static str {
+        match self {
+            TableRole::Orders => "OrdersTable",
+            TableRole::Metrics => "MetricsTable",
+        }
+    }
+}
+
+/// A table or one of its GSIs: what the stack sizes, scales and alarms on
+/// one by one, since an index throttles independently of its table.
+pub struct TableOrIndex<'a> {
+    pub role: TableRole,
+    pub table: &'a TableDef,
+    pub index: Option<&'static str>,
+}
+
+impl TableOrIndex<'_> {
+    /// `Orders`, `OrdersGSI2`, `Metrics`: the prefix of its parameters.
+    pub fn prefix(&self) -> String {
+        format!("{}{}", self.role.prefix(), self.index.unwrap_or_default())
+    }
+
+    /// Its CloudWatch dimensions.
+    fn dimensions(&self) -> Value {
+        let mut dimensions = vec![dimension("TableName", json!(self.table.name))];
+        if let Some(index) = self.index {
+            dimensions.push(dimension("GlobalSecondaryIndexName", json!(index)));
+        }
+        Value::Array(dimensions)
+    }
+
+    /// What people call it: `northwind-orders/GSI2`.
+    fn label(&self) -> String {
+        match self.index {
+            Some(index) => format!("{}/{index}", self.table.name),
+            None => self.table.name.clone(),
+        }
+    }
+
+    /// The condition under which its table is provisioned.
+    fn provisioned(&self) -> String {
+        provisioned_condition(self.role)
+    }
+}
+
+impl Deployment {
+    fn tables(&self) -> [(TableRole, &TableDef); 2] {
+        [(TableRole::Orders, &self.orders), (TableRole::Metrics, &self.metrics)]
+    }
+
+    /// Every table and GSI.
+    pub fn tables_and_indexes(&self) -> Vec<TableOrIndex<'_>> {
+        self.tables()
+            .into_iter()
+            .flat_map(|(role, table)| {
+                std::iter::once(None)
+                    .chain(table.indexes.iter().map(|index| Some(index.name)))
+                    .map(move |index| TableOrIndex { role, table, index })
+            })
+            .collect()
+    }
+}
 
 /// The whole template.
 pub fn template(deployment: &Deployment) -> Value {
+    let mut parameters = Map::new();
+    let mut conditions = Map::new();
     let mut resources = Map::new();
-    resources.insert("OrdersTable".into(), table(&deployment.orders));
-    resources.insert("MetricsTable".into(), table(&deployment.metrics));
-    resources.insert("ServePolicy".into(), serve_policy(deployment));
-    resources.insert("ConsumerRole".into(), consumer_role(deployment));
-    resources.insert("ConsumerDeadLetters".into(), dead_letter_queue());
-    resources.insert("Consumer".into(), consumer(deployment));
-    resources.insert("ConsumerEvents".into(), event_source_mapping());
-    for def in [&deployment.orders, &deployment.metrics] {
-        resources.extend(table_alarms(def));
+    parameters.extend(deployment_parameters());
+    for (role, def) in deployment.tables() {
+        resources.insert(role.logical_id().into(), table(role, def));
     }
-    resources.extend(consumer_alarms());
+    capacity::add(deployment, &mut parameters, &mut conditions, &mut resources);
+    consumer::add(deployment, &mut parameters, &mut conditions, &mut resources);
+    console::add(deployment, &mut parameters, &mut conditions, &mut resources);
+    alarms::add(deployment, &mut conditions, &mut resources);
     json!({
         "AWSTemplateFormatVersion": "2010-09-09",
-        "Description": "Northwind Ops: the orders and metrics tables, the stream consumer as a Lambda function, \
-                        and alarms per table and per GSI (generated by `northwind-ops template`)",
-        "Parameters": {
-            "ImageUri": {
-                "Type": "String",
-                "Description": "The Northwind Ops container image (make image, pushed to ECR); the Lambda runs its `lambda` command"
-            },
-            "AlarmTopicArn": {
-                "Type": "String",
-                "Description": "The SNS topic every alarm notifies"
-            }
-        },
+        "Description": "Northwind Ops: the orders and metrics tables, the stream consumer, the console on ECS behind \
+                        a load balancer, and their alarms (generated by `northwind-ops template`)",
+        "Metadata": { "AWS::CloudFormation::Interface": { "ParameterGroups": parameter_groups(&parameters) } },
+        "Parameters": parameters,
+        "Rules": console::rules(),
+        "Conditions": conditions,
         "Resources": resources,
-        "Outputs": {
-            "OrdersStreamArn": { "Value": { "Fn::GetAtt": ["OrdersTable", "StreamArn"] } },
-            "ServePolicyArn": {
-                "Description": "Attach to the role the serve instances run as (they run with --no-consumer)",
-                "Value": { "Ref": "ServePolicy" }
-            },
-            "DeadLetterQueueUrl": { "Value": { "Ref": "ConsumerDeadLetters" } }
-        }
+        "Outputs": outputs()
     })
 }
 
+/// The parameters every part of the stack shares.
+fn deployment_parameters() -> Map<String, Value> {
+    let mut parameters = Map::new();
+    parameters.insert(
+        "ImageUri".into(),
+        json!({ "Type": "String", "Description": "The Northwind Ops image (make image, pushed to ECR)" }),
+    );
+    parameters.insert(
+        "Architecture".into(),
+        json!({
+            "Type": "String",
+            "AllowedValues": ["x86_64", "arm64"],
+            "Default": host_architecture(),
+            "Description": "The image's CPU architecture (the machine that built it)"
+        }),
+    );
+    parameters.insert(
+        "AlarmEmail".into(),
+        json!({
+            "Type": "String",
+            "Default": "",
+            "Description": "An address the alarm topic mails (confirm the subscription); empty: subscribe to the topic yourself"
+        }),
+    );
+    parameters.insert(
+        "RecoveryPeriodDays".into(),
+        json!({
+            "Type": "Number",
+            "Default": 35,
+            "MinValue": 1,
+            "MaxValue": 35,
+            "Description": "Days of point-in-time recovery kept for both tables"
+        }),
+    );
+    parameters.insert(
+        "LogRetentionDays".into(),
+        json!({
+            "Type": "Number",
+            "Default": 30,
+            "AllowedValues": [1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653],
+            "Description": "Days the consumer's and the console's logs are kept"
+        }),
+    );
+    parameters
+}
+
+/// The architecture this binary was built for: the image holds this build.
+fn host_architecture() -> &'static str {
+    if cfg!(target_arch = "aarch64") { "arm64" } else { "x86_64" }
+}
+
+/// The console groups the parameters by part, in this order.
+fn parameter_groups(parameters: &Map<String, Value>) -> Value {
+    let group = |label: &str, pick: &dyn Fn(&str) -> bool| {
+        json!({
+            "Label": { "default": label },
+            "Parameters": parameters.keys().filter(|name| pick(name)).collect::<Vec<_>>()
+        })
+    };
+    let is_capacity =
+        |name: &str| name.starts_with("Orders") || name.starts_with("Metrics") || name.starts_with("Batch");
+    let is_console = |name: &str| console::PARAMETERS.contains(&name);
+    json!([
+        group("Deployment", &|n| !is_capacity(n) && !is_console(n)),
+        group("Console", &is_console),
+        group("Capacity", &is_capacity),
+    ])
+}
+
+fn outputs() -> Value {
+    let mut outputs = json!({
+        "OrdersStreamArn": { "Value": { "Fn::GetAtt": ["OrdersTable", "StreamArn"] } },
+        "ServePolicyArn": {
+            "Description": "The serve policy: attach it to whatever runs serve outside this stack",
+            "Value": { "Ref": "ServePolicy" }
+        },
+        "DeadLetterQueueUrl": { "Value": { "Ref": "ConsumerDeadLetters" } },
+        "AlarmTopicArn": { "Value": { "Ref": "AlarmTopic" } }
+    });
+    if let Value::Object(map) = &mut outputs {
+        map.extend(console::outputs());
+    }
+    outputs
+}
+
 /// A table's CloudFormation resource: the same keys, attributes, indexes,
-/// stream, time to live and capacity `provision` creates. Tables are kept
-/// when the stack is deleted: they hold the orders.
-pub fn table(def: &TableDef) -> Value {
+/// stream and time to live `provision` creates, its capacity from the
+/// stack's parameters (whose defaults are the `--billing` flags'), and
+/// what a table of orders needs in production: point-in-time recovery,
+/// deletion protection (besides `Retain`, which only guards against
+/// deleting the stack), encryption with the account's DynamoDB KMS key.
+pub fn table(role: TableRole, def: &TableDef) -> Value {
+    let whole = TableOrIndex { role, table: def, index: None };
     let mut properties = Map::new();
     properties.insert("TableName".into(), json!(def.name));
     properties.insert("KeySchema".into(), key_schema(def.keys.iter().map(|(name, kind)| (*name, kind.as_str()))));
@@ -99,12 +254,10 @@ pub fn table(def: &TableDef) -> Value {
         "AttributeDefinitions".into(),
         def.attributes.iter().map(|name| json!({ "AttributeName": name, "AttributeType": "S" })).collect(),
     );
-    properties.insert("BillingMode".into(), json!(billing_mode(def.capacity)));
-    if let Some(throughput) = throughput(def.capacity) {
-        properties.insert("ProvisionedThroughput".into(), throughput);
-    }
+    properties.insert("BillingMode".into(), json!({ "Ref": billing_parameter(role) }));
+    properties.extend(capacity::throughput(&whole));
     if !def.indexes.is_empty() {
-        let indexes = def.indexes.iter().map(|index| gsi(index, def.capacity)).collect();
+        let indexes = def.indexes.iter().map(|index| gsi(role, def, index)).collect();
         properties.insert("GlobalSecondaryIndexes".into(), Value::Array(indexes));
     }
     if let Some(view) = &def.stream {
@@ -113,15 +266,16 @@ pub fn table(def: &TableDef) -> Value {
     if let Some(attribute) = def.ttl {
         properties.insert("TimeToLiveSpecification".into(), json!({ "AttributeName": attribute, "Enabled": true }));
     }
-    json!({
-        "Type": "AWS::DynamoDB::Table",
-        "DeletionPolicy": "Retain",
-        "UpdateReplacePolicy": "Retain",
-        "Properties": properties
-    })
+    properties.insert(
+        "PointInTimeRecoverySpecification".into(),
+        json!({ "PointInTimeRecoveryEnabled": true, "RecoveryPeriodInDays": { "Ref": "RecoveryPeriodDays" } }),
+    );
+    properties.insert("DeletionProtectionEnabled".into(), json!(true));
+    properties.insert("SSESpecification".into(), json!({ "SSEEnabled": true, "SSEType": "KMS" }));
+    kept(json!({ "Type": "AWS::DynamoDB::Table", "Properties": properties }))
 }
 
-fn gsi(index: &crate::server::store::IndexSpec, capacity: TableCapacity) -> Value {
+fn gsi(role: TableRole, def: &TableDef, index: &crate::server::store::IndexSpec) -> Value {
     let mut projection = Map::new();
     projection.insert("ProjectionType".into(), json!(index.projection.as_str()));
     if index.projection == ProjectionType::Include {
@@ -131,9 +285,7 @@ fn gsi(index: &crate::server::store::IndexSpec, capacity: TableCapacity) -> Valu
     gsi.insert("IndexName".into(), json!(index.name));
     gsi.insert("KeySchema".into(), key_schema([(index.hash, "HASH"), (index.range, "RANGE")]));
     gsi.insert("Projection".into(), Value::Object(projection));
-    if let Some(throughput) = throughput(capacity) {
-        gsi.insert("ProvisionedThroughput".into(), throughput);
-    }
+    gsi.extend(capacity::throughput(&TableOrIndex { role, table: def, index: Some(index.name) }));
     Value::Object(gsi)
 }
 
@@ -141,6 +293,7 @@ fn key_schema<'a>(keys: impl IntoIterator<Item = (&'a str, &'a str)>) -> Value {
     keys.into_iter().map(|(name, kind)| json!({ "AttributeName": name, "KeyType": kind })).collect()
 }
 
+/// The billing mode a table's parameter defaults to.
 fn billing_mode(capacity: TableCapacity) -> &'static str {
     match capacity {
         TableCapacity::OnDemand => "PAY_PER_REQUEST",
@@ -148,287 +301,64 @@ fn billing_mode(capacity: TableCapacity) -> &'static str {
     }
 }
 
-fn throughput(capacity: TableCapacity) -> Option<Value> {
-    match capacity {
-        TableCapacity::OnDemand => None,
-        TableCapacity::Provisioned { read, write } => {
-            Some(json!({ "ReadCapacityUnits": read, "WriteCapacityUnits": write }))
-        }
-    }
+/// The condition that a table is provisioned: `OrdersProvisioned`.
+fn provisioned_condition(role: TableRole) -> String {
+    format!("{}Provisioned", role.prefix())
 }
 
-/// A policy of `docs/iam/` for this deployment: its placeholders become the
-/// stack's region and account, its table names the deployment's.
-fn policy_document(text: &str, deployment: &Deployment) -> Value {
-    let text = text
-        .replace("${Region}", "${AWS::Region}")
-        .replace("${Account}", "${AWS::AccountId}")
-        .replace("table/northwind-orders", &format!("table/{}", deployment.orders.name))
-        .replace("table/northwind-metrics", &format!("table/{}", deployment.metrics.name));
-    let document: Value = serde_json::from_str(&text).expect("the docs/iam policies are JSON (a unit test reads them)");
-    substituted(document)
+/// How `serve` in the stack treats the orders stream: it runs no consumer
+/// of its own, since the Lambda function consumes the stream (two would
+/// count every change twice), and no reconciliation, which is anchored at
+/// the in-process consumer's shard checkpoints the Lambda does not write.
+/// Kept in this one place: when serve learns to reconcile against the
+/// Lambda's records, this is the one thing to change.
+fn consumer_mode_environment() -> Vec<(&'static str, &'static str)> {
+    vec![("NORTHWIND_NO_CONSUMER", "true"), ("NORTHWIND_RECONCILE_MINUTES", "0")]
 }
 
-/// Every string with a `${...}` in it becomes an `Fn::Sub`.
-fn substituted(value: Value) -> Value {
-    match value {
-        Value::String(text) if text.contains("${") => json!({ "Fn::Sub": text }),
-        Value::Array(items) => Value::Array(items.into_iter().map(substituted).collect()),
-        Value::Object(fields) => Value::Object(fields.into_iter().map(|(k, v)| (k, substituted(v))).collect()),
-        other => other,
-    }
+/// `Retain` on deletion and on replacement: for what holds data.
+fn kept(mut resource: Value) -> Value {
+    resource["DeletionPolicy"] = json!("Retain");
+    resource["UpdateReplacePolicy"] = json!("Retain");
+    resource
 }
 
-/// What the serve instances need (docs/iam/serve.json), as a managed policy
-/// for whatever role runs them (an ECS task role, an instance profile).
-fn serve_policy(deployment: &Deployment) -> Value {
-    json!({
-        "Type": "AWS::IAM::ManagedPolicy",
-        "Properties": {
-            "Description": "Northwind Ops serve instances (docs/iam/serve.json)",
-            "PolicyDocument": policy_document(SERVE_POLICY, deployment)
-        }
-    })
-}
-
-/// The consumer's execution role: docs/iam/lambda.json, and sending what
-/// it gives up on to its dead-letter queue.
-fn consumer_role(deployment: &Deployment) -> Value {
-    json!({
-        "Type": "AWS::IAM::Role",
-        "Properties": {
-            "AssumeRolePolicyDocument": {
-                "Version": "2012-10-17",
-                "Statement": [{
-                    "Effect": "Allow",
-                    "Principal": { "Service": "lambda.amazonaws.com" },
-                    "Action": "sts:AssumeRole"
-                }]
-            },
-            "Policies": [
-                { "PolicyName": "northwind-consumer", "PolicyDocument": policy_document(CONSUMER_POLICY, deployment) },
-                {
-                    "PolicyName": "northwind-consumer-dead-letters",
-                    "PolicyDocument": {
-                        "Version": "2012-10-17",
-                        "Statement": [{
-                            "Effect": "Allow",
-                            "Action": "sqs:SendMessage",
-                            "Resource": { "Fn::GetAtt": ["ConsumerDeadLetters", "Arn"] }
-                        }]
-                    }
-                }
-            ]
-        }
-    })
-}
-
-fn dead_letter_queue() -> Value {
-    // Fourteen days: the longest SQS keeps a message, time to look.
-    json!({
-        "Type": "AWS::SQS::Queue",
-        "Properties": { "MessageRetentionPeriod": 1_209_600, "SqsManagedSseEnabled": true }
-    })
-}
-
-/// The stream consumer: the image's `lambda` command.
-fn consumer(deployment: &Deployment) -> Value {
-    json!({
-        "Type": "AWS::Lambda::Function",
-        "Properties": {
-            "Description": "Northwind Ops: the orders stream into the counters (northwind-ops lambda)",
-            "PackageType": "Image",
-            "Code": { "ImageUri": { "Ref": "ImageUri" } },
-            "ImageConfig": { "Command": ["lambda"] },
-            "Role": { "Fn::GetAtt": ["ConsumerRole", "Arn"] },
-            "MemorySize": 256,
-            "Timeout": 60,
-            "Environment": {
-                "Variables": {
-                    "NORTHWIND_STORE": "aws",
-                    "NORTHWIND_ORDERS_TABLE": deployment.orders.name,
-                    "NORTHWIND_METRICS_TABLE": deployment.metrics.name,
-                    // The only writable directory in a Lambda.
-                    "NORTHWIND_DATA_DIR": "/tmp"
-                }
-            }
-        }
-    })
-}
-
-fn event_source_mapping() -> Value {
-    json!({
-        "Type": "AWS::Lambda::EventSourceMapping",
-        "Properties": {
-            "EventSourceArn": { "Fn::GetAtt": ["OrdersTable", "StreamArn"] },
-            "FunctionName": { "Ref": "Consumer" },
-            "StartingPosition": "TRIM_HORIZON",
-            "BatchSize": BATCH_SIZE,
-            "MaximumBatchingWindowInSeconds": BATCH_WINDOW_SECONDS,
-            "BisectBatchOnFunctionError": true,
-            "FunctionResponseTypes": ["ReportBatchItemFailures"],
-            "MaximumRetryAttempts": MAX_RETRIES,
-            "MaximumRecordAgeInSeconds": MAX_RECORD_AGE_SECONDS,
-            "DestinationConfig": {
-                "OnFailure": { "Destination": { "Fn::GetAtt": ["ConsumerDeadLetters", "Arn"] } }
-            }
-        }
-    })
-}
-
-/// A table's alarms, and each of its GSIs': throttle events above zero,
-/// consumed write units near what it may take, and for the table the
-/// throttled requests of every operation added up.
-fn table_alarms(def: &TableDef) -> Map<String, Value> {
-    let table = logical_name(&def.name);
-    let mut alarms = Map::new();
-    let mut targets: Vec<(String, Vec<Value>, String)> =
-        vec![(table.clone(), vec![dimension("TableName", &def.name)], def.name.clone())];
-    for index in def.indexes {
-        targets.push((
-            format!("{table}{}", logical_name(index.name)),
-            vec![dimension("TableName", &def.name), dimension("GlobalSecondaryIndexName", index.name)],
-            format!("{}/{}", def.name, index.name),
-        ));
-    }
-    for (name, dimensions, label) in targets {
-        for metric in ["ReadThrottleEvents", "WriteThrottleEvents"] {
-            alarms.insert(
-                format!("{name}{metric}"),
-                alarm(
-                    &format!("{label}: {metric} above zero: requests are being throttled"),
-                    metric_alarm(metric, "Sum", &dimensions, 0.0),
-                ),
-            );
-        }
-        alarms.insert(
-            format!("{name}WriteUnitsNearLimit"),
-            alarm(
-                &format!("{label}: consumed write units above {:.0}% of {}", NEAR * 100.0, write_limit_name(def)),
-                metric_alarm("ConsumedWriteCapacityUnits", "Sum", &dimensions, write_limit_per_minute(def) * NEAR),
-            ),
-        );
-    }
-    alarms.insert(
-        format!("{table}ThrottledRequests"),
-        alarm(&format!("{}: requests throttled (every operation added up)", def.name), throttled_requests(def)),
-    );
-    alarms
-}
-
-fn write_limit_name(def: &TableDef) -> &'static str {
-    match def.capacity {
-        TableCapacity::OnDemand => "one partition's 1,000 a second",
-        TableCapacity::Provisioned { .. } => "the provisioned write capacity",
-    }
-}
-
-/// The write units a minute may consume before it is throttled.
-fn write_limit_per_minute(def: &TableDef) -> f64 {
-    let per_second = match def.capacity {
-        TableCapacity::OnDemand => PARTITION_WRITE_UNITS,
-        TableCapacity::Provisioned { write, .. } => write as f64,
-    };
-    per_second * 60.0
-}
-
-/// ThrottledRequests is reported per operation: one metric each, summed.
-fn throttled_requests(def: &TableDef) -> Map<String, Value> {
-    let mut metrics: Vec<Value> = OPERATIONS
-        .iter()
-        .enumerate()
-        .map(|(i, operation)| {
-            json!({
-                "Id": format!("m{i}"),
-                "ReturnData": false,
-                "MetricStat": {
-                    "Metric": {
-                        "Namespace": "AWS/DynamoDB",
-                        "MetricName": "ThrottledRequests",
-                        "Dimensions": [dimension("TableName", &def.name), dimension("Operation", operation)]
-                    },
-                    "Period": 60,
-                    "Stat": "Sum"
-                }
-            })
-        })
-        .collect();
-    let sum = (0..OPERATIONS.len()).map(|i| format!("FILL(m{i}, 0)")).collect::<Vec<_>>().join(" + ");
-    metrics.push(json!({ "Id": "throttled", "Expression": sum, "Label": "ThrottledRequests", "ReturnData": true }));
-    let mut properties = Map::new();
-    properties.insert("Metrics".into(), Value::Array(metrics));
-    properties.insert("Threshold".into(), json!(0));
-    properties
-}
-
-fn metric_alarm(metric: &str, statistic: &str, dimensions: &[Value], threshold: f64) -> Map<String, Value> {
-    let mut properties = Map::new();
-    properties.insert("Namespace".into(), json!("AWS/DynamoDB"));
-    properties.insert("MetricName".into(), json!(metric));
-    properties.insert("Dimensions".into(), json!(dimensions));
-    properties.insert("Statistic".into(), json!(statistic));
-    properties.insert("Period".into(), json!(60));
-    properties.insert("Threshold".into(), json!(threshold));
-    properties
-}
-
-/// The consumer's alarms: falling behind the stream, failing, and records
-/// given up on (the counters then miss them until `reconcile` repairs it).
-fn consumer_alarms() -> Map<String, Value> {
-    let function = [json!({ "Name": "FunctionName", "Value": { "Ref": "Consumer" } })];
-    let mut behind = metric_alarm("IteratorAge", "Maximum", &function, f64::from(ITERATOR_AGE_ALARM_MS));
-    behind.insert("Namespace".into(), json!("AWS/Lambda"));
-    behind.insert("EvaluationPeriods".into(), json!(5));
-    let mut errors = metric_alarm("Errors", "Sum", &function, 0.0);
-    errors.insert("Namespace".into(), json!("AWS/Lambda"));
-    errors.insert("EvaluationPeriods".into(), json!(5));
-    let queue = [json!({ "Name": "QueueName", "Value": { "Fn::GetAtt": ["ConsumerDeadLetters", "QueueName"] } })];
-    let mut given_up = metric_alarm("ApproximateNumberOfMessagesVisible", "Maximum", &queue, 0.0);
-    given_up.insert("Namespace".into(), json!("AWS/SQS"));
-    let mut alarms = Map::new();
-    alarms.insert(
-        "ConsumerIteratorAge".into(),
-        alarm("The stream consumer is over a minute behind the orders table for five minutes", behind),
-    );
-    alarms.insert("ConsumerErrors".into(), alarm("The stream consumer failed in five minutes running", errors));
-    alarms.insert(
-        "ConsumerGaveUp".into(),
-        alarm(
-            "The stream consumer gave records up to its dead-letter queue: the counters miss them until they are \
-             delivered again",
-            given_up,
-        ),
-    );
-    alarms
-}
-
-/// An alarm from its metric settings: over the threshold in a minute
-/// (unless they say otherwise), a missing datum is no alarm, and every
-/// change notifies the topic.
-fn alarm(description: &str, mut properties: Map<String, Value>) -> Value {
-    properties.insert("AlarmDescription".into(), json!(description));
-    properties.insert("ComparisonOperator".into(), json!("GreaterThanThreshold"));
-    properties.entry("EvaluationPeriods").or_insert(json!(1));
-    properties.insert("TreatMissingData".into(), json!("notBreaching"));
-    properties.insert("AlarmActions".into(), json!([{ "Ref": "AlarmTopicArn" }]));
-    properties.insert("OKActions".into(), json!([{ "Ref": "AlarmTopicArn" }]));
-    json!({ "Type": "AWS::CloudWatch::Alarm", "Properties": properties })
-}
-
-fn dimension(name: &str, value: &str) -> Value {
+fn dimension(name: &str, value: Value) -> Value {
     json!({ "Name": name, "Value": value })
 }
 
-/// A CloudFormation logical id (alphanumerics only) from a table or index
-/// name: `northwind-orders` is `NorthwindOrders`.
-fn logical_name(name: &str) -> String {
-    name.split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|part| !part.is_empty())
-        .map(|part| {
-            let mut chars = part.chars();
-            chars.next().map(|first| first.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
-        })
-        .collect()
+fn side_name(side: ReadWrite) -> &'static str {
+    match side {
+        ReadWrite::Read => "Read",
+        ReadWrite::Write => "Write",
+    }
+}
+
+fn no_value() -> Value {
+    json!({ "Ref": "AWS::NoValue" })
+}
+
+fn if_(condition: &str, yes: Value, no: Value) -> Value {
+    json!({ "Fn::If": [condition, yes, no] })
+}
+
+fn reference(name: &str) -> Value {
+    json!({ "Ref": name })
+}
+
+/// `Fn::Sub` of `text`.
+fn sub(text: &str) -> Value {
+    json!({ "Fn::Sub": text })
+}
+
+/// A policy of `docs/iam/` for this deployment's tables.
+fn policy(text: &str, deployment: &Deployment, replace: &[(&str, &str)]) -> Value {
+    super::iam::document(text, &deployment.orders.name, &deployment.metrics.name, replace)
+}
+
+/// `--parameter-overrides` form: `Name=value` pairs, space-separated.
+pub fn parameter_overrides(values: &[(String, String)]) -> String {
+    values.iter().map(|(name, value)| format!("{name}={value}")).collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]
@@ -443,35 +373,14 @@ mod tests {
     }
 
     #[test]
-    fn every_table_and_index_has_its_own_alarms() {
-        let template = template(&deployment(TableCapacity::OnDemand));
-        let resources = template["Resources"].as_object().unwrap();
-        for prefix in ["NorthwindOrders", "NorthwindOrdersGSI1", "NorthwindOrdersGSI2", "NorthwindMetrics"] {
-            for alarm in ["ReadThrottleEvents", "WriteThrottleEvents", "WriteUnitsNearLimit"] {
-                let name = format!("{prefix}{alarm}");
-                assert_eq!(resources[&name]["Type"], "AWS::CloudWatch::Alarm", "{name}");
-            }
-        }
-        let gsi2 = &resources["NorthwindOrdersGSI2WriteThrottleEvents"]["Properties"]["Dimensions"];
-        assert_eq!(gsi2[1], json!({ "Name": "GlobalSecondaryIndexName", "Value": "GSI2" }));
-        let throttled = &resources["NorthwindOrdersThrottledRequests"]["Properties"]["Metrics"];
-        assert_eq!(throttled.as_array().unwrap().len(), OPERATIONS.len() + 1, "each operation, and their sum");
+    fn every_table_and_index_is_sized_once() {
+        let deployment = deployment(TableCapacity::OnDemand);
+        let prefixes: Vec<String> = deployment.tables_and_indexes().iter().map(TableOrIndex::prefix).collect();
+        assert_eq!(prefixes, ["Orders", "OrdersGSI1", "OrdersGSI2", "Metrics"]);
     }
 
     #[test]
-    fn near_the_limit_follows_the_billing_mode() {
-        let threshold = |capacity| {
-            template(&deployment(capacity))["Resources"]["NorthwindOrdersGSI2WriteUnitsNearLimit"]["Properties"]
-                ["Threshold"]
-                .as_f64()
-                .unwrap()
-        };
-        assert_eq!(threshold(TableCapacity::Provisioned { read: 5, write: 50 }), 50.0 * 60.0 * NEAR);
-        assert_eq!(threshold(TableCapacity::OnDemand), 1_000.0 * 60.0 * NEAR);
-    }
-
-    #[test]
-    fn policies_name_the_deployment_tables() {
+    fn policies_name_the_deployment_tables_and_the_partition() {
         let deployment = Deployment {
             orders: TableDef::orders("shop-orders", TableCapacity::OnDemand),
             metrics: TableDef::metrics("shop-metrics", TableCapacity::OnDemand),
@@ -480,11 +389,24 @@ mod tests {
         assert!(text.contains("table/shop-orders"));
         assert!(text.contains("${AWS::Region}"));
         assert!(!text.contains("northwind-orders") && !text.contains("${Region}"), "{text}");
+        assert!(!text.contains("arn:aws:"), "every ARN names ${{AWS::Partition}}");
     }
 
     #[test]
-    fn logical_names_are_alphanumeric() {
-        assert_eq!(logical_name("northwind-orders"), "NorthwindOrders");
-        assert_eq!(logical_name("orders_2026.v2"), "Orders2026V2");
+    fn the_template_fits_cloudformations_limits() {
+        for capacity in [TableCapacity::OnDemand, TableCapacity::Provisioned { read: 5, write: 5 }] {
+            let template = template(&deployment(capacity));
+            let size = format!("{template:#}").len();
+            assert!(size < TEMPLATE_URL_LIMIT, "{size} bytes");
+            let count = |section: &str| template[section].as_object().unwrap().len();
+            assert!(count("Resources") <= 500 && count("Parameters") <= 200 && count("Outputs") <= 200);
+        }
+    }
+
+    #[test]
+    fn serve_in_the_stack_runs_no_consumer_and_no_reconciliation() {
+        let environment = consumer_mode_environment();
+        assert!(environment.contains(&("NORTHWIND_NO_CONSUMER", "true")));
+        assert!(environment.contains(&("NORTHWIND_RECONCILE_MINUTES", "0")));
     }
 }

@@ -5,7 +5,7 @@
 use crate::model::{Access, Permission};
 use crate::model::{
     AuditListing, AuditParams, BulkReport, BulkRequest, CapacityReport, LiveEvent, Me, NewOrder, Order, OrderPage,
-    PageParams, PendingPage, PendingParams, StatusChange,
+    PageParams, PendingPage, PendingParams, QualityReport, StatusChange,
 };
 use crate::model::{NewToken, PendingMetrics};
 use crate::server::auth::Principal;
@@ -56,6 +56,7 @@ pub fn routes() -> Routes<AppState> {
         .delete("/api/bulk/{id}", status_change, cancel_bulk)
         .get("/api/metrics/pending", view_operations, pending_metrics)
         .get("/api/capacity", view_operations, capacity)
+        .get("/api/quality", view_operations, quality)
         .get("/api/audit", administer, audit)
         .get("/api/me", Access::SignedIn, me)
         .get("/api/admin/users", administer, accounts)
@@ -124,9 +125,18 @@ async fn capacity(
     Ok(Json(state.service.capacity(params.date.as_deref()).await?))
 }
 
+/// A day's data quality: schema drift and item sizes, from the stream.
+async fn quality(
+    State(state): State<AppState>,
+    params: Result<Query<DateParam>, QueryRejection>,
+) -> Result<Json<QualityReport>, ApiError> {
+    let Query(params) = params.map_err(bad_query)?;
+    Ok(Json(state.service.quality(params.date.as_deref()).await?))
+}
+
 /// Prometheus text exposition of this instance's metrics.
 async fn metrics(State(state): State<AppState>) -> Response {
-    let body = crate::server::http::telemetry::render(&state.service.telemetry());
+    let body = crate::server::telemetry::render(&state.service.telemetry());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
 }
 
@@ -208,7 +218,7 @@ async fn pending_csv(
         .service
         .pending_pages(query)
         .map_ok(|orders| orders.iter().map(export::pending_row).map(|r| csv_line(&r)).collect::<String>());
-    Ok(streamed("text/csv; charset=utf-8", "pending.csv", header, rows))
+    Ok(streamed("text/csv; charset=utf-8", "pending.csv", header, first_page(rows).await?))
 }
 
 /// The same, one JSON object per line.
@@ -221,7 +231,7 @@ async fn pending_jsonl(
     let rows = state.service.pending_pages(query).map_ok(|orders| {
         orders.iter().map(|o| format!("{}\n", serde_json::to_string(o).unwrap_or_default())).collect::<String>()
     });
-    Ok(streamed("application/x-ndjson", "pending.jsonl", String::new(), rows))
+    Ok(streamed("application/x-ndjson", "pending.jsonl", String::new(), first_page(rows).await?))
 }
 
 /// A customer's history as CSV, newest first.
@@ -232,7 +242,7 @@ async fn customer_csv(State(state): State<AppState>, Path(customer_id): Path<Str
         .service
         .customer_pages(customer_id.clone())
         .map_ok(|orders| orders.iter().map(export::history_row).map(|r| csv_line(&r)).collect::<String>());
-    Ok(streamed("text/csv; charset=utf-8", &format!("{customer_id}.csv"), header, rows))
+    Ok(streamed("text/csv; charset=utf-8", &format!("{customer_id}.csv"), header, first_page(rows).await?))
 }
 
 /// An export's query: the list's, pages of the largest size, from the top.
@@ -248,9 +258,22 @@ fn csv_line(fields: &[impl AsRef<str>]) -> String {
     String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
+/// An export's rows with their first page read before anything is sent: a
+/// store that fails at once is an error answer (503 and why), not a 200
+/// whose body ends at the header line.
+async fn first_page(
+    rows: impl Stream<Item = Result<String, ApiError>> + Send + 'static,
+) -> Result<impl Stream<Item = Result<String, ApiError>> + Send + 'static, ApiError> {
+    let mut rows = Box::pin(rows);
+    let first = rows.next().await.transpose()?;
+    Ok(futures::stream::iter(first.map(Ok)).chain(rows))
+}
+
 /// A streamed download: `first` (the header line), then each chunk as the
-/// store gives it. A failure midway ends the body early (the header is
-/// sent by then); the log has why.
+/// store gives it. Rows that could not be read whole are written with what
+/// they have and say so (`export`); a store failure after the first page
+/// ends the body without its last chunk, so a client sees a broken
+/// transfer, never a file that looks complete. The log has why.
 fn streamed(
     content_type: &'static str,
     filename: &str,

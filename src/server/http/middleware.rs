@@ -3,32 +3,24 @@
 //! limit per client address.
 
 use crate::model::ErrorKind;
+use crate::server::auth::access::is_api;
 use crate::server::error::ApiError;
+use crate::server::rate_limit::RateLimit;
+use crate::server::telemetry::REQUEST_ID;
 use axum::body::{Body, to_bytes};
 use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
-use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota};
-use std::net::{IpAddr, SocketAddr};
-use std::num::NonZeroU32;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use leptos::nonce::Nonce;
+use std::net::SocketAddr;
 use tower::ServiceBuilder;
 use tower::layer::util::{Identity, Stack};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{HttpMakeClassifier, TraceLayer};
 
-pub const REQUEST_ID: &str = "x-request-id";
 /// Largest error body read back to add the request id to it.
 const MAX_ERROR_BODY: usize = 64 * 1024;
-
-/// Paths whose answers are JSON, errors included (a scraper of `/metrics`
-/// gets a 401 with a JSON body, not the sign-in page).
-pub fn is_api(path: &str) -> bool {
-    path.starts_with("/api/") || matches!(path, "/healthz" | "/readyz" | "/metrics")
-}
 
 type RequestIdLayers = Stack<
     PropagateRequestIdLayer,
@@ -92,21 +84,32 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
     Response::from_parts(parts, Body::from(serde_json::Value::Object(object).to_string()))
 }
 
-/// Headers every answer carries, and the Content-Security-Policy: a page's
-/// names the nonce its own scripts carry; anything else gets a strict one.
-pub async fn security_headers(request: Request, next: Next) -> Response {
+/// Headers every answer carries, and the Content-Security-Policy. Each
+/// request gets a fresh script nonce, in its extensions: the page render
+/// takes it from there (`page_nonce`, in the Leptos context), so the page's
+/// scripts and its policy name the same nonce by construction, and the page
+/// is never read back. Anything but a page gets a strict policy.
+pub async fn security_headers(mut request: Request, next: Next) -> Response {
+    let nonce = Nonce::new();
+    request.extensions_mut().insert(nonce.clone());
     let mut response = next.run(request).await;
-    if is_html(&response) {
-        response = with_page_csp(response).await;
-    }
+    let policy = match is_html(&response) {
+        true => HeaderValue::from_str(&page_csp(&nonce)).ok(),
+        false => None,
+    };
     let headers = response.headers_mut();
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
-        headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(STATIC_CSP));
-    }
+    headers.insert(header::CONTENT_SECURITY_POLICY, policy.unwrap_or(HeaderValue::from_static(STATIC_CSP)));
     response
+}
+
+/// The nonce `security_headers` gave the request being rendered, for the
+/// Leptos context (`use_nonce`, which the hydration scripts read). `None`
+/// outside such a request.
+pub fn page_nonce(request: &axum::http::request::Parts) -> Option<Nonce> {
+    request.extensions.get::<Nonce>().cloned()
 }
 
 fn is_html(response: &Response) -> bool {
@@ -115,45 +118,6 @@ fn is_html(response: &Response) -> bool {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/html"))
-}
-
-/// A page's policy, from the nonce its hydration script was rendered with.
-/// The header is made here, from the page itself, rather than during the
-/// render: the render's own header was seen missing from an order page (in
-/// CI, and once in 35 browser tests here) while the page's scripts carried
-/// a nonce, so the browser refused them and the page never came alive. Pages
-/// are rendered whole (`SsrMode::Async`), so reading one back costs a copy.
-async fn with_page_csp(response: Response) -> Response {
-    let (mut parts, body) = response.into_parts();
-    let bytes = match to_bytes(body, usize::MAX).await {
-        Ok(bytes) => bytes,
-        Err(err) => {
-            tracing::warn!(error = %err, "a page's body could not be read");
-            return ApiError::Busy("the page could not be sent; try again".into()).into_response();
-        }
-    };
-    match page_nonce(&bytes).and_then(|nonce| HeaderValue::from_str(&page_csp(nonce)).ok()) {
-        Some(policy) => {
-            parts.headers.insert(header::CONTENT_SECURITY_POLICY, policy);
-        }
-        None => {
-            parts.headers.remove(header::CONTENT_SECURITY_POLICY);
-        }
-    }
-    Response::from_parts(parts, Body::from(bytes))
-}
-
-/// The nonce of the first script in a page's `<head>` (Leptos's hydration
-/// script), before anything the page shows: a value in the body, where user
-/// data is, is never read.
-fn page_nonce(page: &[u8]) -> Option<&str> {
-    let page = std::str::from_utf8(page).ok()?;
-    let head = &page[..page.find("</head>")?];
-    let start = head.find(" nonce=\"")? + " nonce=\"".len();
-    let nonce = &head[start..start + head[start..].find('"')?];
-    let valid = nonce.len() >= 16
-        && nonce.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'+' | b'/' | b'='));
-    valid.then_some(nonce)
 }
 
 /// How long browsers keep what they fetched. A hashed asset (`/pkg/`, named by
@@ -237,52 +201,7 @@ pub async fn canonical_paths(request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
-/// Requests per second and burst allowed to one client address on the API.
-#[derive(Clone)]
-pub struct RateLimit {
-    limiter: Option<Arc<DefaultKeyedRateLimiter<IpAddr>>>,
-    checks: Arc<AtomicU64>,
-}
-
-/// Every so many checks, addresses not seen lately are forgotten, so the
-/// limiter's memory stays bounded by the clients of the last moments.
-const FORGET_EVERY: u64 = 4096;
-
-impl RateLimit {
-    /// `per_second` 0 turns the limit off.
-    pub fn new(per_second: u32, burst: u32) -> Self {
-        let quota =
-            NonZeroU32::new(per_second).map(|rate| Quota::per_second(rate).allow_burst(nonzero_or(burst, rate)));
-        Self::with_quota(quota)
-    }
-
-    /// `per_minute` 0 turns the limit off.
-    pub fn per_minute(per_minute: u32, burst: u32) -> Self {
-        let quota =
-            NonZeroU32::new(per_minute).map(|rate| Quota::per_minute(rate).allow_burst(nonzero_or(burst, rate)));
-        Self::with_quota(quota)
-    }
-
-    fn with_quota(quota: Option<Quota>) -> Self {
-        Self { limiter: quota.map(|q| Arc::new(DefaultKeyedRateLimiter::keyed(q))), checks: Arc::default() }
-    }
-
-    /// Seconds to wait when `client` is over its rate, else `None`.
-    pub fn check(&self, client: IpAddr) -> Option<u64> {
-        let limiter = self.limiter.as_ref()?;
-        if self.checks.fetch_add(1, Ordering::Relaxed) % FORGET_EVERY == FORGET_EVERY - 1 {
-            limiter.retain_recent();
-        }
-        let refused = limiter.check_key(&client).err()?;
-        Some(refused.wait_time_from(DefaultClock::default().now()).as_secs().max(1))
-    }
-}
-
 /// Limits `/api/` only: probes, pages and static files are not API calls.
-fn nonzero_or(n: u32, fallback: NonZeroU32) -> NonZeroU32 {
-    NonZeroU32::new(n).unwrap_or(fallback)
-}
-
 pub async fn rate_limit(limit: RateLimit, request: Request, next: Next) -> Response {
     if request.uri().path().starts_with("/api/") {
         let client = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
@@ -297,31 +216,6 @@ pub async fn rate_limit(limit: RateLimit, request: Request, next: Next) -> Respo
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_pages_nonce_is_read_from_its_head_only() {
-        let page = r#"<!DOCTYPE html><html><head><link rel="modulepreload" href="/pkg/a.js" nonce="AbCdEfGhIjKlMnOp_q-1"><script nonce="AbCdEfGhIjKlMnOp_q-1">x</script></head><body>nonce="EVILEVILEVILEVILEVIL"</body></html>"#;
-        assert_eq!(page_nonce(page.as_bytes()), Some("AbCdEfGhIjKlMnOp_q-1"));
-        let no_head_nonce =
-            r#"<html><head><title>t</title></head><body><p nonce="EVILEVILEVILEVILEVIL"></p></body></html>"#;
-        assert_eq!(page_nonce(no_head_nonce.as_bytes()), None);
-        // A value that could break out of the header is not taken.
-        let odd = r#"<html><head><script nonce="abc; script-src *; x=yyyyyyyy"></script></head></html>"#;
-        assert_eq!(page_nonce(odd.as_bytes()), None);
-        assert_eq!(page_nonce(b"<html><head><script nonce=\"short\"></script></head></html>"), None);
-    }
-
-    #[test]
-    fn the_rate_limit_refuses_a_burst_and_names_a_wait() {
-        let limit = RateLimit::new(1, 3);
-        let client: IpAddr = "10.1.2.3".parse().unwrap();
-        for _ in 0..3 {
-            assert_eq!(limit.check(client), None);
-        }
-        assert_eq!(limit.check(client), Some(1));
-        assert_eq!(limit.check("10.1.2.4".parse().unwrap()), None, "another client has its own budget");
-        assert_eq!(RateLimit::new(0, 1).check(client), None, "0 turns it off");
-    }
 
     #[test]
     fn plain_errors_get_our_words() {

@@ -2,6 +2,7 @@
 //! middleware every request passes, telemetry, and the exports' formats.
 
 pub mod api;
+pub mod config;
 pub mod export;
 pub mod middleware;
 pub mod serve;

@@ -2,14 +2,16 @@
 //! limits every connection and request is held to.
 
 use super::api;
-use super::middleware::{self, RateLimit};
+use super::middleware;
+use crate::app::data::PageSettings;
 use crate::app::{App, shell};
 use crate::server::auth::access::{RouteTable, Routes};
 use crate::server::auth::redirect::Home;
 use crate::server::auth::routes::{self, Provider, SignInState};
 use crate::server::auth::sessions::DynamoSessions;
 use crate::server::auth::{self, Auth, AuthSettings, Gate};
-use crate::server::cli::config::{Limits, ServeArgs};
+use crate::server::http::config::{Limits, ServeArgs};
+use crate::server::rate_limit::RateLimit;
 use crate::server::service::Service;
 use axum::Router;
 use axum::extract::{ConnectInfo, FromRef};
@@ -54,14 +56,6 @@ impl FromRef<AppState> for SignInState {
     fn from_ref(state: &AppState) -> Self {
         state.sign_in.clone()
     }
-}
-
-/// Settings the pages need, handed to them through the Leptos context.
-#[derive(Clone, Copy, Debug)]
-pub struct PageSettings {
-    pub stuck_after_minutes: u32,
-    /// Whether an identity provider is configured.
-    pub single_sign_on: bool,
 }
 
 /// The Leptos options as cargo-leptos passes them (LEPTOS_SITE_ROOT,
@@ -127,10 +121,14 @@ fn routed(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::Resu
     let hashed_assets = leptos_options.hash_files;
     let state = AppState { service: service.clone(), leptos_options: leptos_options.clone(), limits, sign_in };
     // Installed before the first request is counted.
-    crate::server::http::telemetry::prometheus();
+    crate::server::telemetry::prometheus();
     let context = move || {
         provide_context(service.clone());
         provide_context(settings);
+        // The script nonce the answer's policy names (see `security_headers`).
+        if let Some(nonce) = use_context::<axum::http::request::Parts>().as_ref().and_then(middleware::page_nonce) {
+            provide_context(nonce);
+        }
     };
     let pages = {
         let options = leptos_options.clone();
@@ -151,7 +149,7 @@ fn routed(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::Resu
             StatusCode::SERVICE_UNAVAILABLE,
             Duration::from_secs(limits.request_timeout_secs),
         ));
-    let rate = middleware::RateLimit::new(limits.api_rate, limits.api_burst);
+    let rate = RateLimit::new(limits.api_rate, limits.api_burst);
     let live = api::live_routes().route_layer(axum::middleware::from_fn(crate::server::http::telemetry::mark_route));
     let (app, table) = timed.merge(live).into_parts();
     let routes = Arc::new(table);

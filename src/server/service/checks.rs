@@ -132,15 +132,16 @@ pub fn build_order(new: NewOrder, now: DateTime<Utc>) -> Result<Order, Invalid> 
     check_text("shippingCountry", &new.shipping_country)?;
     Ok(Order {
         order_id,
-        customer_id: new.customer_id,
-        status: Status::Pending,
-        created_at,
-        updated_at: created_at,
-        total,
-        currency: new.currency,
-        items: new.items,
-        shipping_city: new.shipping_city,
-        shipping_country: new.shipping_country,
+        customer_id: Some(new.customer_id),
+        status: Some(Status::Pending.into()),
+        created_at: Some(created_at),
+        updated_at: Some(created_at),
+        total: Some(total),
+        currency: Some(new.currency),
+        items: Some(new.items),
+        shipping_city: Some(new.shipping_city),
+        shipping_country: Some(new.shipping_country),
+        problems: Vec::new(),
     })
 }
 
@@ -213,14 +214,14 @@ mod tests {
     #[test]
     fn a_new_order_is_completed() {
         let order = build_order(new_order(), now()).unwrap();
-        assert_eq!(order.total, 2250);
-        assert_eq!(order.status, Status::Pending);
-        assert_eq!(iso_millis::format(&order.created_at), "2026-11-29T08:00:00.123Z");
-        assert_eq!(order.item_count(), 3);
+        assert_eq!(order.total, Some(2250));
+        assert_eq!(order.known_status(), Some(Status::Pending));
+        assert_eq!(iso_millis::format(&order.created_at.unwrap()), "2026-11-29T08:00:00.123Z");
+        assert_eq!(order.item_count(), Some(3));
         let generated = build_order(NewOrder { order_id: None, ..new_order() }, now()).unwrap();
         assert!(validate_id("order id", &generated.order_id).is_ok());
         let explicit = build_order(NewOrder { status: Some(Status::Pending), ..new_order() }, now()).unwrap();
-        assert_eq!(explicit.status, Status::Pending);
+        assert_eq!(explicit.known_status(), Some(Status::Pending));
     }
 
     #[test]

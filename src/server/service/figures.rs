@@ -5,28 +5,33 @@
 use super::Service;
 use super::checks::parse_date;
 use crate::model::{
-    CapacityReport, Checked, Freshness, LiveCounters, LiveFigures, PendingMetrics, PerMinute, Verification,
+    CapacityReport, Checked, Freshness, LiveCounters, LiveFigures, PendingMetrics, PerMinute, QualityReport,
+    Verification,
 };
 use crate::server::capacity::history;
 use crate::server::capacity::report;
-use crate::server::capacity::sources::{self, Figures, Source};
+use crate::server::capacity::sources::{self, Figures};
 use crate::server::error::ApiError;
 use crate::server::store::CapacityDay;
+use crate::server::store::config::CapacitySource;
 use crate::server::store::error::StoreError;
+use crate::server::store::usage::Resource;
+use crate::server::stream::hotkeys::HotKey;
+use crate::server::telemetry;
 use chrono::{NaiveDate, Utc};
 use std::sync::Arc;
 
 /// Where the capacity figures come from, and the advisor's window.
 #[derive(Clone)]
 pub struct CapacitySettings {
-    pub source: Source,
+    pub source: CapacitySource,
     /// Days the advisor weighs, today included.
     pub advice_days: u32,
 }
 
 impl Default for CapacitySettings {
     fn default() -> Self {
-        Self { source: Source::Stream, advice_days: DEFAULT_ADVICE_DAYS }
+        Self { source: CapacitySource::Stream, advice_days: DEFAULT_ADVICE_DAYS }
     }
 }
 
@@ -41,6 +46,22 @@ pub fn window_days(today: NaiveDate, days: u32) -> Vec<NaiveDate> {
 impl Service {
     /// A day's consumed capacity, throttles and shard heat, with the
     /// planner's and the advisor's tables over them.
+    /// A day's data quality, from the stream (every writer): drift per kind
+    /// and field with its first keys, and the items' sizes, beside the day
+    /// before's p95.
+    pub async fn quality(&self, date: Option<&str>) -> Result<QualityReport, ApiError> {
+        let now = Utc::now();
+        let day = parse_date(date, now)?;
+        let previous = async {
+            match day.pred_opt() {
+                Some(before) => self.store.quality_items(before).await,
+                None => Ok(Vec::new()),
+            }
+        };
+        let (items, before) = futures::try_join!(self.store.quality_items(day), previous)?;
+        Ok(crate::server::stream::quality::report(day, now, &items, &before))
+    }
+
     pub async fn capacity(&self, date: Option<&str>) -> Result<CapacityReport, ApiError> {
         let now = Utc::now();
         let day = parse_date(date, now)?;
@@ -51,8 +72,8 @@ impl Service {
             self.advice(),
         )?;
         let figures = match self.capacity.source {
-            Source::Stream => self.figures(&capacity),
-            Source::CloudWatch => {
+            CapacitySource::Stream => self.figures(&capacity),
+            CapacitySource::CloudWatch => {
                 let start = day.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
                 let end = (start + chrono::Duration::days(1)).min(now);
                 let read = self.store.cloudwatch_minutes(start, end).await?;
@@ -89,12 +110,12 @@ impl Service {
         let days = window_days(today, self.capacity.advice_days);
         let now = Utc::now();
         let figures: Vec<Figures> = match self.capacity.source {
-            Source::Stream => {
+            CapacitySource::Stream => {
                 let read =
                     futures::future::try_join_all(days.iter().map(|d| self.store.persisted_capacity_day(*d))).await?;
                 read.iter().map(|c| self.figures(c)).collect()
             }
-            Source::CloudWatch => {
+            CapacitySource::CloudWatch => {
                 let start = days.first().copied().unwrap_or(today).and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
                 let read = self.store.cloudwatch_minutes(start, now).await?;
                 days.iter().map(|day| sources::from_cloudwatch(&read, *day, now).0).collect()
@@ -108,14 +129,14 @@ impl Service {
     }
 
     /// What a metrics scrape reads from this instance now.
-    pub fn telemetry(&self) -> crate::server::http::telemetry::Snapshot {
+    pub fn telemetry(&self) -> telemetry::Snapshot {
         let status = self.consumer_status();
-        crate::server::http::telemetry::Snapshot {
+        telemetry::Snapshot {
             consumer_lag_seconds: status.behind_ms.map(|ms| ms as f64 / 1000.0),
             records_applied: status.records_applied,
             bad_records: status.bad_records,
             live_clients: self.live.connected(),
-            hot_keys: status.hot_keys,
+            hot_keys: status.hot_keys.iter().map(hot_key_gauge).collect(),
         }
     }
 
@@ -163,5 +184,17 @@ impl Service {
     pub async fn live_counters(&self, date: NaiveDate) -> Result<(LiveCounters, i64), ApiError> {
         let (counts, version) = self.store.read_day_counts(date).await?;
         Ok((LiveCounters { counts, as_of: Utc::now(), behind_ms: self.consumer_behind_ms() }, version))
+    }
+}
+
+/// A hot key as the metrics family shows it: its table and index apart, its
+/// minute's units as a rate.
+fn hot_key_gauge(key: &HotKey) -> telemetry::HotKeyGauge {
+    let resource = Resource::parse(&key.resource).unwrap_or_else(|| Resource::table(key.resource.clone()));
+    telemetry::HotKeyGauge {
+        table: resource.table,
+        index: resource.index.unwrap_or_default(),
+        key: key.key.clone(),
+        units_per_second: key.units as f64 / 60.0,
     }
 }

@@ -4,7 +4,7 @@
 //! random delay, so the PENDING set rises and falls as in a real sale.
 
 use crate::model::{Actor, Status};
-use crate::server::cli::seed::random_order;
+use crate::server::sim::orders::random_order;
 use crate::server::store::error::{NOT_NAMED, StoreError, Throttle, Unavailable};
 use crate::server::store::{Store, Transition, backoff};
 use aws_sdk_dynamodb::types::ConsumedCapacity;
@@ -169,7 +169,9 @@ impl Throttles {
 impl Tally {
     fn written(&self, order: &crate::model::Order) {
         self.created.fetch_add(1, Ordering::Relaxed);
-        let micros = (Utc::now() - order.created_at).num_microseconds().unwrap_or(i64::MAX).max(1) as u64;
+        // Its due time: loadgen's own orders always carry one.
+        let due = order.created_at.unwrap_or_else(Utc::now);
+        let micros = (Utc::now() - due).num_microseconds().unwrap_or(i64::MAX).max(1) as u64;
         let mut latency = self.latency.lock();
         let histogram = latency.get_or_insert_with(latency_histogram);
         histogram.saturating_record(micros);
@@ -217,6 +219,9 @@ pub struct LoadReport {
     pub verified: u64,
     /// From an order being due to its write succeeding (one-by-one writes).
     pub write_latency: Option<Percentiles>,
+    /// When each order's creation was acknowledged, earliest first: what a
+    /// change's way to a dashboard is timed from.
+    pub acked: Vec<Instant>,
 }
 
 /// Microseconds from 1 µs to an hour, three significant figures; longer
@@ -299,19 +304,21 @@ pub async fn run(store: Arc<Store>, args: &LoadgenArgs) -> Result<LoadReport, St
     let order_rx = Arc::new(tokio::sync::Mutex::new(order_rx));
     let (close_tx, close_rx) = mpsc::unbounded_channel::<(Instant, String)>();
     let created_ids = Arc::new(Mutex::new(Vec::<String>::new()));
+    let acked = Arc::new(Mutex::new(Vec::<Instant>::new()));
     let started = Instant::now();
 
     let progress = progress_bar(args, started, tally.clone());
     let closer = tokio::spawn(close_orders(store.clone(), close_rx, tally.clone()));
     let writers: Vec<_> = (0..args.writers)
         .map(|_| {
-            let (store, rx, tally, ids, close_tx) =
-                (store.clone(), order_rx.clone(), tally.clone(), created_ids.clone(), close_tx.clone());
+            let (store, rx, tally, ids, acks, close_tx) =
+                (store.clone(), order_rx.clone(), tally.clone(), created_ids.clone(), acked.clone(), close_tx.clone());
             let (mode, close_after, seed) = (args.mode, args.close_after, args.seed);
             tokio::spawn(async move {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed ^ rand::random::<u64>());
                 let mut after_write = |id: &str| {
                     ids.lock().push(id.to_string());
+                    acks.lock().push(Instant::now());
                     if close_after > 0.0 {
                         let delay = Duration::from_secs_f64(-close_after * (1.0 - rng.random::<f64>()).ln());
                         let _ = close_tx.send((Instant::now() + delay, id.to_string()));
@@ -360,6 +367,11 @@ pub async fn run(store: Arc<Store>, args: &LoadgenArgs) -> Result<LoadReport, St
         errors: tally.errors.load(Ordering::Relaxed),
         verified,
         write_latency: tally.latency.lock().as_ref().map(Percentiles::of),
+        acked: {
+            let mut acked = std::mem::take(&mut *acked.lock());
+            acked.sort();
+            acked
+        },
     })
 }
 

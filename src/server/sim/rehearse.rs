@@ -11,26 +11,77 @@
 //! writes' latency from due to stored, and whether the dashboard stayed
 //! readable (every read answered, and how fast).
 
-use crate::server::cli::config::{RehearseArgs, StoreConfig, StoreKind};
+use crate::server::rules::{PARTITION_READ_UNITS, PARTITION_WRITE_UNITS};
 use crate::server::sim::loadgen::{self, LoadReport, LoadgenArgs, Percentiles, Profile, WriteMode};
+use crate::server::sim::report::Comparison;
+use crate::server::sim::throttle::parse_scale;
 use crate::server::sim::throttle::{self, ProxyOptions, Tally, ThrottleError};
+use crate::server::store::config::{StoreConfig, StoreKind};
 use crate::server::store::error::StoreError;
 use crate::server::store::{self, ConnectError, PendingFilter, Store, TableCapacity};
+use clap::Args;
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// Where `--write` puts the table in a markdown file, replacing what is
-/// between the two markers (or adding them before `make bench`'s reading).
-pub const SECTION_START: &str = "<!-- rehearse: start (written by `make rehearse`) -->";
-pub const SECTION_END: &str = "<!-- rehearse: end -->";
+#[derive(Args, Debug, Clone)]
+pub struct RehearseArgs {
+    /// The GSI2 write shard counts to compare (1 is the old design)
+    #[arg(long, value_delimiter = ',', default_value = "1,10")]
+    pub designs: Vec<u32>,
+    /// Multiplies the partition limits, so a laptop reaches them [default:
+    /// 0.05; 1.0 with --counters]
+    #[arg(long, value_parser = parse_scale)]
+    pub scale: Option<f64>,
+    /// Orders per second before and after the sale
+    #[arg(long, default_value_t = 10.0)]
+    pub rate: f64,
+    /// Orders per second at the sale's peak
+    #[arg(long, default_value_t = 100.0)]
+    pub peak: f64,
+    /// Seconds from the base rate to the peak, at the peak, and back
+    #[arg(long, default_value_t = 5)]
+    pub ramp: u64,
+    #[arg(long, default_value_t = 20)]
+    pub hold: u64,
+    #[arg(long, default_value_t = 5)]
+    pub decay: u64,
+    /// Concurrent writers
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=512))]
+    pub writers: u32,
+    /// Milliseconds between two reads of the dashboard's first page
+    #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(10..))]
+    pub read_every_ms: u64,
+    /// No progress bars
+    #[arg(long)]
+    pub quiet: bool,
+    /// Rehearse the counters instead of the index designs: the sale at each
+    /// --stream-shards count, consumed by each of --forms, at each of
+    /// --days, through the throttle proxy and a simulated stream of many
+    /// shards (see README, "Counters at many shards")
+    #[arg(long)]
+    pub counters: bool,
+    /// Stream shard counts (--counters)
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32", requires = "counters")]
+    pub stream_shards: Vec<u32>,
+    /// Who consumes the stream (--counters)
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "serve,lambda", requires = "counters")]
+    pub forms: Vec<crate::server::sim::counters_rehearsal::Form>,
+    /// When in the day the sale comes: start (new counter items) or end
+    /// (items holding a whole day) (--counters)
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "start,end", requires = "counters")]
+    pub days: Vec<crate::server::sim::counters_rehearsal::DayTime>,
+}
 
-/// What `make bench` keeps of BENCHMARKS.md when it rewrites it: the
-/// rehearsal goes before it.
-pub const BENCHMARKS_READING_MARKER: &str = "<!-- Everything below this line is kept by `make bench`. -->";
+impl RehearseArgs {
+    /// The partition limits' multiplier: as given, else 0.05 for the index
+    /// designs (a laptop reaches it) and 1.0 for the counters (the real limits).
+    pub fn scale(&self) -> f64 {
+        self.scale.unwrap_or(if self.counters { 1.0 } else { 0.05 })
+    }
+}
 
 /// The PENDING dashboard's first page, as the page asks for it.
 const DASHBOARD_PAGE: u32 = 50;
@@ -169,6 +220,7 @@ async fn through_proxy(
         upstream: upstream.to_string(),
         listen: "127.0.0.1:0".parse().expect("an address"),
         scale: options.scale,
+        transaction_conflicts: false,
     };
     let (addr, proxy) = throttle::start(proxy_options, stop_proxy.clone().cancelled_owned()).await?;
     let proxied_config = StoreConfig {
@@ -233,15 +285,13 @@ fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1000.0)
 }
 
-/// The side-by-side table, in markdown (it reads as plain text too).
-pub fn table(options: &RehearseOptions, reports: &[DesignReport]) -> String {
+/// The designs side by side.
+pub fn comparison(options: &RehearseOptions, reports: &[DesignReport]) -> Comparison {
     let load = &options.load;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
+    let setup = format!(
         "Flash sale: {:.0} orders/s rising to {:.0}/s over {} s, held {} s, back over {} s ({} s in all), \
          {} writers; orders close after {:.0} s on average. Partition limits × {} ({:.0} WCU/s and {:.0} RCU/s \
-         per partition). The dashboard's first page ({DASHBOARD_PAGE} orders) read every {} ms.\n",
+         per partition). The dashboard's first page ({DASHBOARD_PAGE} orders) read every {} ms.",
         load.rate,
         load.peak.unwrap_or(load.rate * 10.0),
         load.ramp,
@@ -251,31 +301,26 @@ pub fn table(options: &RehearseOptions, reports: &[DesignReport]) -> String {
         load.writers,
         load.close_after,
         options.scale,
-        1000.0 * options.scale,
-        3000.0 * options.scale,
+        PARTITION_WRITE_UNITS * options.scale,
+        PARTITION_READ_UNITS * options.scale,
         options.read_every.as_millis(),
     );
-    let header: Vec<String> = reports
+    let columns: Vec<String> = reports
         .iter()
         .map(|r| {
             if r.shards == 1 { "`--shards 1` (one partition)".to_string() } else { format!("`--shards {}`", r.shards) }
         })
         .collect();
-    let _ = writeln!(out, "| | {} |", header.join(" | "));
-    let _ = writeln!(out, "|---|{}", "---|".repeat(reports.len()));
-    let row = |out: &mut String, label: &str, cell: &dyn Fn(&DesignReport) -> String| {
-        let cells: Vec<String> = reports.iter().map(cell).collect();
-        let _ = writeln!(out, "| {label} | {} |", cells.join(" | "));
-    };
-    row(&mut out, "orders/s: target (mean) → achieved", &|r| {
+    let mut table = Comparison::new(setup, columns);
+    table.row("orders/s: target (mean) → achieved", reports, |r| {
         format!("{:.0} → {:.0}", r.load.target_rate.unwrap_or(0.0), r.load.achieved_rate)
     });
-    row(&mut out, "orders created / failed", &|r| format!("{} / {}", r.load.created, r.load.errors));
-    row(&mut out, "attempts throttled (proxy)", &|r| r.proxy.throttled_requests.to_string());
+    table.row("orders created / failed", reports, |r| format!("{} / {}", r.load.created, r.load.errors));
+    table.row("attempts throttled (proxy)", reports, |r| r.proxy.throttled_requests.to_string());
     let reasons: BTreeSet<(String, String)> =
         reports.iter().flat_map(|r| r.proxy.reasons.keys().map(|k| (k.reason.clone(), place(&k.resource)))).collect();
     for (reason, place_name) in &reasons {
-        row(&mut out, &format!("  {reason} on {place_name}"), &|r| {
+        table.row(format!("  {reason} on {place_name}"), reports, |r| {
             let n: u64 = r
                 .proxy
                 .reasons
@@ -286,68 +331,28 @@ pub fn table(options: &RehearseOptions, reports: &[DesignReport]) -> String {
             n.to_string()
         });
     }
-    row(&mut out, "write latency p50 / p99 (due → stored)", &|r| match &r.load.write_latency {
+    table.row("write latency p50 / p99 (due → stored)", reports, |r| match &r.load.write_latency {
         Some(l) => format!("{} / {}", ms(l.p50), ms(l.p99)),
         None => "none written".into(),
     });
-    row(&mut out, "dashboard reads answered / failed", &|r| format!("{} / {}", r.reads.answered, r.reads.failed));
-    row(&mut out, "dashboard read p50 / p99", &|r| match &r.reads.latency {
+    table.row("dashboard reads answered / failed", reports, |r| format!("{} / {}", r.reads.answered, r.reads.failed));
+    table.row("dashboard read p50 / p99", reports, |r| match &r.reads.latency {
         Some(l) => format!("{} / {}", ms(l.p50), ms(l.p99)),
         None => "none answered".into(),
     });
-    row(&mut out, "dashboard stayed readable", &|r| {
+    table.row("dashboard stayed readable", reports, |r| {
         if r.reads.readable() {
             "yes".to_string()
         } else {
             format!("no: {}", r.reads.first_error.as_deref().unwrap_or("no read answered"))
         }
     });
-    out
-}
-
-/// Puts `table` between the section markers of the markdown file `path`,
-/// replacing an earlier rehearsal or adding the section before `make
-/// bench`'s hand-written reading (or at the end).
-pub fn write_section(path: &Path, body: &str) -> Result<(), RehearseError> {
-    let io = |what: String| move |source| RehearseError::Io { what, source };
-    let old = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(err) => return Err(io(format!("read {}", path.display()))(err)),
-    };
-    let section = format!("{SECTION_START}\n## Hot-partition rehearsal (`make rehearse`)\n\n{body}\n{SECTION_END}");
-    let new = replace_section(&old, &section, BENCHMARKS_READING_MARKER);
-    std::fs::write(path, new).map_err(io(format!("write {}", path.display())))
-}
-
-fn replace_section(old: &str, section: &str, reading_marker: &str) -> String {
-    if let (Some(start), Some(end)) = (old.find(SECTION_START), old.find(SECTION_END))
-        && start < end
-    {
-        return format!("{}{section}{}", &old[..start], &old[end + SECTION_END.len()..]);
-    }
-    match old.find(reading_marker) {
-        Some(at) => format!("{}{section}\n\n{}", &old[..at], &old[at..]),
-        None if old.is_empty() => format!("{section}\n"),
-        None => format!("{}\n\n{section}\n", old.trim_end()),
-    }
+    table
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const READING: &str = "<!-- reading -->";
-
-    #[test]
-    fn the_section_is_added_before_the_reading_then_replaced_in_place() {
-        let first = replace_section("# Benchmarks\n\nfigures\n\n<!-- reading -->\nkept", "S1", READING);
-        assert_eq!(first, "# Benchmarks\n\nfigures\n\nS1\n\n<!-- reading -->\nkept");
-        let with_markers = format!("a\n{SECTION_START}\nold\n{SECTION_END}\nb");
-        assert_eq!(replace_section(&with_markers, "NEW", READING), "a\nNEW\nb");
-        assert_eq!(replace_section("", "S", READING), "S\n");
-        assert_eq!(replace_section("text\n\n", "S", READING), "text\n\nS\n");
-    }
 
     #[test]
     fn a_throttle_is_placed_on_its_index_or_its_table() {

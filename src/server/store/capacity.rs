@@ -10,10 +10,10 @@
 //! may count twice: the figures are for capacity planning, not billing.
 
 use super::{Item, Store};
-use crate::server::capacity::advisor::Access;
-use crate::server::capacity::usage::{Resource, Tally, Usage, epoch_minute, minute_start};
 use crate::server::store::error::StoreError;
 use crate::server::store::keys::{self, CapacitySk};
+use crate::server::store::usage::ReadWrite;
+use crate::server::store::usage::{Resource, Tally, Usage, epoch_minute, minute_start};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use chrono::{NaiveDate, Timelike};
@@ -30,7 +30,7 @@ const ADDS_PER_UPDATE: usize = 100;
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CapacityDay {
     pub date: NaiveDate,
-    pub units: BTreeMap<(Resource, Access), Vec<f64>>,
+    pub units: BTreeMap<(Resource, ReadWrite), Vec<f64>>,
     /// By (reason, resource as filed: `table/<t>[/index/<i>]`).
     pub throttles: BTreeMap<(String, String), Vec<u64>>,
     /// Write units of this app's own transactions: a part of `units`' writes.
@@ -158,8 +158,8 @@ fn writes(minutes: &BTreeMap<i64, Tally>) -> Vec<Write> {
         let (pk, of_day) = (keys::capacity_pk(start.date_naive()), start.hour() * 60 + start.minute());
         for ((resource, access), units) in &tally.units {
             let kind = match access {
-                Access::Read => 'r',
-                Access::Write => 'w',
+                ReadWrite::Read => 'r',
+                ReadWrite::Write => 'w',
             };
             let mut share = Tally::default();
             share.units.insert((resource.clone(), *access), *units);
@@ -322,8 +322,8 @@ fn add_item(capacity: &mut CapacityDay, item: &Item) {
             let Some(resource) = Resource::parse(resource) else { return };
             for name in item.keys() {
                 let (series, minute) = match keys::parse_minute_attribute(name) {
-                    Some(('r', minute)) => (capacity.units.entry((resource.clone(), Access::Read)), minute),
-                    Some(('w', minute)) => (capacity.units.entry((resource.clone(), Access::Write)), minute),
+                    Some(('r', minute)) => (capacity.units.entry((resource.clone(), ReadWrite::Read)), minute),
+                    Some(('w', minute)) => (capacity.units.entry((resource.clone(), ReadWrite::Write)), minute),
                     Some(('x', minute)) => {
                         let series =
                             capacity.transactional.entry(resource.clone()).or_insert_with(|| vec![0.0; MINUTES]);
@@ -395,10 +395,10 @@ mod tests {
         let usage = Usage::default();
         let at = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
         let gsi2 = Resource::index("orders", "GSI2");
-        usage.consumed(at("2026-11-29T10:15:30Z"), &gsi2, Access::Write, 1.5);
-        usage.consumed(at("2026-11-29T10:16:30Z"), &gsi2, Access::Write, 2.0);
-        usage.consumed(at("2026-11-29T23:59:59Z"), &gsi2, Access::Read, 0.5);
-        usage.consumed(at("2026-11-30T00:00:00Z"), &gsi2, Access::Read, 0.5);
+        usage.consumed(at("2026-11-29T10:15:30Z"), &gsi2, ReadWrite::Write, 1.5);
+        usage.consumed(at("2026-11-29T10:16:30Z"), &gsi2, ReadWrite::Write, 2.0);
+        usage.consumed(at("2026-11-29T23:59:59Z"), &gsi2, ReadWrite::Read, 0.5);
+        usage.consumed(at("2026-11-30T00:00:00Z"), &gsi2, ReadWrite::Read, 0.5);
         usage.throttled(
             at("2026-11-29T10:15:31Z"),
             &Throttle { reason: "ThrottlingException".into(), resource: "table/orders".into() },
@@ -446,8 +446,8 @@ mod tests {
             ("junk".to_string(), n("9")),
         ]);
         add_item(&mut capacity, &item);
-        assert_eq!(capacity.units[&(Resource::index("orders", "GSI2"), Access::Write)][615], 3.5);
-        assert_eq!(capacity.units[&(Resource::index("orders", "GSI2"), Access::Read)][0], 0.5);
+        assert_eq!(capacity.units[&(Resource::index("orders", "GSI2"), ReadWrite::Write)][615], 3.5);
+        assert_eq!(capacity.units[&(Resource::index("orders", "GSI2"), ReadWrite::Read)][0], 0.5);
         let throttles: Item = HashMap::from([
             (keys::SK.to_string(), AttributeValue::S("THROTTLES#ThrottlingException#table/orders".into())),
             ("t1015".to_string(), n("2")),

@@ -11,9 +11,9 @@
 //! and operation, `ThrottledRequests` (Sum).
 
 use super::Store;
-use crate::server::capacity::usage::{Resource, epoch_minute};
 use crate::server::store::error::StoreError;
 use crate::server::store::keys;
+use crate::server::store::usage::{Resource, epoch_minute};
 use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricStat};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
@@ -160,7 +160,7 @@ impl Store {
         {
             return Ok(cached);
         }
-        let start = crate::server::capacity::usage::minute_start(span.0);
+        let start = crate::server::store::usage::minute_start(span.0);
         let minutes = (span.1 - span.0).max(0) as usize;
         let keys = metric_keys(&self.orders_table, &self.metrics_table);
         let created = self
@@ -178,7 +178,7 @@ impl Store {
                     .get_metric_data()
                     .set_metric_data_queries(Some(queries(chunk, call * QUERIES_PER_CALL)))
                     .start_time(to_smithy(start))
-                    .end_time(to_smithy(crate::server::capacity::usage::minute_start(span.1)))
+                    .end_time(to_smithy(crate::server::store::usage::minute_start(span.1)))
                     .set_next_token(next.take())
                     .send()
                     .await?;

@@ -44,13 +44,13 @@ pub enum EmbeddedError {
 impl Embedded {
     pub async fn start(data_dir: &Path, addr: SocketAddr) -> Result<Self, EmbeddedError> {
         let dir_error = |source| EmbeddedError::DataDir { dir: data_dir.display().to_string(), source };
-        crate::server::cli::files::create_private_dir(data_dir).map_err(dir_error)?;
+        crate::server::fs::create_private_dir(data_dir).map_err(dir_error)?;
         let path = data_dir.join(DB_FILE);
         let path_text = path.display().to_string();
         let db = dynoxide::Database::new(&path_text)
             .map_err(|e| EmbeddedError::Open { path: path_text.clone(), message: e.to_string() })?;
         // The orders are personal data: the file is this user's alone.
-        crate::server::cli::files::restrict(&path, 0o600).map_err(dir_error)?;
+        crate::server::fs::restrict(&path, 0o600).map_err(dir_error)?;
         let listen_error = |source| EmbeddedError::Listen { addr, source };
         let listener = std::net::TcpListener::bind(addr).map_err(listen_error)?;
         listener.set_nonblocking(true).map_err(listen_error)?;

@@ -13,10 +13,10 @@
 //! `not named` on the request's table; a cancelled transaction's throttles
 //! name only each action's table (see `error::cancelled_throttles`).
 
-use crate::server::capacity::advisor::Access;
-use crate::server::capacity::usage::{Resource, Usage};
-use crate::server::http::telemetry;
 use crate::server::store::error::{NOT_NAMED, Throttle, cancelled_throttles, throttling};
+use crate::server::store::usage::ReadWrite;
+use crate::server::store::usage::{Resource, Usage};
+use crate::server::telemetry;
 use aws_sdk_dynamodb::config::interceptors::{
     BeforeSerializationInterceptorContextMut, BeforeSerializationInterceptorContextRef, FinalizerInterceptorContextRef,
 };
@@ -135,7 +135,7 @@ impl Recorder {
         let at = Utc::now();
         for capacity in capacities {
             for (resource, access, units) in units_of(capacity, access) {
-                if transaction && access == Access::Write {
+                if transaction && access == ReadWrite::Write {
                     self.usage.transactional(at, &resource, units);
                 }
                 if let Some(total) = self.usage.consumed(at, &resource, access, units) {
@@ -198,7 +198,7 @@ fn table_name(table: &str) -> String {
 
 /// The consumed capacity an output reports, and whether its operation reads
 /// or writes (for engines that give units without saying which).
-fn consumed_capacity(output: &Output) -> (Vec<&ConsumedCapacity>, Access) {
+fn consumed_capacity(output: &Output) -> (Vec<&ConsumedCapacity>, ReadWrite) {
     macro_rules! one {
         ($($ty:ty => $access:expr),*) => {$(
             if let Some(output) = output.downcast_ref::<$ty>() {
@@ -213,18 +213,18 @@ fn consumed_capacity(output: &Output) -> (Vec<&ConsumedCapacity>, Access) {
             }
         )*};
     }
-    one!(PutItemOutput => Access::Write, UpdateItemOutput => Access::Write, DeleteItemOutput => Access::Write,
-         GetItemOutput => Access::Read, QueryOutput => Access::Read, ScanOutput => Access::Read);
-    many!(BatchWriteItemOutput => Access::Write, TransactWriteItemsOutput => Access::Write,
-          BatchGetItemOutput => Access::Read, TransactGetItemsOutput => Access::Read);
-    (Vec::new(), Access::Read)
+    one!(PutItemOutput => ReadWrite::Write, UpdateItemOutput => ReadWrite::Write, DeleteItemOutput => ReadWrite::Write,
+         GetItemOutput => ReadWrite::Read, QueryOutput => ReadWrite::Read, ScanOutput => ReadWrite::Read);
+    many!(BatchWriteItemOutput => ReadWrite::Write, TransactWriteItemsOutput => ReadWrite::Write,
+          BatchGetItemOutput => ReadWrite::Read, TransactGetItemsOutput => ReadWrite::Read);
+    (Vec::new(), ReadWrite::Read)
 }
 
 /// The units of one `ConsumedCapacity`, per resource and access: the table's
 /// own (from its `Table` breakdown, else the total less the indexes'), and
 /// each index's. Read and write units are taken as given when the answer
 /// splits them, else all counted as the operation's `access`.
-pub fn units_of(capacity: &ConsumedCapacity, access: Access) -> Vec<(Resource, Access, f64)> {
+pub fn units_of(capacity: &ConsumedCapacity, access: ReadWrite) -> Vec<(Resource, ReadWrite, f64)> {
     let table = table_name(capacity.table_name().unwrap_or("unknown"));
     let indexes = capacity.global_secondary_indexes().into_iter().flatten();
     let mut units = Vec::new();
@@ -253,10 +253,10 @@ pub fn units_of(capacity: &ConsumedCapacity, access: Access) -> Vec<(Resource, A
     units
 }
 
-fn split(capacity: &Capacity, access: Access) -> Vec<(Access, f64)> {
+fn split(capacity: &Capacity, access: ReadWrite) -> Vec<(ReadWrite, f64)> {
     match (capacity.read_capacity_units(), capacity.write_capacity_units()) {
         (None, None) => vec![(access, capacity.capacity_units().unwrap_or(0.0))],
-        (read, write) => vec![(Access::Read, read.unwrap_or(0.0)), (Access::Write, write.unwrap_or(0.0))],
+        (read, write) => vec![(ReadWrite::Read, read.unwrap_or(0.0)), (ReadWrite::Write, write.unwrap_or(0.0))],
     }
 }
 
@@ -337,14 +337,14 @@ mod tests {
             .global_secondary_indexes("GSI1", capacity(1.0))
             .global_secondary_indexes("GSI2", capacity(1.0))
             .build();
-        let mut units = units_of(&put, Access::Write);
+        let mut units = units_of(&put, ReadWrite::Write);
         units.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(
             units,
             vec![
-                (Resource::table("orders"), Access::Write, 1.0),
-                (Resource::index("orders", "GSI1"), Access::Write, 1.0),
-                (Resource::index("orders", "GSI2"), Access::Write, 1.0),
+                (Resource::table("orders"), ReadWrite::Write, 1.0),
+                (Resource::index("orders", "GSI1"), ReadWrite::Write, 1.0),
+                (Resource::index("orders", "GSI2"), ReadWrite::Write, 1.0),
             ]
         );
     }
@@ -352,15 +352,15 @@ mod tests {
     #[test]
     fn a_total_without_a_breakdown_is_the_tables_less_the_indexes() {
         let query = ConsumedCapacity::builder().table_name("orders").capacity_units(0.5).build();
-        assert_eq!(units_of(&query, Access::Read), vec![(Resource::table("orders"), Access::Read, 0.5)]);
+        assert_eq!(units_of(&query, ReadWrite::Read), vec![(Resource::table("orders"), ReadWrite::Read, 0.5)]);
         let put = ConsumedCapacity::builder()
             .table_name("arn:aws:dynamodb:us-east-1:1:table/orders")
             .capacity_units(2.0)
             .global_secondary_indexes("GSI2", capacity(1.0))
             .build();
-        let units = units_of(&put, Access::Write);
-        assert!(units.contains(&(Resource::table("orders"), Access::Write, 1.0)), "{units:?}");
-        assert!(units.contains(&(Resource::index("orders", "GSI2"), Access::Write, 1.0)), "{units:?}");
+        let units = units_of(&put, ReadWrite::Write);
+        assert!(units.contains(&(Resource::table("orders"), ReadWrite::Write, 1.0)), "{units:?}");
+        assert!(units.contains(&(Resource::index("orders", "GSI2"), ReadWrite::Write, 1.0)), "{units:?}");
     }
 
     #[test]
@@ -370,10 +370,13 @@ mod tests {
             .capacity_units(6.0)
             .table(Capacity::builder().capacity_units(6.0).read_capacity_units(2.0).write_capacity_units(4.0).build())
             .build();
-        let units = units_of(&transaction, Access::Write);
+        let units = units_of(&transaction, ReadWrite::Write);
         assert_eq!(
             units,
-            vec![(Resource::table("metrics"), Access::Read, 2.0), (Resource::table("metrics"), Access::Write, 4.0)]
+            vec![
+                (Resource::table("metrics"), ReadWrite::Read, 2.0),
+                (Resource::table("metrics"), ReadWrite::Write, 4.0)
+            ]
         );
     }
 

@@ -78,6 +78,21 @@ pub mod attr {
     pub const REVOKED: &str = "revoked";
     /// Bulk operations: someone asked the run to stop.
     pub const CANCEL_REQUESTED: &str = "cancelRequested";
+
+    /// The other attributes of an order item (the serde names of
+    /// `model::Order`, checked by a test), as the tolerant reader
+    /// (`store::reading`) names them in what it could not read.
+    pub const CUSTOMER_ID: &str = "customerId";
+    pub const TOTAL: &str = "total";
+    pub const CURRENCY: &str = "currency";
+    pub const ITEMS: &str = "items";
+    pub const SHIPPING_CITY: &str = "shippingCity";
+    pub const SHIPPING_COUNTRY: &str = "shippingCountry";
+    /// A line item's attributes (`model::LineItem`).
+    pub const SKU: &str = "sku";
+    pub const LINE_NAME: &str = "name";
+    pub const QUANTITY: &str = "quantity";
+    pub const UNIT_PRICE: &str = "unitPrice";
 }
 
 const ORDER: &str = "ORDER#";
@@ -121,7 +136,133 @@ const HOT_KEY_MAX: usize = 200;
 const HEAT: &str = "HEAT#";
 const HEAT_SK: &str = "COUNT";
 const APPLIED: &str = "APPLIED#";
+const QUALITY: &str = "QUALITY#";
+const QUALITY_HOUR: &str = "HOUR#";
+const QUALITY_LARGEST: &str = "LARGEST#";
+const QUALITY_SAMPLE: &str = "SAMPLE#";
 const APPLIED_SK: &str = "RECORD";
+
+/// What one command reads and writes in the metrics table, by partition:
+/// each entry is a partition key prefix (ending in `#`, standing for every
+/// key it starts) or a whole partition key (`USERS`, `TOKENS`). The
+/// metrics table holds counters beside accounts, sessions and tokens, so
+/// each command's IAM policy in `docs/iam/` lets it reach only these
+/// partitions (`dynamodb:LeadingKeys`, see `leading_keys_pattern`); a test
+/// holds every policy to its list. A new partition family is added here,
+/// to the commands that use it, and to their policies.
+#[derive(Clone, Copy, Debug)]
+pub struct MetricsAccess {
+    /// The command, as `docs/iam/<command>.json` names it.
+    pub command: &'static str,
+    /// Partitions it reads (GetItem, BatchGetItem, Query, TransactGetItems).
+    pub reads: &'static [&'static str],
+    /// Partitions it writes (PutItem, UpdateItem, DeleteItem).
+    pub writes: &'static [&'static str],
+}
+
+/// Every partition family of the metrics table.
+pub const METRICS_PARTITIONS: [&str; 17] = [
+    SHARDS,
+    METRIC_PENDING,
+    METRIC_DAY,
+    METRIC_MINUTES,
+    CHECKPOINT,
+    APPLIED,
+    RECONCILE,
+    CAPACITY,
+    HEAT,
+    QUALITY,
+    USERS,
+    TOKENS,
+    SESSION,
+    BULK,
+    AUDIT_ORDER,
+    AUDIT_DAY,
+    AUDIT_ACTOR,
+];
+
+/// `serve`: the pages and the API (accounts, sessions, tokens, bulk
+/// reports, the audit trail, the capacity page), orders' shard counts, and
+/// the in-process consumer and reconciliation. Not the Lambda consumer's
+/// markers.
+const SERVE_PARTITIONS: [&str; 16] = [
+    SHARDS,
+    METRIC_PENDING,
+    METRIC_DAY,
+    METRIC_MINUTES,
+    CHECKPOINT,
+    RECONCILE,
+    CAPACITY,
+    HEAT,
+    QUALITY,
+    USERS,
+    TOKENS,
+    SESSION,
+    BULK,
+    AUDIT_ORDER,
+    AUDIT_DAY,
+    AUDIT_ACTOR,
+];
+
+/// What writes orders (`seed`, `loadgen`): the day's shard count, each
+/// change's audit records, and the capacity it consumed.
+const ORDER_WRITER_WRITES: [&str; 5] = [SHARDS, AUDIT_ORDER, AUDIT_DAY, AUDIT_ACTOR, CAPACITY];
+
+/// Each command's partitions of the metrics table (every command but
+/// `advise` adds the capacity it consumed, under `CAPACITY#`).
+pub const METRICS_ACCESS: [MetricsAccess; 8] = [
+    MetricsAccess { command: "serve", reads: &SERVE_PARTITIONS, writes: &SERVE_PARTITIONS },
+    // The in-process consumer alone: leases and checkpoints, counters,
+    // the stream's capacity figures and hot keys, the GSI2 shard heat, the
+    // data quality figures; the days' shard counts say how an order counts.
+    MetricsAccess {
+        command: "consume",
+        reads: &[CHECKPOINT, SHARDS],
+        writes: &[METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, CAPACITY, HEAT, QUALITY],
+    },
+    // The Lambda consumer: markers instead of checkpoints.
+    MetricsAccess {
+        command: "lambda",
+        reads: &[APPLIED, SHARDS],
+        writes: &[APPLIED, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY],
+    },
+    // Counters against the index and the checkpoints, its own lease.
+    MetricsAccess {
+        command: "reconcile",
+        reads: &[SHARDS, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, RECONCILE],
+        writes: &[METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, RECONCILE, CAPACITY],
+    },
+    MetricsAccess { command: "seed", reads: &[SHARDS], writes: &ORDER_WRITER_WRITES },
+    MetricsAccess { command: "loadgen", reads: &[SHARDS], writes: &ORDER_WRITER_WRITES },
+    // `user` and `token`.
+    MetricsAccess { command: "admin", reads: &[USERS, TOKENS], writes: &[USERS, TOKENS, CAPACITY] },
+    MetricsAccess { command: "advise", reads: &[CAPACITY], writes: &[] },
+];
+
+/// The accounts, tokens and sessions: what only `serve` and `admin` may
+/// reach.
+pub const CREDENTIAL_PARTITIONS: [&str; 3] = [USERS, TOKENS, SESSION];
+
+/// The access of `command`, if it has any in the metrics table.
+pub fn metrics_access(command: &str) -> Option<&'static MetricsAccess> {
+    METRICS_ACCESS.iter().find(|access| access.command == command)
+}
+
+/// The partition family of a metrics table partition key (an entry of
+/// `METRICS_PARTITIONS`), if it is one of this schema's.
+pub fn partition_of(pk: &str) -> Option<&'static str> {
+    METRICS_PARTITIONS
+        .into_iter()
+        .filter(|family| if family.ends_with('#') { pk.starts_with(family) } else { pk == *family })
+        .max_by_key(|family| family.len())
+}
+
+/// The `dynamodb:LeadingKeys` pattern (`ForAllValues:StringLike`) of a
+/// partition: a prefix ending in `#` matches every key it starts, anything
+/// else the one key.
+pub fn leading_keys_pattern(partition: &str) -> String {
+    if partition.ends_with('#') { format!("{partition}*") } else { partition.to_string() }
+}
 
 pub fn order_pk(order_id: &str) -> String {
     format!("{ORDER}{order_id}")
@@ -165,6 +306,13 @@ pub fn parse_pending_pk(pk: &str) -> Option<(NaiveDate, u32)> {
     let rest = pk.strip_prefix(PENDING)?;
     let (day, shard) = rest.split_once('#')?;
     Some((NaiveDate::parse_from_str(day, "%Y-%m-%d").ok()?, shard.parse().ok()?))
+}
+
+/// Whether a sort key read from an index can be a page's position: any
+/// printable ASCII key of a sane length (`just_below` works on it), the
+/// app's own (`timeline_sk`) and other writers' alike.
+pub fn is_position(sk: &str) -> bool {
+    !sk.is_empty() && sk.len() <= 512 && sk.bytes().all(|b| (0x20..0x7f).contains(&b))
 }
 
 /// A bound just below `key` for inclusive ranges: no key of this schema
@@ -380,15 +528,7 @@ pub fn capacity_observed_sk(hour: u32) -> String {
 /// `<resource>|<partition key>`; a key longer than 200 bytes is cut there and
 /// given its hash, so that it stays one attribute.
 pub fn hot_key_attribute(resource: &str, key: &str) -> String {
-    if key.len() <= HOT_KEY_MAX {
-        return format!("{resource}{HOT_KEY_SEPARATOR}{key}");
-    }
-    let mut cut = HOT_KEY_MAX;
-    while !key.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    let hash = xxhash_rust::xxh3::xxh3_64(key.as_bytes());
-    format!("{resource}{HOT_KEY_SEPARATOR}{}…{hash:016x}", &key[..cut])
+    format!("{resource}{HOT_KEY_SEPARATOR}{}", bounded_key(key))
 }
 
 /// The resource and the key a hot key attribute names.
@@ -465,6 +605,125 @@ pub fn parse_heat_attribute(name: &str) -> Option<(u32, u32)> {
     }
     let (minute, shard): (u32, u32) = (minute.parse().ok()?, shard.parse().ok()?);
     (minute < 60 && shard < MAX_SHARDS).then_some((minute, shard))
+}
+
+/// The data quality of one day, from the stream (`stream::quality`): an
+/// item per hour of figures (`quality_hour_sk`), per hour the largest items
+/// written (`quality_largest_sk`), and per drift kind the first keys seen
+/// (`quality_sample_sk`). Every item stays small: at most a few hundred
+/// attributes of a few bytes each.
+pub fn quality_pk(day: NaiveDate) -> String {
+    format!("{QUALITY}{}", day.format("%Y-%m-%d"))
+}
+
+/// One hour's figures (0 to 23): items written, the size histogram, drift
+/// per kind and field, write units per table and index.
+pub fn quality_hour_sk(hour: u32) -> String {
+    format!("{QUALITY_HOUR}{hour:02}")
+}
+
+/// One hour's largest items: an attribute per item key, its size in bytes.
+pub fn quality_largest_sk(hour: u32) -> String {
+    format!("{QUALITY_LARGEST}{hour:02}")
+}
+
+/// The first keys seen of one drift kind and field: an attribute per key
+/// (`quality_sample_attribute`).
+pub fn quality_sample_sk(kind: &str, field: &str) -> String {
+    format!("{QUALITY_SAMPLE}{kind}{HOT_KEY_SEPARATOR}{field}")
+}
+
+/// What a quality item's sort key holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QualitySk<'a> {
+    Hour(u32),
+    Largest(u32),
+    Sample { kind: &'a str, field: &'a str },
+}
+
+pub fn parse_quality_sk(sk: &str) -> Option<QualitySk<'_>> {
+    let hour = |h: &str| h.parse::<u32>().ok().filter(|h| *h < 24 && sk.len() == QUALITY_HOUR.len() + 2);
+    if let Some(h) = sk.strip_prefix(QUALITY_HOUR) {
+        return hour(h).map(QualitySk::Hour);
+    }
+    if let Some(h) = sk.strip_prefix(QUALITY_LARGEST) {
+        return h
+            .parse::<u32>()
+            .ok()
+            .filter(|h| *h < 24 && sk.len() == QUALITY_LARGEST.len() + 2)
+            .map(QualitySk::Largest);
+    }
+    let (kind, field) = sk.strip_prefix(QUALITY_SAMPLE)?.split_once(HOT_KEY_SEPARATOR)?;
+    (!kind.is_empty() && !field.is_empty()).then_some(QualitySk::Sample { kind, field })
+}
+
+/// Attributes of an hour's quality item.
+pub mod quality {
+    /// Records of the orders table (every write: put, update, delete).
+    pub const WRITES: &str = "w";
+    /// Items written (a record's new image): what the sizes are of.
+    pub const ITEMS: &str = "n";
+    /// Items written that did not hold what the access patterns need.
+    pub const DRIFTED: &str = "d";
+    /// Items written over one write unit (1 KB), over one read unit (4 KB).
+    pub const OVER_WRITE_UNIT: &str = "o1k";
+    pub const OVER_READ_UNIT: &str = "o4k";
+    /// Sums of the items' sizes, in bytes.
+    pub const BYTES: &str = "b";
+}
+
+/// Items of one drift kind and field in an hour: `k|<kind>|<field>`.
+pub fn drift_attribute(kind: &str, field: &str) -> String {
+    format!("k{HOT_KEY_SEPARATOR}{kind}{HOT_KEY_SEPARATOR}{field}")
+}
+
+pub fn parse_drift_attribute(name: &str) -> Option<(&str, &str)> {
+    let (kind, field) = name.strip_prefix('k')?.strip_prefix(HOT_KEY_SEPARATOR)?.split_once(HOT_KEY_SEPARATOR)?;
+    (!kind.is_empty() && !field.is_empty()).then_some((kind, field))
+}
+
+/// Items of one size bucket in an hour: `z<bucket>`.
+pub fn size_bucket_attribute(bucket: u32) -> String {
+    format!("z{bucket}")
+}
+
+pub fn parse_size_bucket_attribute(name: &str) -> Option<u32> {
+    let digits = name.strip_prefix('z')?;
+    (!digits.is_empty() && digits.len() <= 4 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())?
+}
+
+/// Write units one table or index (`<table>[/<index>]`) took in an hour:
+/// `u|<resource>`.
+pub fn resource_units_attribute(resource: &str) -> String {
+    format!("u{HOT_KEY_SEPARATOR}{resource}")
+}
+
+pub fn parse_resource_units_attribute(name: &str) -> Option<&str> {
+    name.strip_prefix('u')?.strip_prefix(HOT_KEY_SEPARATOR).filter(|r| !r.is_empty())
+}
+
+/// A sampled key: `<when written>|<key>`, the key cut as a hot key's is.
+pub fn quality_sample_attribute(at: &DateTime<Utc>, key: &str) -> String {
+    format!("{}{HOT_KEY_SEPARATOR}{}", iso_millis::format(at), bounded_key(key))
+}
+
+pub fn parse_quality_sample_attribute(name: &str) -> Option<(DateTime<Utc>, &str)> {
+    let (at, key) = name.split_once(HOT_KEY_SEPARATOR)?;
+    Some((iso_millis::parse(at).ok()?, key))
+}
+
+/// A key as an attribute name: whole up to 200 bytes, else cut there and
+/// given its hash (attribute names are bounded; keys written by others are not).
+pub fn bounded_key(key: &str) -> String {
+    if key.len() <= HOT_KEY_MAX {
+        return key.to_string();
+    }
+    let mut cut = HOT_KEY_MAX;
+    while !key.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…{:016x}", &key[..cut], xxhash_rust::xxh3::xxh3_64(key.as_bytes()))
 }
 
 #[cfg(test)]
@@ -582,6 +841,47 @@ mod tests {
     }
 
     #[test]
+    fn every_metrics_key_is_in_one_partition_family_and_each_command_has_its_own() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+        let keys = [
+            (shard_count_key(day).0, SHARDS),
+            (metric_pending_key(day).0, METRIC_PENDING),
+            (metric_day_key(day).0, METRIC_DAY),
+            (metric_minutes_key(day).0, METRIC_MINUTES),
+            (checkpoint_key("arn:aws:dynamodb:x:1:table/t/stream/s", "shardId-1").0, CHECKPOINT),
+            (applied_key("e1").0, APPLIED),
+            (reconcile_reader_key("arn:s").0, RECONCILE),
+            (capacity_pk(day), CAPACITY),
+            (heat_key(day, 7).0, HEAT),
+            (user_key("alice").0, USERS),
+            (token_key("loadgen").0, TOKENS),
+            (session_key("abc").0, SESSION),
+            (bulk_key("b1").0, BULK),
+            (audit_order_pk("o-1"), AUDIT_ORDER),
+            (audit_day_pk(day, 3), AUDIT_DAY),
+            (audit_actor_pk("alice", 0), AUDIT_ACTOR),
+        ];
+        assert_eq!(keys.len(), METRICS_PARTITIONS.len(), "a key builder per family");
+        for (pk, family) in keys {
+            assert_eq!(partition_of(&pk), Some(family), "{pk}");
+            let pattern = leading_keys_pattern(family);
+            assert!(pattern == pk || pk.starts_with(pattern.trim_end_matches('*')), "{pattern} {pk}");
+        }
+        assert_eq!(partition_of("ORDER#o-1"), None);
+        assert_eq!(partition_of("USERSX"), None, "a whole key is matched whole");
+        for access in METRICS_ACCESS {
+            for family in access.reads.iter().chain(access.writes) {
+                assert!(METRICS_PARTITIONS.contains(family), "{}: {family}", access.command);
+            }
+            let credentials = access.reads.iter().chain(access.writes).any(|f| CREDENTIAL_PARTITIONS.contains(f));
+            assert_eq!(credentials, ["serve", "admin"].contains(&access.command), "{}", access.command);
+        }
+        let consumer = metrics_access("lambda").unwrap();
+        assert!(consumer.writes.contains(&APPLIED) && consumer.writes.contains(&METRIC_PENDING));
+        assert!(!metrics_access("serve").unwrap().writes.contains(&APPLIED), "the markers are the Lambda's");
+    }
+
+    #[test]
     fn shard_function_is_stable() {
         // Fixed values: a change here would strand every PENDING order
         // already written under the old shard numbers.
@@ -652,6 +952,29 @@ mod tests {
         assert!(!is_state_attribute("m05s3"), "heat is history");
     }
 
+    #[test]
+    fn quality_keys_round_trip() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+        assert_eq!(quality_pk(day), "QUALITY#2026-11-29");
+        assert_eq!(parse_quality_sk(&quality_hour_sk(7)), Some(QualitySk::Hour(7)));
+        assert_eq!(parse_quality_sk(&quality_largest_sk(23)), Some(QualitySk::Largest(23)));
+        let sample = quality_sample_sk("missing", "total");
+        assert_eq!(sample, "SAMPLE#missing|total");
+        assert_eq!(parse_quality_sk(&sample), Some(QualitySk::Sample { kind: "missing", field: "total" }));
+        for bad in ["HOUR#24", "HOUR#7", "HOUR#070", "LARGEST#", "SAMPLE#missing", "SAMPLE#|total", "OTHER"] {
+            assert_eq!(parse_quality_sk(bad), None, "{bad}");
+        }
+        assert_eq!(parse_drift_attribute(&drift_attribute("mistyped", "total")), Some(("mistyped", "total")));
+        assert_eq!(parse_drift_attribute("k|x"), None);
+        assert_eq!(parse_size_bucket_attribute(&size_bucket_attribute(80)), Some(80));
+        assert_eq!(parse_size_bucket_attribute("z"), None);
+        assert_eq!(parse_resource_units_attribute(&resource_units_attribute("orders/GSI1")), Some("orders/GSI1"));
+        let at = at("2026-11-29T08:00:00Z");
+        let attribute = quality_sample_attribute(&at, "ORDER#o|1");
+        assert_eq!(parse_quality_sample_attribute(&attribute), Some((at, "ORDER#o|1")));
+        assert!(bounded_key(&"k".repeat(1000)).len() < 230);
+    }
+
     mod fuzz {
         use super::*;
         use proptest::prelude::*;
@@ -668,6 +991,11 @@ mod tests {
                 let _ = parse_capacity_sk(&text);
                 let _ = parse_minute_attribute(&text);
                 let _ = parse_heat_attribute(&text);
+                let _ = parse_quality_sk(&text);
+                let _ = parse_drift_attribute(&text);
+                let _ = parse_size_bucket_attribute(&text);
+                let _ = parse_quality_sample_attribute(&text);
+                let _ = bounded_key(&text);
             }
 
             #[test]

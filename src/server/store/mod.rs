@@ -9,6 +9,7 @@ mod bulk;
 mod capacity;
 mod checkpoints;
 pub mod cloudwatch;
+pub mod config;
 pub mod embedded;
 pub mod error;
 mod interceptor;
@@ -18,9 +19,12 @@ mod metrics;
 mod orders;
 mod pending;
 mod provision;
+mod quality;
+pub mod reading;
 mod reconcile;
 mod recount;
 mod stream;
+pub mod usage;
 
 pub use accounts::{Account, AccountChange, Token};
 pub use applied::{Marked, Marker, TRANSACTION_ITEMS};
@@ -39,10 +43,10 @@ pub use reconcile::{CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot
 pub use recount::Recount;
 pub use stream::{StreamBatch, StreamShard};
 
-use crate::server::capacity::usage::Usage;
-use crate::server::cli::config::{StoreConfig, StoreKind};
+use crate::server::store::config::{StoreConfig, StoreKind};
 use crate::server::store::embedded::{Embedded, EmbeddedError};
 use crate::server::store::error::StoreError;
+use crate::server::store::usage::Usage;
 use aws_config::retry::RetryConfig;
 use aws_config::{BehaviorVersion, Region, timeout::TimeoutConfig};
 use aws_sdk_dynamodb::Client;
@@ -167,7 +171,7 @@ pub async fn connect(config: &StoreConfig) -> Result<(Store, Option<Embedded>), 
         .build();
     let client = Client::from_conf(client);
     let cloudwatch = match (config.capacity_source(), config.cloudwatch_endpoint_url.as_deref(), config.kind()) {
-        (crate::server::capacity::sources::Source::Stream, _, _) => None,
+        (crate::server::store::config::CapacitySource::Stream, _, _) => None,
         (_, Some(url), _) => Some(aws_sdk_cloudwatch::config::Builder::from(&sdk_config).endpoint_url(url).build()),
         (_, None, StoreKind::Aws) => Some(aws_sdk_cloudwatch::config::Builder::from(&sdk_config).build()),
         (_, None, _) => {
@@ -308,6 +312,27 @@ impl Store {
         }
         // A value evicted between the two steps reads as unrecorded once.
         Ok(days.iter().map(|d| self.shard_counts.get(d).flatten()).collect())
+    }
+
+    /// The recorded shard count of each day as of now, for the stream
+    /// consumer: a recorded count is kept for good (it never changes), a day
+    /// with none is read again (strongly consistent), since the record the
+    /// consumer is about to read may follow the count's first write.
+    pub async fn recorded_shards_now(&self, days: &[NaiveDate]) -> Result<HashMap<NaiveDate, Option<u32>>, StoreError> {
+        let mut counts: HashMap<NaiveDate, Option<u32>> =
+            days.iter().filter_map(|day| Some((*day, Some(self.shard_counts.get(day).flatten()?)))).collect();
+        let unknown: Vec<NaiveDate> = days.iter().filter(|day| !counts.contains_key(*day)).copied().collect();
+        if !unknown.is_empty() {
+            let found = self.read_shard_counts(&unknown).await?;
+            for day in unknown {
+                let count = found.get(&day).copied();
+                if let Some(n) = count {
+                    self.shard_counts.insert(day, Some(n));
+                }
+                counts.insert(day, count);
+            }
+        }
+        Ok(counts)
     }
 
     async fn read_shard_counts(&self, days: &[NaiveDate]) -> Result<HashMap<NaiveDate, u32>, StoreError> {

@@ -1,6 +1,6 @@
 //! The order write path and the per-order and per-customer reads.
 
-use super::{Item, Store};
+use super::{Item, Store, reading};
 use crate::model::{Actor, AuditEntry, Order, Status, iso_millis};
 use crate::server::store::error::{StoreError, TransactionFailure, transaction_failure};
 use crate::server::store::keys::{self, GSI1, GSI1PK, GSI1SK, GSI2PK, GSI2SK, PK, attr};
@@ -18,19 +18,24 @@ pub struct HistoryPage {
 /// The full item for an order: its attributes, its keys, and the GSI2 keys
 /// only while it is PENDING (absent, never NULL, otherwise).
 pub fn order_item(order: &Order, shards: u32) -> Result<Item, StoreError> {
+    let (Some(created_at), Some(customer_id), Some(items)) = (order.created_at, &order.customer_id, &order.items)
+    else {
+        return Err(StoreError::Data(format!("order {} lacks what the keys are made of", order.order_id)));
+    };
     let mut item: Item = serde_dynamo::to_item(order)?;
-    let timeline = keys::timeline_sk(&order.created_at, &order.order_id);
+    let timeline = keys::timeline_sk(&created_at, &order.order_id);
     let mut put = |name: &str, value: String| item.insert(name.to_string(), AttributeValue::S(value));
     put(PK, keys::order_pk(&order.order_id));
-    put(GSI1PK, keys::customer_pk(&order.customer_id));
+    put(GSI1PK, keys::customer_pk(customer_id));
     put(GSI1SK, timeline.clone());
-    if order.status == Status::Pending {
+    if order.known_status() == Some(Status::Pending) {
         let shard = keys::shard_of(&order.order_id, shards);
-        put(GSI2PK, keys::pending_pk(order.created_at.date_naive(), shard));
+        put(GSI2PK, keys::pending_pk(created_at.date_naive(), shard));
         put(GSI2SK, timeline);
     }
     // The PENDING list shows the item count without reading the line items.
-    item.insert(attr::ITEM_COUNT.into(), AttributeValue::N(order.item_count().to_string()));
+    let count: u32 = items.iter().map(|item| item.quantity).sum();
+    item.insert(attr::ITEM_COUNT.into(), AttributeValue::N(count.to_string()));
     Ok(item)
 }
 
@@ -57,13 +62,16 @@ impl Store {
             .set_item(Some(order_item(order, shards)?))
             .condition_expression("attribute_not_exists(PK)")
             .build()?;
+        let (Some(at), Some(status)) = (order.created_at, order.known_status()) else {
+            return Err(StoreError::Data(format!("order {} has no creation time or status to record", order.order_id)));
+        };
         let entry = AuditEntry {
-            at: order.created_at,
+            at,
             order_id: order.order_id.clone(),
             actor: actor.name.clone(),
             method: actor.method,
             from: None,
-            to: order.status,
+            to: status,
             reason: None,
             bulk_id: None,
         };
@@ -78,6 +86,9 @@ impl Store {
         }
     }
 
+    /// One order, read as it is (`reading::order`: what cannot be read is
+    /// named, never fatal), with a GSI2 key that names a shard its day's
+    /// readers never read said too.
     pub async fn get_order(&self, order_id: &str) -> Result<Option<Order>, StoreError> {
         let item = self
             .client
@@ -88,7 +99,13 @@ impl Store {
             .send()
             .await?
             .item;
-        item.map(|item| serde_dynamo::from_item(item).map_err(StoreError::from)).transpose()
+        let Some(item) = item else { return Ok(None) };
+        let mut order = reading::order(&item);
+        if let Some((day, _)) = reading::pending_partition(&item) {
+            let recorded = self.recorded_shards(&[day]).await?[0];
+            order.problems.extend(reading::shard_problem(&item, recorded));
+        }
+        Ok(Some(order))
     }
 
     /// Moves an order from `from` to `to` with its audit record, in one
@@ -139,10 +156,20 @@ impl Store {
     async fn why_not(&self, change: &Transition<'_>) -> Result<StoreError, StoreError> {
         Ok(match self.get_order(change.order_id).await? {
             None => StoreError::NotFound(format!("order {} not found", change.order_id)),
-            Some(current) => StoreError::Conflict(format!(
-                "order {} is {}, not {}: it was changed by someone else",
-                change.order_id, current.status, change.from
-            )),
+            Some(current) => match &current.status {
+                Some(status) if current.known_status().is_none() => StoreError::Conflict(format!(
+                    "order {} is {status}, a status this console does not know: it takes no status change here",
+                    change.order_id
+                )),
+                Some(status) => StoreError::Conflict(format!(
+                    "order {} is {status}, not {}: it was changed by someone else",
+                    change.order_id, change.from
+                )),
+                None => StoreError::Conflict(format!(
+                    "order {}'s status cannot be read: it takes no status change until it is repaired",
+                    change.order_id
+                )),
+            },
         })
     }
 
@@ -189,9 +216,11 @@ impl Store {
         };
         let items = query.send().await?.items.unwrap_or_default();
         let more = items.len() > limit as usize;
-        let orders: Vec<Order> =
-            items.into_iter().take(limit as usize).map(serde_dynamo::from_item).collect::<Result<_, _>>()?;
-        let next_after = more.then(|| orders.last().map(|o| keys::timeline_sk(&o.created_at, &o.order_id))).flatten();
+        let page = &items[..items.len().min(limit as usize)];
+        // The page continues after the last key read, as the index holds
+        // it: an order whose fields cannot be read still has its key.
+        let next_after = more.then(|| page.last().and_then(|item| item.get(GSI1SK)?.as_s().ok().cloned())).flatten();
+        let orders = page.iter().map(reading::order).collect();
         Ok(HistoryPage { orders, next_after })
     }
 }
@@ -237,8 +266,8 @@ impl Store {
     /// The shard count to write an order with, recording it for a PENDING
     /// order's day first.
     async fn shards_to_write(&self, order: &Order) -> Result<u32, StoreError> {
-        if order.status == Status::Pending {
-            self.ensure_shards_recorded(order.created_at.date_naive()).await
+        if let (Some(Status::Pending), Some(created_at)) = (order.known_status(), order.created_at) {
+            self.ensure_shards_recorded(created_at.date_naive()).await
         } else {
             Ok(self.shards)
         }

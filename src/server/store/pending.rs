@@ -40,7 +40,7 @@
 //! little stops after `MAX_ROUNDS` rounds once it has an order to show, and
 //! continues from there on the next page.
 
-use super::Store;
+use super::{Store, reading};
 use crate::model::{PendingOrder, iso_millis};
 use crate::server::store::error::StoreError;
 use crate::server::store::keys::{self, GSI2, GSI2SK};
@@ -83,10 +83,13 @@ pub struct PendingFilter {
 }
 
 impl PendingFilter {
+    /// A filter keeps only what it can read to match: an order whose
+    /// country, total or customer cannot be read is not kept by a filter on it.
     fn keeps(&self, order: &PendingOrder) -> bool {
-        self.country.as_ref().is_none_or(|c| order.shipping_country.eq_ignore_ascii_case(c))
-            && self.min_total.is_none_or(|min| order.total >= min)
-            && self.customer.as_ref().is_none_or(|c| &order.customer_id == c)
+        let country = order.shipping_country.as_deref();
+        self.country.as_ref().is_none_or(|c| country.is_some_and(|country| country.eq_ignore_ascii_case(c)))
+            && self.min_total.is_none_or(|min| order.total.is_some_and(|total| total >= min))
+            && self.customer.as_ref().is_none_or(|c| order.customer_id.as_ref() == Some(c))
     }
 
     /// The key every kept order sorts below: `<createdAt>` alone sorts
@@ -367,12 +370,14 @@ impl Store {
         let scanned = out.scanned_count().max(0) as u64;
         let more = out.last_evaluated_key().is_some_and(|k| !k.is_empty());
         let mut read = Read { kept: Vec::new(), last: None, more, scanned };
-        for mut item in out.items.unwrap_or_default() {
-            let sk = match item.remove(GSI2SK) {
-                Some(AttributeValue::S(sk)) => sk,
+        for item in out.items.unwrap_or_default() {
+            let sk = match item.get(GSI2SK) {
+                Some(AttributeValue::S(sk)) => sk.clone(),
                 _ => return Err(StoreError::Data(format!("a {} item has no {GSI2SK}", partition.pk))),
             };
-            let order: PendingOrder = serde_dynamo::from_item(item)?;
+            // Read as it is: a row another writer left incomplete is shown
+            // with what it has, and says what it lacks.
+            let order = reading::pending_row(&item);
             read.last = Some(sk.clone());
             if filter.keeps(&order) {
                 read.kept.push((sk, order));
@@ -460,13 +465,16 @@ impl<'a> Merge<'a> {
     /// Leaves the day's pace for its next page: the orders shown per
     /// millisecond, and the newest key when this was the top of the day.
     fn learn_pace(&self, after: Option<&str>) {
-        let (Some(first), Some(last)) = (self.orders.first(), self.orders.last()) else { return };
-        let day = first.created_at.date_naive();
-        let one_day = last.created_at.date_naive() == day;
+        // Times from the keys the page was merged on: an order whose
+        // `createdAt` cannot be read still has its key.
+        let at = |key: &Option<String>| key.as_deref().and_then(keys::parse_timeline_sk).map(|(at, _)| at);
+        let (Some(first), Some(last)) = (at(&self.first_key), at(&self.last_key)) else { return };
+        let day = first.date_naive();
+        let one_day = last.date_naive() == day;
         if !self.plan.paced || !self.filter.keeps_all() || self.orders.len() < 2 || !one_day {
             return;
         }
-        let span_ms = (first.created_at - last.created_at).num_milliseconds().max(1) as f64;
+        let span_ms = (first - last).num_milliseconds().max(1) as f64;
         let per_ms = (self.orders.len() - 1) as f64 / span_ms;
         let top_of_day = after.is_none() && self.filter.created_before.is_none();
         self.store.learn_pace(day, per_ms, self.first_key.clone().filter(|_| top_of_day));

@@ -8,7 +8,7 @@ use super::{Checkpoint, Item, Store, backoff, key_item};
 use crate::model::iso_millis;
 use crate::server::store::error::{StoreError, unless_condition_failed};
 use crate::server::store::keys::{self, attr};
-use crate::server::stream::counters::{Image, Key};
+use crate::server::stream::counters::Key;
 use aws_sdk_dynamodb::types::{
     AttributeValue, BillingMode, Get, ReturnConsumedCapacity, TransactGetItem, TransactWriteItem, Update,
 };
@@ -40,11 +40,11 @@ pub struct Snapshot {
     pub checkpoints: HashMap<String, Checkpoint>,
 }
 
-/// One page of a Scan of the orders table.
+/// One page of a Scan of the orders table: the items as read (with only
+/// what the state counters need); how each counts is the consumer's rule
+/// (`stream::counters::image_of`), applied by reconciliation.
 pub struct ScanPage {
-    pub orders: Vec<Image>,
-    /// Items that are not readable orders.
-    pub unreadable: u64,
+    pub items: Vec<Item>,
     /// Read capacity units consumed, when the engine says.
     pub consumed: Option<f64>,
     pub scanned: u64,
@@ -154,7 +154,8 @@ impl Store {
             .set_exclusive_start_key(start)
             .limit(limit)
             .consistent_read(true)
-            .projection_expression("#id, #status, #created, #gsi2")
+            .projection_expression("#pk, #id, #status, #created, #gsi2")
+            .expression_attribute_names("#pk", keys::PK)
             .expression_attribute_names("#id", attr::ORDER_ID)
             .expression_attribute_names("#status", attr::STATUS)
             .expression_attribute_names("#created", attr::CREATED_AT)
@@ -162,11 +163,8 @@ impl Store {
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await?;
-        let items = out.items.unwrap_or_default();
-        let orders: Vec<Image> = items.iter().filter_map(order_state).collect();
         Ok(ScanPage {
-            unreadable: (items.len() - orders.len()) as u64,
-            orders,
+            items: out.items.unwrap_or_default(),
             consumed: out.consumed_capacity.and_then(|c| c.capacity_units),
             scanned: out.scanned_count.max(0) as u64,
             next: out.last_evaluated_key.filter(|k| !k.is_empty()),
@@ -319,22 +317,6 @@ fn counter_item(item: Option<&Item>) -> CounterItem {
             .collect(),
         repairs: item.get(attr::REPAIRS).and_then(number),
     }
-}
-
-/// An order item as the state counters see it; `None` if unreadable.
-fn order_state(item: &Item) -> Option<Image> {
-    let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok());
-    let pending = match text(keys::GSI2PK) {
-        None => None,
-        Some(pk) => Some(keys::parse_pending_pk(pk)?),
-    };
-    Some(Image {
-        order_id: text(attr::ORDER_ID)?.clone(),
-        status: text(attr::STATUS)?.clone(),
-        created_at: iso_millis::parse(text(attr::CREATED_AT)?).ok()?,
-        pending,
-        row: None,
-    })
 }
 
 /// The verdict stored on a counter item, if a reconciliation left one.

@@ -25,17 +25,22 @@
 //! code path, `Applier`, shared with the Lambda function (`stream::lambda`),
 //! which guards each record with a marker instead of a shard checkpoint.
 //!
+//! The same transaction carries each record's data quality figures
+//! (`quality`: drift kinds and item sizes, by the pages' own reader).
+//!
 //! Every call to the store goes through `Store`; this module decides what
 //! to read and what a batch means.
 
-use crate::model::{LiveEvent, PendingOrder, iso_millis};
-use crate::server::capacity::usage::{Resource, epoch_minute};
+use crate::model::LiveEvent;
 use crate::server::store::error::StoreError;
-use crate::server::store::{Checkpoint, Lease, Marked, Marker, Store, StreamBatch, StreamShard};
+use crate::server::store::keys::{self, GSI2PK};
+use crate::server::store::usage::{Resource, epoch_minute};
+use crate::server::store::{Checkpoint, Item, Lease, Marked, Marker, Store, StreamBatch, StreamShard};
 use crate::server::stream::counters::{self, Change, Deltas, Image};
 use crate::server::stream::hotkeys::{self, HotKey};
 use crate::server::stream::live::LiveHub;
 use crate::server::stream::pricing::{self, Layout};
+use crate::server::stream::quality;
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, Record};
 use chrono::{DateTime, NaiveDate, Utc};
 use parking_lot::Mutex;
@@ -140,6 +145,8 @@ pub struct Applier {
     pricing: bool,
     /// The keys written per minute, of what this process committed.
     hot: Mutex<hotkeys::Tracker>,
+    /// The drift samples and largest items this process committed.
+    quality: Mutex<quality::Tracker>,
 }
 
 /// One record as a transaction takes it: its change (`None`: not a
@@ -149,6 +156,8 @@ pub struct Reading {
     pub change: Option<Change>,
     pub at: DateTime<Utc>,
     writes: Vec<pricing::Write>,
+    /// Its data quality figures (`None`: a record without images).
+    quality: Option<quality::Observation>,
 }
 
 /// The increments of the records gathered for one transaction: counters,
@@ -157,6 +166,7 @@ pub struct Reading {
 pub struct Increments {
     deltas: Deltas,
     chunk: hotkeys::Chunk,
+    quality: quality::Chunk,
 }
 
 impl Increments {
@@ -164,13 +174,17 @@ impl Increments {
     pub fn with(&self, reading: &Reading, table: &str) -> Increments {
         let mut next = self.clone();
         record_one(&mut next.deltas, &mut next.chunk, reading.change.as_ref(), &reading.at, table, &reading.writes);
+        if let Some(observation) = &reading.quality {
+            quality::record(&mut next.deltas, &mut next.quality, observation);
+        }
         next
     }
 
     /// Items the transaction writes for them, at most (each minute with hot
-    /// keys is at most one more).
+    /// keys is at most one more, and so is each drift sample and largest
+    /// item it may add to).
     pub fn items(&self) -> usize {
-        self.deltas.item_count() + self.chunk.minutes()
+        self.deltas.item_count() + self.chunk.minutes() + self.quality.items()
     }
 
     /// Whether they no longer fit a transaction that has `room` items for
@@ -194,41 +208,75 @@ pub enum Guard<'a> {
     Markers(&'a [Marker<'a>]),
 }
 
-/// The parts of an order image the counters read, as stored.
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct OrderImage {
-    order_id: String,
-    status: String,
-    #[serde(with = "iso_millis")]
-    created_at: DateTime<Utc>,
-    /// Present while the order is in GSI2 (see `keys::GSI2PK`).
-    #[serde(rename = "GSI2PK")]
-    gsi2_pk: Option<String>,
+/// The recorded shard count of each day a batch's GSI2 keys name (`None`:
+/// none recorded), read before the batch is: whether an order counts as
+/// PENDING depends on it (`counters::image_of`), and so does a GSI2 key on a
+/// shard readers never read (`quality`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Shards(HashMap<NaiveDate, Option<u32>>);
+
+impl Shards {
+    pub fn new(counts: HashMap<NaiveDate, Option<u32>>) -> Self {
+        Shards(counts)
+    }
+
+    /// Whether the day's readers read this GSI2 partition.
+    pub fn listed(&self, day: NaiveDate, shard: u32) -> bool {
+        self.recorded(day).is_some_and(|count| shard < count)
+    }
+
+    pub fn recorded(&self, day: NaiveDate) -> Option<u32> {
+        self.0.get(&day).copied().flatten()
+    }
 }
 
-/// An image as the counters see it; `None` for an item that is not a
-/// readable order (it is counted as a bad record and skipped).
-fn image(item: &HashMap<String, StreamValue>) -> Option<Image> {
-    let order: OrderImage = serde_dynamo::from_item(item.clone()).ok()?;
-    let pending = match &order.gsi2_pk {
-        None => None,
-        Some(pk) => Some(crate::server::store::keys::parse_pending_pk(pk)?),
-    };
-    // The list row, when the image holds every attribute the list shows.
-    let row: Option<PendingOrder> = serde_dynamo::from_item(item.clone()).ok();
-    Some(Image { order_id: order.order_id, status: order.status, created_at: order.created_at, pending, row })
+/// The days whose shard counts reading `records` needs: those their images'
+/// GSI2 keys name.
+pub fn gsi2_days<'a>(records: impl IntoIterator<Item = &'a Record>) -> Vec<NaiveDate> {
+    let mut days: Vec<NaiveDate> = records
+        .into_iter()
+        .filter_map(|record| record.dynamodb())
+        .flat_map(|data| [data.old_image(), data.new_image()])
+        .flatten()
+        .filter_map(|image| keys::parse_pending_pk(image.get(GSI2PK)?.as_s().ok()?))
+        .map(|(day, _)| day)
+        .collect();
+    days.sort_unstable();
+    days.dedup();
+    days
 }
 
-/// A stream record as a change; `None` for a record that cannot be read.
-pub fn change(record: &Record) -> Option<Change> {
-    let data = record.dynamodb()?;
-    let old = data.old_image().map(image).map_or(Some(None), |i| i.map(Some))?;
-    let new = data.new_image().map(image).map_or(Some(None), |i| i.map(Some))?;
+/// A stream image as the table's own item type: the one reader
+/// (`store::reading`) and the counting rule read it as they read the table.
+fn item_of(image: &HashMap<String, StreamValue>) -> Item {
+    Item::from(serde_dynamo::Item::from(image.clone()))
+}
+
+/// A record's images as items (`None`: the record has no such image).
+fn images(record: &Record) -> (Option<Item>, Option<Item>) {
+    match record.dynamodb() {
+        Some(data) => (data.old_image().map(item_of), data.new_image().map(item_of)),
+        None => (None, None),
+    }
+}
+
+/// A change from a record's images: each counts as `counters::image_of`
+/// says, an image that is not a readable order as none (it counts nowhere,
+/// as reconciliation's recount finds it); `None` when neither image is one.
+fn change_of(old: Option<&Item>, new: Option<&Item>, at: DateTime<Utc>, shards: &Shards) -> Option<Change> {
+    let listed = |day, shard| shards.listed(day, shard);
+    let old = old.and_then(|item| counters::image_of(item, listed));
+    let new = new.and_then(|item| counters::image_of(item, listed));
     if old.is_none() && new.is_none() {
         return None;
     }
-    Some(Change { old, new, at: written_at(record) })
+    Some(Change { old, new, at })
+}
+
+/// A stream record as a change; `None` for a record that is no readable order.
+pub fn change(record: &Record, shards: &Shards) -> Option<Change> {
+    let (old, new) = images(record);
+    change_of(old.as_ref(), new.as_ref(), written_at(record), shards)
 }
 
 /// When the stream recorded a write (now, for a record that does not say).
@@ -248,15 +296,16 @@ fn priced(layout: &Layout, record: &Record) -> Vec<pricing::Write> {
 }
 
 /// The order a record changes, and its state just before the change (`None`
-/// when it did not exist: an insert); `None` for a record that cannot be read.
+/// when it did not exist, an insert, or did not count, an item that is no
+/// readable order); `None` for a record whose key names no order. Every
+/// GSI2 partition counts as listed: reconciliation judges one day's
+/// partitions, each below its recorded count.
 pub fn state_before(record: &Record) -> Option<(String, Option<Image>)> {
     let data = record.dynamodb()?;
-    let pk = data.keys()?.get(crate::server::store::keys::PK)?.as_s().ok()?;
-    let order_id = crate::server::store::keys::parse_order_pk(pk)?.to_string();
-    match data.old_image() {
-        None => Some((order_id, None)),
-        Some(item) => Some((order_id, Some(image(item)?))),
-    }
+    let pk = data.keys()?.get(keys::PK)?.as_s().ok()?;
+    let order_id = keys::parse_order_pk(pk)?.to_string();
+    let before = data.old_image().and_then(|image| counters::image_of(&item_of(image), |_, _| true));
+    Some((order_id, before))
 }
 
 /// The shards to read now: not finished, and whose parent (if still
@@ -502,12 +551,13 @@ impl Consumer {
     ) -> Result<Option<String>, StoreError> {
         let lease = self.lease_for(stream_arn, shard_id);
         let table = self.store.orders_table().to_string();
+        let shards = self.core.shards(records).await?;
         let mut batch = Batch::default();
         let mut increments = Increments::default();
         let mut last_seq: Option<String> = None;
         for record in records {
             let seq = record.dynamodb().and_then(|d| d.sequence_number()).map(str::to_string);
-            let reading = self.core.read(record);
+            let reading = self.core.read(record, &shards);
             if reading.change.is_none() {
                 tracing::warn!(shard_id, sequence = ?seq, "a stream record that is not a readable order: priced only");
             }
@@ -557,6 +607,7 @@ impl Applier {
             layout: Layout::orders(),
             pricing,
             hot: Mutex::new(hotkeys::Tracker::default()),
+            quality: Mutex::new(quality::Tracker::default()),
         }
     }
 
@@ -573,12 +624,31 @@ impl Applier {
         self.store.orders_table()
     }
 
-    /// What a record means: its change, when, and its writes priced.
-    pub fn read(&self, record: &Record) -> Reading {
-        let change = change(record);
-        let at = change.as_ref().map_or_else(|| written_at(record), |c| c.at);
+    /// The recorded shard counts reading `records` needs (see `Shards`):
+    /// one read of the days not known yet (a count once recorded is kept).
+    pub async fn shards(&self, records: &[Record]) -> Result<Shards, StoreError> {
+        let days = gsi2_days(records);
+        if days.is_empty() {
+            return Ok(Shards::default());
+        }
+        Ok(Shards::new(self.store.recorded_shards_now(&days).await?))
+    }
+
+    /// What a record means: its change, when, its writes priced, and its
+    /// data quality figures.
+    pub fn read(&self, record: &Record, shards: &Shards) -> Reading {
+        let at = written_at(record);
+        let (old, new) = images(record);
+        let change = change_of(old.as_ref(), new.as_ref(), at, shards);
         let writes = if self.pricing { priced(&self.layout, record) } else { Vec::new() };
-        Reading { change, at, writes }
+        let quality = record.dynamodb().filter(|_| old.is_some() || new.is_some()).map(|data| {
+            let key = pricing::key_text(data.keys().and_then(|k| k.get(keys::PK)));
+            let size = data.new_image().map(pricing::item_size);
+            let recorded = new.as_ref().and_then(crate::server::store::reading::pending_partition);
+            let recorded = recorded.and_then(|(day, _)| shards.recorded(day));
+            quality::observe(key, new.as_ref().zip(size), recorded, self.table(), &writes, at)
+        });
+        Reading { change, at, writes, quality }
     }
 
     /// One transaction of `increments` (and the hot keys they make), guarded
@@ -593,8 +663,10 @@ impl Applier {
             None => None,
         };
         let plan = self.hot.lock().plan(&increments.chunk);
+        let quality = self.quality.lock().plan(&increments.quality);
         let mut applied = increments.deltas.clone();
         applied.extend(&plan.adds);
+        applied.extend(&quality.adds);
         let outcome = match guard {
             Guard::Checkpoint { lease, prev, seq, finished } => {
                 self.store.commit_batch(lease, prev, seq, finished, &applied).await?;
@@ -607,6 +679,10 @@ impl Applier {
                 versions.committed(&increments.deltas.versions());
             }
             self.counted(&increments.chunk, plan);
+            self.quality.lock().committed(quality);
+            for ((kind, field), items) in increments.quality.drift() {
+                crate::server::telemetry::drift(kind.as_str(), field, *items);
+            }
         }
         Ok(outcome)
     }
@@ -731,20 +807,40 @@ mod tests {
         assert_eq!(ids(&done), vec!["c1", "c2", "o"]);
     }
 
+    fn image(item: &HashMap<String, StreamValue>, shards: &Shards) -> Option<Image> {
+        counters::image_of(&item_of(item), |day, shard| shards.listed(day, shard))
+    }
+
     #[test]
-    fn images_are_read_from_the_stream_format() {
+    fn images_are_read_from_the_stream_format_by_one_rule() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+        let shards = Shards::new(HashMap::from([(day, Some(10))]));
         let item = HashMap::from([
-            ("orderId".to_string(), StreamValue::S("o-1".into())),
+            ("PK".to_string(), StreamValue::S("ORDER#o-1".into())),
             ("status".to_string(), StreamValue::S("PENDING".into())),
             ("createdAt".to_string(), StreamValue::S("2026-11-29T10:15:30.000Z".into())),
             ("GSI2PK".to_string(), StreamValue::S("STATUS#PENDING#2026-11-29#3".into())),
         ]);
-        let image = image(&item).unwrap();
-        assert_eq!(image.pending, Some((NaiveDate::from_ymd_opt(2026, 11, 29).unwrap(), 3)));
-        assert!(image.row.is_none(), "no list row without every listed attribute");
+        let read = image(&item, &shards).unwrap();
+        assert_eq!(read.order_id, "o-1", "the id from the key when orderId is missing");
+        assert_eq!(read.pending, Some((day, 3)));
+        let row = read.row.expect("a PENDING order's row, with what it has");
+        assert!(row.total.is_none() && row.problems.iter().any(|p| p.field == "total"), "{row:?}");
+        // A GSI2 key no reader reads: not PENDING (shard 57 of 10, or a day
+        // with no recorded count), and a corrupt one neither; still an order.
+        let mut beyond = item.clone();
+        beyond.insert("GSI2PK".into(), StreamValue::S("STATUS#PENDING#2026-11-29#57".into()));
+        assert_eq!(image(&beyond, &shards).unwrap().pending, None);
+        assert_eq!(image(&item, &Shards::default()).unwrap().pending, None);
         let mut corrupt = item.clone();
         corrupt.insert("GSI2PK".into(), StreamValue::S("STATUS#PENDING#garbage".into()));
-        assert!(super::image(&corrupt).is_none());
+        assert_eq!(image(&corrupt, &shards).unwrap().pending, None);
+        // Another writer's status counts under its own name; one that is not a name, under UNREADABLE.
+        let mut on_hold = item.clone();
+        on_hold.insert("status".into(), StreamValue::S("ON_HOLD".into()));
+        assert_eq!(image(&on_hold, &shards).unwrap().status, "ON_HOLD");
+        on_hold.insert("status".into(), StreamValue::N("3".into()));
+        assert_eq!(image(&on_hold, &shards).unwrap().status, counters::UNREADABLE_STATUS);
         let record = |old: Option<HashMap<String, StreamValue>>| {
             let keys = HashMap::from([("PK".to_string(), StreamValue::S("ORDER#o-1".into()))]);
             let data = aws_sdk_dynamodbstreams::types::StreamRecord::builder().set_keys(Some(keys)).set_old_image(old);
@@ -753,9 +849,11 @@ mod tests {
         let (id, before) = state_before(&record(Some(item.clone()))).unwrap();
         assert_eq!((id.as_str(), before.unwrap().status.as_str()), ("o-1", "PENDING"));
         assert_eq!(state_before(&record(None)), Some(("o-1".into(), None)), "an insert: the order did not exist");
-        assert_eq!(state_before(&record(Some(corrupt.clone()))), None);
-        let mut not_an_order = item;
-        not_an_order.remove("orderId");
-        assert!(super::image(&not_an_order).is_none());
+        // No createdAt: no order to count (no day, no minute), before or after.
+        let mut timeless = item;
+        timeless.remove("createdAt");
+        assert!(image(&timeless, &shards).is_none());
+        assert_eq!(state_before(&record(Some(timeless))), Some(("o-1".into(), None)));
+        assert_eq!(gsi2_days([&record(Some(beyond))]), vec![day]);
     }
 }

@@ -17,12 +17,26 @@
 //! place a third kind. Writes to a day's partitions after the day (orders
 //! leaving PENDING the next morning) are in no day's heat.
 //!
-//! An order counts as PENDING for a day while it is in that day's GSI2
-//! partitions (it has `GSI2PK`).
+//! How an item counts, whoever wrote it (`image_of`), is one rule for the
+//! consumer, reconciliation and the pages alike:
+//! - an item counts as an order when its order id (its key's, else
+//!   `orderId`) and its `createdAt` (any ISO-8601 time) can be read: the
+//!   day and minute it counts under. Whatever else it misses or mistypes (a
+//!   total, a line item), it counts, as the pages show it (flagged);
+//! - its status counts under its own name when that is a name a counter
+//!   can carry (`A`-`Z` and `_`, at most 32: `statusON_HOLD` for another
+//!   writer's `ON_HOLD`); a missing, mistyped or other status counts under
+//!   `statusUNREADABLE`;
+//! - it counts as PENDING for a day while it is in a GSI2 partition the
+//!   day's readers read: its `GSI2PK` is a PENDING key of that day on a shard
+//!   below the day's recorded shard count. One on shard 57 of 10, or on a
+//!   day with no recorded count, is on no PENDING list and in no PENDING
+//!   counter (the drift panel names it: `stream::quality`).
 
-use crate::model::PendingOrder;
-use crate::server::capacity::usage::Resource;
-use crate::server::store::keys::{self, attr};
+use crate::model::{PendingOrder, iso_millis};
+use crate::server::store::keys::{self, GSI2PK, PK, attr};
+use crate::server::store::usage::Resource;
+use crate::server::store::{Item, reading};
 use crate::server::stream::pricing::Write;
 use chrono::{DateTime, NaiveDate, Timelike, Utc};
 use std::collections::BTreeMap;
@@ -37,6 +51,35 @@ pub struct Image {
     pub pending: Option<(NaiveDate, u32)>,
     /// What the dashboard list shows, when the image has it all.
     pub row: Option<PendingOrder>,
+}
+
+/// The status counter of an order whose status cannot be one.
+pub const UNREADABLE_STATUS: &str = "UNREADABLE";
+/// The longest status name counted under its own name.
+const MAX_STATUS_NAME: usize = 32;
+
+/// How `item` counts (see the module's rule); `None` for an item that is
+/// not a readable order (no order id, or no readable `createdAt`): it
+/// counts nowhere. `listed` says whether a (day, shard) GSI2 partition is
+/// one the day's readers read.
+pub fn image_of(item: &Item, listed: impl Fn(NaiveDate, u32) -> bool) -> Option<Image> {
+    let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).map(String::as_str);
+    let order_id = text(PK).and_then(|pk| keys::parse_order_pk(pk)).or(text(attr::ORDER_ID))?.to_string();
+    let created_at = iso_millis::parse(text(attr::CREATED_AT)?).ok()?;
+    let status = match text(attr::STATUS) {
+        Some(status)
+            if !status.is_empty()
+                && status.len() <= MAX_STATUS_NAME
+                && status.bytes().all(|b| b.is_ascii_uppercase() || b == b'_') =>
+        {
+            status.to_string()
+        }
+        _ => UNREADABLE_STATUS.to_string(),
+    };
+    let pending = text(GSI2PK).and_then(keys::parse_pending_pk).filter(|(day, shard)| listed(*day, *shard));
+    // The list row, as the list shows it.
+    let row = pending.map(|_| reading::pending_row(item));
+    Some(Image { order_id, status, created_at, pending, row })
 }
 
 /// One record of the stream: an insert (no `old`), a modify, or a remove
@@ -425,13 +468,14 @@ mod tests {
     fn heat_counts_an_in_place_rewrite_only_when_a_projected_attribute_changed() {
         let row = |total: i64| PendingOrder {
             order_id: "o-1".into(),
-            customer_id: "c-1".into(),
-            created_at: at("2026-11-29T10:15:30Z"),
-            total,
-            currency: "USD".into(),
-            item_count: 1,
-            shipping_city: "Oslo".into(),
-            shipping_country: "NO".into(),
+            customer_id: Some("c-1".into()),
+            created_at: Some(at("2026-11-29T10:15:30Z")),
+            total: Some(total),
+            currency: Some("USD".into()),
+            item_count: Some(1),
+            shipping_city: Some("Oslo".into()),
+            shipping_country: Some("NO".into()),
+            problems: Vec::new(),
         };
         let with_row = |total: i64| Image { row: Some(row(total)), ..image("PENDING", Some(2)) };
         let change =

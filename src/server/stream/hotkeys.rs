@@ -16,8 +16,9 @@
 //! cross. A key at 1% of a partition's 1,000 WCU/s takes 600 units a minute:
 //! the figures that matter are exact.
 
-use crate::server::capacity::usage::{Resource, minute_start};
+use crate::server::rules::PARTITION_WRITE_UNITS;
 use crate::server::store::keys;
+use crate::server::store::usage::{Resource, minute_start};
 use chrono::Timelike;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -28,8 +29,6 @@ pub const THRESHOLD: u64 = 10;
 pub const CAP: usize = 20;
 /// Minutes kept in memory behind the newest one seen.
 const KEEP_MINUTES: i64 = 5;
-/// A partition serves 1,000 write units a second.
-pub const PARTITION_WRITE_UNITS: f64 = 1000.0;
 
 /// (epoch minute, resource as filed, partition key).
 pub type Slot = (i64, String, String);

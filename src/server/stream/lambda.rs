@@ -128,11 +128,25 @@ impl LambdaConsumer {
     /// allow; each record at most once, whoever delivered it before.
     pub async fn apply(&self, records: &[Delivered]) -> Outcome {
         let table = self.core.table().to_string();
+        let stream_records: Vec<Record> = records.iter().filter_map(|d| d.record.clone()).collect();
+        let shards = match self.core.shards(&stream_records).await {
+            Ok(shards) => shards,
+            Err(err) => {
+                // Nothing can be read before this: every record fails, to be delivered again.
+                tracing::error!(error = %err, "the days' shard counts could not be read");
+                let mut outcome = Outcome::default();
+                if !records.is_empty() {
+                    outcome.failed_from = Some(0);
+                    outcome.error = Some(err.to_string());
+                }
+                return outcome;
+            }
+        };
         let readings: Vec<Option<Reading>> = records
             .iter()
             .map(|d| match (&d.event_id, &d.record) {
                 (Some(_), Some(record)) => {
-                    let reading = self.core.read(record);
+                    let reading = self.core.read(record, &shards);
                     if reading.change.is_none() {
                         tracing::warn!(sequence = ?d.seq, "a stream record that is not a readable order: priced only");
                     }
@@ -227,8 +241,45 @@ pub fn response(records: &[Delivered], outcome: &Outcome) -> Result<DynamoDbEven
     Ok(response)
 }
 
-/// One invocation: a DynamoDB event in, the batch item failures out.
+/// The namespace and name of the failed-records metric the function
+/// publishes: a partial batch failure is no Lambda `Errors`, so the
+/// template's alarm watches this instead.
+pub const METRIC_NAMESPACE: &str = "NorthwindOps";
+pub const FAILED_RECORDS: &str = "FailedRecords";
+
+/// One line of CloudWatch embedded metric format: Lambda's log delivery
+/// turns it into the `FailedRecords` metric of the function (by
+/// `FunctionName`), with no call to CloudWatch from here.
+pub fn metrics_line(function: &str, failed: usize, at: chrono::DateTime<chrono::Utc>) -> String {
+    serde_json::json!({
+        "_aws": {
+            "Timestamp": at.timestamp_millis(),
+            "CloudWatchMetrics": [{
+                "Namespace": METRIC_NAMESPACE,
+                "Dimensions": [["FunctionName"]],
+                "Metrics": [{ "Name": FAILED_RECORDS, "Unit": "Count" }]
+            }]
+        },
+        "FunctionName": function,
+        FAILED_RECORDS: failed
+    })
+    .to_string()
+}
+
+/// One invocation: a DynamoDB event in, the batch item failures out, and
+/// how many records failed as a metric line on standard output.
 pub async fn handle(consumer: &LambdaConsumer, event: &Value) -> Result<DynamoDbEventResponse, LambdaError> {
+    let result = handle_records(consumer, event).await;
+    let failed = match &result {
+        Ok(response) => response.batch_item_failures.len(),
+        Err(_) => event.get("Records").and_then(Value::as_array).map_or(0, Vec::len),
+    };
+    let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_default();
+    println!("{}", metrics_line(&function, failed, chrono::Utc::now()));
+    result
+}
+
+async fn handle_records(consumer: &LambdaConsumer, event: &Value) -> Result<DynamoDbEventResponse, LambdaError> {
     let records = event.get("Records").and_then(Value::as_array).ok_or(LambdaError::NotAStreamEvent)?;
     let delivered: Vec<Delivered> = records.iter().map(Delivered::from_json).collect();
     let outcome = consumer.apply(&delivered).await;
@@ -285,7 +336,7 @@ pub fn check_environment(var: impl Fn(&str) -> Option<String>) -> Result<(), Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::stream::consumer::change;
+    use crate::server::stream::consumer::{Shards, change};
     use serde_json::json;
 
     fn event_record(seq: &str, new_status: Option<&str>, old_status: Option<&str>) -> Value {
@@ -321,13 +372,13 @@ mod tests {
         assert_eq!(delivered.seq.as_deref(), Some("100"));
         let record = delivered.record.unwrap();
         assert_eq!(record.event_name(), Some(&OperationType::Modify));
-        let modified = change(&record).expect("a readable order");
+        let modified = change(&record, &Shards::default()).expect("a readable order");
         assert_eq!(modified.old.unwrap().status, "PENDING");
         assert_eq!(modified.new.unwrap().status, "CONFIRMED");
         assert_eq!(modified.at.timestamp(), 1_764_411_330);
         let insert = Delivered::from_json(&event_record("101", Some("PENDING"), None)).record.unwrap();
         assert!(insert.dynamodb().unwrap().old_image().is_none(), "an absent image is no image");
-        assert!(change(&insert).unwrap().old.is_none());
+        assert!(change(&insert, &Shards::default()).unwrap().old.is_none());
     }
 
     #[test]
@@ -356,6 +407,20 @@ mod tests {
         unnumbered[2].seq = None;
         let outcome = Outcome { failed_from: Some(1), ..Outcome::default() };
         assert!(matches!(response(&unnumbered, &outcome), Err(LambdaError::Unreportable { position: 2 })));
+    }
+
+    #[test]
+    fn the_failed_records_line_is_embedded_metric_format() {
+        let at = chrono::DateTime::from_timestamp_millis(1_764_411_330_123).unwrap();
+        let line: Value = serde_json::from_str(&metrics_line("northwind-consumer", 3, at)).unwrap();
+        assert_eq!(line["_aws"]["Timestamp"], 1_764_411_330_123i64);
+        let directive = &line["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(directive["Namespace"], METRIC_NAMESPACE);
+        assert_eq!(directive["Dimensions"], json!([["FunctionName"]]));
+        assert_eq!(directive["Metrics"], json!([{"Name": "FailedRecords", "Unit": "Count"}]));
+        // Each dimension and metric named in the directive is a member of its own.
+        assert_eq!(line["FunctionName"], "northwind-consumer");
+        assert_eq!(line[FAILED_RECORDS], 3);
     }
 
     #[test]

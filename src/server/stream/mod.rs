@@ -4,9 +4,9 @@
 
 pub mod consumer;
 pub mod counters;
-pub mod follower;
 pub mod hotkeys;
 pub mod lambda;
 pub mod live;
 pub mod pricing;
+pub mod quality;
 pub mod reconcile;

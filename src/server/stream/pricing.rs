@@ -28,7 +28,7 @@
 //! bills but records no stream record for. The figures assume every record
 //! is a single, non-transactional write (see the README).
 
-use crate::server::sim::throttle::units::{WRITE_UNIT_BYTES, number_size};
+use crate::server::rules::units::{WRITE_UNIT_BYTES, number_size};
 use aws_sdk_dynamodbstreams::types::AttributeValue;
 use std::collections::HashMap;
 
@@ -173,7 +173,7 @@ fn units(size: u64) -> u32 {
 }
 
 /// A partition key as text, as the page and `/metrics` name it.
-fn key_text(value: Option<&AttributeValue>) -> String {
+pub fn key_text(value: Option<&AttributeValue>) -> String {
     match value {
         Some(AttributeValue::S(s)) => s.clone(),
         Some(AttributeValue::N(n)) => n.clone(),

@@ -7,13 +7,9 @@
 //! as burst capacity, table-wide and best-effort; a per-partition limit does
 //! not, which is what this simulates.)
 
+use crate::server::rules::{PARTITION_READ_UNITS, PARTITION_WRITE_UNITS};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
-
-/// A partition serves at most 3,000 read units and 1,000 write units a
-/// second ("Best practices for designing and using partition keys").
-pub const PARTITION_READ_UNITS: f64 = 3000.0;
-pub const PARTITION_WRITE_UNITS: f64 = 1000.0;
 
 /// How often idle buckets are looked for.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);

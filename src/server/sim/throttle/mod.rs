@@ -21,9 +21,9 @@
 pub mod buckets;
 pub mod protocol;
 pub mod schema;
-pub mod units;
 pub mod update;
 
+use crate::server::rules::units::{self, Consistency};
 use crate::server::store::{StoreTimeouts, endpoint_sdk_config};
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -31,6 +31,7 @@ use axum::extract::State;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, header};
 use buckets::{BucketKey, Buckets, Draw, Kind, Resource};
+use clap::Args;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -46,7 +47,34 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
-use units::Consistency;
+
+#[derive(Args, Debug, Clone)]
+pub struct ThrottleProxyArgs {
+    /// The DynamoDB endpoint to stand in front of, e.g. http://127.0.0.1:8000
+    #[arg(long, env = "NORTHWIND_THROTTLE_UPSTREAM")]
+    pub upstream: String,
+
+    /// Address the proxy listens on; point the app's --endpoint-url at it
+    #[arg(long, env = "NORTHWIND_THROTTLE_LISTEN", default_value = "127.0.0.1:8010")]
+    pub listen: SocketAddr,
+
+    /// Multiplies the partition limits (3,000 read and 1,000 write units a
+    /// second): 0.05 reaches them at 50 writes a second
+    #[arg(long, env = "NORTHWIND_THROTTLE_SCALE", default_value_t = 1.0, value_parser = parse_scale)]
+    pub scale: f64,
+
+    /// Refuse writes to an item a transaction in flight is writing, as
+    /// DynamoDB does (TransactionConflict); the local engines never do
+    #[arg(long, env = "NORTHWIND_THROTTLE_TRANSACTION_CONFLICTS")]
+    pub transaction_conflicts: bool,
+}
+
+pub fn parse_scale(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(scale) if scale.is_finite() && scale > 0.0 => Ok(scale),
+        _ => Err(format!("{text:?} is not a number above 0")),
+    }
+}
 
 /// DynamoDB takes requests up to 16 MB (a BatchWriteItem's limit).
 const MAX_BODY: usize = 16 * 1024 * 1024;
@@ -61,6 +89,8 @@ pub struct ProxyOptions {
     pub listen: SocketAddr,
     /// Partition limits times this: 0.05 is 50 write units a second.
     pub scale: f64,
+    /// Refuse writes meeting a transaction in flight on the same item.
+    pub transaction_conflicts: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +123,8 @@ pub async fn start(
         buckets: Mutex::new(Buckets::new(options.scale)),
         tally: Mutex::new(Tally::default()),
         told_unevaluable: AtomicBool::new(false),
+        conflicts: options.transaction_conflicts,
+        in_flight: Arc::default(),
     });
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -139,9 +171,23 @@ pub struct Tally {
     pub units: BTreeMap<(String, Kind), f64>,
     /// Requests of metered operations forwarded without metering.
     pub unmetered: u64,
+    /// Refusals by the partition key that was over its limit: (table or
+    /// index, the key's value as DynamoDB JSON), a request counting once per key.
+    pub by_key: BTreeMap<(String, String), u64>,
+    /// Requests refused for a transaction in flight on one of their items,
+    /// by table.
+    pub conflicts: BTreeMap<String, u64>,
 }
 
 impl Tally {
+    /// The keys refused most, most first (at most `n`).
+    pub fn hottest(&self, n: usize) -> Vec<(&(String, String), &u64)> {
+        let mut keys: Vec<_> = self.by_key.iter().collect();
+        keys.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        keys.truncate(n);
+        keys
+    }
+
     /// Refusals that named `reason`, whatever the resource.
     pub fn throttled_by(&self, reason: &str) -> u64 {
         self.reasons.iter().filter(|(r, _)| r.reason == reason).map(|(_, n)| n).sum()
@@ -154,11 +200,17 @@ impl fmt::Display for Tally {
         for (reason, count) in &self.reasons {
             writeln!(f, "  {} on {}: {count}", reason.reason, reason.resource)?;
         }
+        for ((resource, key), count) in self.hottest(5) {
+            writeln!(f, "  key {key} of {resource}: {count}")?;
+        }
         writeln!(f, "capacity units charged:")?;
         let resources: BTreeSet<&String> = self.units.keys().map(|(r, _)| r).collect();
         for resource in resources {
             let get = |kind| self.units.get(&(resource.clone(), kind)).copied().unwrap_or(0.0);
             writeln!(f, "  {resource}: {:.1} read units, {:.1} write units", get(Kind::Read), get(Kind::Write))?;
+        }
+        for (table, count) in &self.conflicts {
+            writeln!(f, "transaction conflicts on {table}: {count}")?;
         }
         write!(f, "requests forwarded without metering: {}", self.unmetered)
     }
@@ -173,6 +225,29 @@ struct Proxy {
     buckets: Mutex<Buckets>,
     tally: Mutex<Tally>,
     told_unevaluable: AtomicBool,
+    conflicts: bool,
+    /// The items transactions in flight write: (table, key), and how many.
+    in_flight: Arc<Mutex<HashMap<(String, String), usize>>>,
+}
+
+/// The items of a transaction in flight, held until it is answered.
+struct Held {
+    in_flight: Arc<Mutex<HashMap<(String, String), usize>>>,
+    items: Vec<(String, String)>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut in_flight = self.in_flight.lock();
+        for item in &self.items {
+            if let Some(n) = in_flight.get_mut(item) {
+                *n -= 1;
+                if *n == 0 {
+                    in_flight.remove(item);
+                }
+            }
+        }
+    }
 }
 
 /// An upstream answer read whole.
@@ -202,6 +277,16 @@ impl Answer {
         self.headers.remove("x-amz-crc32");
         self
     }
+}
+
+/// The item a write writes: its table and key (`None`: a key the proxy
+/// cannot read).
+fn item_of(write: &Write, schema: &TableSchema) -> Option<(String, String)> {
+    let key = match &write.action {
+        Action::Put { item, .. } => schema.key_of(item)?,
+        Action::Update { key, .. } | Action::Delete { key } | Action::ConditionCheck { key } => schema.key_of(key)?,
+    };
+    Some((write.table.clone(), protocol::key_text(&key)))
 }
 
 /// The proxy could not reach the upstream: a 502, which SDKs retry.
@@ -240,6 +325,7 @@ async fn handle(State(proxy): State<Arc<Proxy>>, request: Request<Body>) -> Resp
         Some("BatchWriteItem") => proxy.batch_write(&parts, body).await,
         Some("GetItem") => proxy.get(&parts, body).await,
         Some("BatchGetItem") => proxy.batch_get(&parts, body).await,
+        Some("TransactGetItems") if proxy.conflicts => proxy.transact_get(&parts, body).await,
         Some("Query") => proxy.query(&parts, body).await,
         Some(op) => {
             if matches!(op, "CreateTable" | "DeleteTable" | "UpdateTable") {
@@ -355,7 +441,7 @@ impl Proxy {
         let key = protocol::item_from_json(&schema.key_of(item)?).ok()?;
         let read = self.sdk.get_item().table_name(&schema.name).set_key(Some(key)).consistent_read(true).send().await;
         match read {
-            Ok(out) => out.item.as_ref().map(protocol::item_to_json),
+            Ok(out) => out.item.as_ref().map(units::item_to_json),
             Err(err) => {
                 tracing::warn!(error = %aws_sdk_dynamodb::error::DisplayErrorContext(&err), "throttle proxy: cannot read the old item; pricing as if there were none");
                 None
@@ -400,6 +486,11 @@ impl Proxy {
         tally.throttled_requests += 1;
         for reason in &reasons {
             *tally.reasons.entry(reason.clone()).or_default() += 1;
+        }
+        let keys: BTreeSet<(String, String)> =
+            short.iter().map(|key| (key.resource.to_string(), key.partition.clone())).collect();
+        for key in keys {
+            *tally.by_key.entry(key).or_default() += 1;
         }
         reasons.into_iter().collect()
     }
@@ -471,9 +562,69 @@ impl Proxy {
             }
             return Ok(dynamodb_answer(StatusCode::BAD_REQUEST, &protocol::throttled(schemas[0].billing, &reasons)));
         }
+        let items: Vec<Option<(String, String)>> =
+            writes.iter().zip(&schemas).map(|(write, schema)| item_of(write, schema)).collect();
+        let _held = match self.hold(operation == "TransactWriteItems", &items) {
+            Ok(held) => held,
+            Err(conflicting) => {
+                self.count_conflict(&writes[0].table);
+                let answer = match operation {
+                    "TransactWriteItems" => protocol::transaction_conflicted(&conflicting),
+                    _ => protocol::write_conflicted(),
+                };
+                return Ok(dynamodb_answer(StatusCode::BAD_REQUEST, &answer));
+            }
+        };
         let answer = self.forward_read(parts, body).await?;
         self.notice_missing(&answer, &writes.iter().map(|w| w.table.as_str()).collect::<Vec<_>>());
         Ok(answer.into_response())
+    }
+
+    // ---- transactions in flight
+
+    /// Whether `items` are free of transactions in flight: if so, a
+    /// transaction holds them until its answer (the guard); if not, which
+    /// of them are held. Always free when conflicts are not simulated.
+    fn hold(&self, transaction: bool, items: &[Option<(String, String)>]) -> Result<Option<Held>, Vec<bool>> {
+        if !self.conflicts {
+            return Ok(None);
+        }
+        let mut in_flight = self.in_flight.lock();
+        let conflicting: Vec<bool> =
+            items.iter().map(|i| i.as_ref().is_some_and(|i| in_flight.contains_key(i))).collect();
+        if conflicting.iter().any(|c| *c) {
+            return Err(conflicting);
+        }
+        if !transaction {
+            return Ok(None);
+        }
+        let items: Vec<(String, String)> = items.iter().flatten().cloned().collect();
+        for item in &items {
+            *in_flight.entry(item.clone()).or_default() += 1;
+        }
+        Ok(Some(Held { in_flight: self.in_flight.clone(), items }))
+    }
+
+    fn count_conflict(&self, table: &str) {
+        *self.tally.lock().conflicts.entry(table.to_string()).or_default() += 1;
+    }
+
+    /// TransactGetItems: cancelled when a transaction in flight writes one
+    /// of its items, else forwarded.
+    async fn transact_get(&self, parts: &Parts, body: Bytes) -> Result<Response<Body>, Fault> {
+        let Ok(gets) = serde_json::from_slice::<Value>(&body)
+            .map_err(|_| ())
+            .and_then(|b| protocol::transact_gets(&b).map_err(|_| ()))
+        else {
+            return self.forward(parts, body).await;
+        };
+        let items: Vec<Option<(String, String)>> =
+            gets.iter().map(|(table, key)| Some((table.clone(), protocol::key_text(key)))).collect();
+        if let Err(conflicting) = self.hold(false, &items) {
+            self.count_conflict(&gets[0].0);
+            return Ok(dynamodb_answer(StatusCode::BAD_REQUEST, &protocol::transaction_conflicted(&conflicting)));
+        }
+        self.forward(parts, body).await
     }
 
     /// BatchWriteItem: requests whose partitions are over the limit come

@@ -417,36 +417,55 @@ pub fn transaction_throttled(throttled: &[bool]) -> Value {
     })
 }
 
+/// A transaction some of whose items another transaction in flight is
+/// writing: DynamoDB cancels it with `TransactionConflict` on those actions
+/// ("Transaction is ongoing for the item") and `None` on the others.
+pub fn transaction_conflicted(conflicting: &[bool]) -> Value {
+    let codes: Vec<&str> = conflicting.iter().map(|c| if *c { "TransactionConflict" } else { "None" }).collect();
+    let reasons: Vec<Value> = conflicting
+        .iter()
+        .map(|c| match c {
+            true => json!({"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}),
+            false => json!({"Code": "None"}),
+        })
+        .collect();
+    json!({
+        "__type": format!("{ERROR_NAMESPACE}TransactionCanceledException"),
+        "Message": format!("Transaction cancelled, please refer cancellation reasons for specific reasons [{}]", codes.join(", ")),
+        "CancellationReasons": reasons,
+    })
+}
+
+/// A single write to an item a transaction in flight is writing.
+pub fn write_conflicted() -> Value {
+    json!({
+        "__type": format!("{ERROR_NAMESPACE}TransactionConflictException"),
+        "message": "Transaction is ongoing for the item",
+    })
+}
+
+/// The items a TransactGetItems reads: (table, key).
+pub fn transact_gets(body: &Value) -> Result<Vec<(String, Item)>, ProtocolError> {
+    body.get("TransactItems")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ProtocolError("no TransactItems".into()))?
+        .iter()
+        .map(|action| {
+            let get = action.get("Get").ok_or_else(|| ProtocolError(format!("not a Get: {action}")))?;
+            Ok((text(get, "TableName")?, object(get, "Key")?))
+        })
+        .collect()
+}
+
+/// A key as one string, whatever order its attributes came in.
+pub fn key_text(key: &Item) -> String {
+    let sorted: std::collections::BTreeMap<&String, &Value> = key.iter().collect();
+    serde_json::to_string(&sorted).unwrap_or_default()
+}
+
 /// Whether an upstream answer says the table is gone.
 pub fn is_resource_not_found(status: u16, body: &[u8]) -> bool {
     status == 400 && std::str::from_utf8(body).is_ok_and(|b| b.contains("ResourceNotFoundException"))
-}
-
-/// SDK values to DynamoDB JSON, for items the proxy reads itself.
-pub fn item_to_json(item: &HashMap<String, AttributeValue>) -> Item {
-    item.iter().map(|(name, value)| (name.clone(), value_to_json(value))).collect()
-}
-
-fn value_to_json(value: &AttributeValue) -> Value {
-    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
-    match value {
-        AttributeValue::S(s) => json!({"S": s}),
-        AttributeValue::N(n) => json!({"N": n}),
-        AttributeValue::B(b) => json!({"B": b64(b.as_ref())}),
-        AttributeValue::Bool(b) => json!({"BOOL": b}),
-        AttributeValue::Null(n) => json!({"NULL": n}),
-        AttributeValue::Ss(items) => json!({"SS": items}),
-        AttributeValue::Ns(items) => json!({"NS": items}),
-        AttributeValue::Bs(items) => {
-            json!({"BS": items.iter().map(|b| b64(b.as_ref())).collect::<Vec<_>>()})
-        }
-        AttributeValue::L(items) => {
-            json!({"L": items.iter().map(value_to_json).collect::<Vec<_>>()})
-        }
-        AttributeValue::M(entries) => json!({"M": item_to_json(entries)}),
-        // A type newer than this code: sized as nothing rather than failing.
-        _ => json!({"NULL": true}),
-    }
 }
 
 /// DynamoDB JSON to SDK values, for the keys of the proxy's own reads.
@@ -456,7 +475,7 @@ pub fn item_from_json(item: &Item) -> Result<HashMap<String, AttributeValue>, Pr
 
 fn value_from_json(value: &Value) -> Result<AttributeValue, ProtocolError> {
     let bad = || ProtocolError(format!("attribute value {value}"));
-    let (kind, inner) = super::units::single_entry(value).map_err(|_| bad())?;
+    let (kind, inner) = crate::server::rules::units::single_entry(value).map_err(|_| bad())?;
     let strings = |v: &Value| -> Result<Vec<String>, ProtocolError> {
         v.as_array().ok_or_else(bad)?.iter().map(|s| s.as_str().map(str::to_string).ok_or_else(bad)).collect()
     };
@@ -483,6 +502,7 @@ fn value_from_json(value: &Value) -> Result<AttributeValue, ProtocolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::rules::units::item_to_json;
     use crate::server::sim::throttle::schema::tests::{item, orders};
 
     #[test]
@@ -620,5 +640,21 @@ mod tests {
         let sdk = item_from_json(&original).unwrap();
         assert_eq!(item_to_json(&sdk), original);
         assert!(item_from_json(&item(json!({"x": {"Q": 1}}))).is_err());
+    }
+
+    #[test]
+    fn a_conflict_is_answered_as_dynamodb_answers_it() {
+        let cancelled = transaction_conflicted(&[false, true]);
+        assert_eq!(cancelled["__type"], "com.amazonaws.dynamodb.v20120810#TransactionCanceledException");
+        assert_eq!(cancelled["CancellationReasons"][0]["Code"], "None");
+        assert_eq!(cancelled["CancellationReasons"][1]["Code"], "TransactionConflict");
+        assert!(cancelled["Message"].as_str().unwrap().ends_with("[None, TransactionConflict]"));
+        assert_eq!(write_conflicted()["__type"], "com.amazonaws.dynamodb.v20120810#TransactionConflictException");
+        let gets = transact_gets(&json!({"TransactItems": [{"Get": {"TableName": "m", "Key": {"PK": {"S": "a"}}}}]}));
+        assert_eq!(gets.unwrap()[0].0, "m");
+        assert!(transact_gets(&json!({"TransactItems": [{"Put": {}}]})).is_err());
+        let (a, b) =
+            (item(json!({"PK": {"S": "x"}, "SK": {"S": "y"}})), item(json!({"SK": {"S": "y"}, "PK": {"S": "x"}})));
+        assert_eq!(key_text(&a), key_text(&b), "the same key whatever the attributes' order");
     }
 }

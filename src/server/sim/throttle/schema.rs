@@ -3,7 +3,7 @@
 //! its ARN and billing mode; and what a write costs on it and its indexes.
 
 use super::buckets::{BucketKey, Draw, Kind, Resource};
-use super::units::{self, SizeError};
+use crate::server::rules::units::{self, SizeError};
 use aws_sdk_dynamodb::types::{BillingMode, KeySchemaElement, KeyType, ProjectionType, TableDescription};
 use serde_json::{Map, Value};
 

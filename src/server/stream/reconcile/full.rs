@@ -12,7 +12,7 @@ use super::{Plan, ReconcileError, Reconciler};
 use crate::server::store::error::{StoreError, Unavailable};
 use crate::server::store::keys::{self, attr};
 use crate::server::store::{ReadCapacity, backoff};
-use crate::server::stream::counters::{Image, Key, state_counters};
+use crate::server::stream::counters::{Image, Key, image_of, state_counters};
 use chrono::{NaiveDate, Utc};
 use futures::future::try_join_all;
 use parking_lot::Mutex;
@@ -175,10 +175,14 @@ impl Reconciler {
             // An engine that reports no capacity is charged a unit per item.
             let units = page.consumed.unwrap_or(page.scanned as f64);
             part.scanned += page.scanned;
-            part.unreadable += page.unreadable;
+            // How each counts is the consumer's rule. The full check compares
+            // the day and minute counters only, so every GSI2 partition
+            // counts as listed here.
+            let orders: Vec<Image> = page.items.iter().filter_map(|item| image_of(item, |_, _| true)).collect();
+            part.unreadable += (page.items.len() - orders.len()) as u64;
             part.consumed += units;
             let in_range = |o: &Image| (options.since..=options.until).contains(&o.created_at.date_naive());
-            part.orders.extend(page.orders.into_iter().filter(in_range).map(|o| (o.order_id.clone(), o)));
+            part.orders.extend(orders.into_iter().filter(in_range).map(|o| (o.order_id.clone(), o)));
             bar.inc(page.scanned);
             bar.set_message(format!("{:.1} RCU/s", pace.rate()));
             pace.spend(units).await;

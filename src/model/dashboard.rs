@@ -1,0 +1,176 @@
+//! What the PENDING dashboard and its live stream show: a day's counts,
+//! the list, the chart, and how fresh the figures are.
+
+use super::*;
+
+/// A day's counts, as the stream's counters hold them: the one type the
+/// service, the API, the live events and the pages share. The counters are
+/// signed in the store (a repair may pass through negative values); they are
+/// clamped to zero once, where they are read.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DayCounts {
+    pub date: NaiveDate,
+    /// Whether the stream consumer has counted anything for this day; when
+    /// not, every figure is unknown rather than zero.
+    pub counted: bool,
+    /// PENDING orders of the day now.
+    pub pending: u64,
+    /// The same, per write shard (shard 0 first).
+    pub per_shard: Vec<u64>,
+    /// Orders created that day.
+    pub created: u64,
+    /// Orders created that day, by the status they are in now.
+    pub per_status: BTreeMap<Status, u64>,
+}
+
+/// The headline figures of one day.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub counts: DayCounts,
+    #[serde(default, with = "iso_millis::option")]
+    pub oldest_pending: Option<DateTime<Utc>>,
+}
+
+/// Everything the dashboard shows, read in one request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Dashboard {
+    pub page: PendingPage,
+    pub summary: Summary,
+    /// The chart's data, when the stream's counters are kept.
+    pub activity: Option<Activity>,
+    /// Milliseconds the stream consumer was behind at its last batch.
+    pub behind_ms: Option<i64>,
+    pub stuck_after_minutes: u32,
+}
+/// A day's counts as pushed to the live dashboards.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveCounters {
+    #[serde(flatten)]
+    pub counts: DayCounts,
+    #[serde(with = "iso_millis")]
+    pub as_of: DateTime<Utc>,
+    /// How far the consumer was behind the stream at its last batch.
+    pub behind_ms: Option<i64>,
+}
+
+/// What `GET /api/live` pushes, one JSON object per server-sent event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum LiveEvent {
+    Counters(LiveCounters),
+    #[serde(rename_all = "camelCase")]
+    Entered {
+        date: NaiveDate,
+        order: PendingOrder,
+    },
+    #[serde(rename_all = "camelCase")]
+    Left {
+        date: NaiveDate,
+        order_id: String,
+    },
+    /// The day's orders changed in ways this server saw only as a number
+    /// (another instance applied them): page one is to be read again.
+    #[serde(rename_all = "camelCase")]
+    Changed {
+        date: NaiveDate,
+    },
+    /// Events were missed: read the page again.
+    Resync,
+}
+
+impl LiveEvent {
+    pub fn date(&self) -> Option<NaiveDate> {
+        match self {
+            LiveEvent::Counters(c) => Some(c.counts.date),
+            LiveEvent::Entered { date, .. } | LiveEvent::Left { date, .. } | LiveEvent::Changed { date } => Some(*date),
+            LiveEvent::Resync => None,
+        }
+    }
+}
+
+/// A day's activity in ten-minute buckets, for the chart.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Activity {
+    /// Orders created in each bucket.
+    pub created: Vec<i64>,
+    /// PENDING orders of the day at the end of each bucket.
+    pub backlog: Vec<i64>,
+}
+/// Which figures reconciliation has verified, and when: read from the
+/// counter items, so every instance says the same.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verification {
+    /// `pending` and `perShard`.
+    pub pending: Option<Checked>,
+    /// `created`, `perStatus` and `perMinute.created` (`reconcile --full`).
+    pub daily: Option<Checked>,
+    /// `perMinute.entered` and `perMinute.left`.
+    pub per_minute: &'static str,
+}
+
+/// A reconciliation's verdict.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Checked {
+    #[serde(with = "iso_millis")]
+    pub at: DateTime<Utc>,
+    /// Counter minus what it should have been (`pending`, or `created`).
+    pub drift: i64,
+    /// Whether anything was off, and so repaired.
+    pub repaired: bool,
+}
+
+/// `GET /api/metrics/pending`: a day's counters and how fresh they are.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingMetrics {
+    #[serde(flatten)]
+    pub counts: DayCounts,
+    pub per_minute: PerMinute,
+    pub freshness: Freshness,
+    pub verification: Verification,
+    pub live: LiveFigures,
+}
+
+/// This instance's live connections and what following other instances'
+/// changes has cost it (see `follower`).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveFigures {
+    pub connections: usize,
+    pub watched_days: usize,
+    /// Strongly consistent reads of a day's `version` since start.
+    pub version_reads: u64,
+    /// The read units they consumed, as the store reported them.
+    pub read_units: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PerMinute {
+    pub created: Vec<i64>,
+    pub entered: Vec<i64>,
+    pub left: Vec<i64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Freshness {
+    #[serde(with = "iso_millis")]
+    pub as_of: DateTime<Utc>,
+    pub consumer_running: bool,
+    #[serde(with = "iso_millis::option")]
+    pub last_applied_at: Option<DateTime<Utc>>,
+    pub behind_ms: Option<i64>,
+    pub records_applied: u64,
+    pub bad_records: u64,
+    /// When the consumer last failed a pass; why is in the server's log.
+    #[serde(with = "iso_millis::option")]
+    pub last_error_at: Option<DateTime<Utc>>,
+}

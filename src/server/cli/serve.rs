@@ -1,0 +1,109 @@
+//! `serve`: the web app, with the live follower, the stream consumer and the
+//! periodic reconciliation beside it.
+
+use super::{CliError, shutdown_signal};
+use crate::server::capacity::advisor::Prices;
+use crate::server::cli::config::{ServeArgs, StoreConfig};
+use crate::server::cursor::CursorCodec;
+use crate::server::http::serve;
+use crate::server::service::Service;
+use crate::server::service::follower;
+use crate::server::store::Store;
+use crate::server::store::error::{StoreError, Unavailable};
+use crate::server::stream::consumer::{Consumer, ConsumerOptions};
+use crate::server::stream::live::{LiveHub, LiveLimits};
+use crate::server::stream::reconcile::{ReconcileOptions, Reconciler};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub(super) async fn run_serve(config: &StoreConfig, store: Store, args: &ServeArgs) -> Result<(), CliError> {
+    // A store that is down, or tables not made yet, is reported on the
+    // pages, not a reason to refuse to start; tables that contradict the key
+    // design are. Tables are created only when asked (--provision).
+    let capacity = args.provision.then(|| args.billing.capacity());
+    match store.provision(capacity).await {
+        Ok(report) => tracing::info!("{report}"),
+        Err(StoreError::Unavailable { kind: Unavailable::NoTable, detail, .. }) => tracing::warn!("{detail}"),
+        Err(StoreError::Unavailable { detail, .. }) => tracing::warn!("store unavailable at start-up: {detail}"),
+        Err(err) => return Err(err.into()),
+    }
+    let cursors = CursorCodec::from_secret_or_file(config.cursor_secret.as_deref(), &config.data_dir)?;
+    let live = LiveHub::new(LiveLimits {
+        total: args.limits.max_live as usize,
+        per_client: args.limits.max_live_per_client as usize,
+    });
+    let prices = match &args.prices {
+        Some(path) => Prices::from_json_file(path)?,
+        None => Prices::default(),
+    };
+    let service = Service::new(Arc::new(store), Arc::new(cursors), live.clone())
+        .with_stuck_after(args.stuck_after_minutes)
+        .with_prices(prices)
+        .with_capacity(crate::server::service::figures::CapacitySettings {
+            source: config.capacity_source(),
+            ..Default::default()
+        });
+    // Background work stops after the last request has been answered.
+    let (stop, background) = (CancellationToken::new(), TaskTracker::new());
+    start_background(&service, args, &stop, &background);
+    let shutdown = async move {
+        shutdown_signal().await;
+        live.close();
+    };
+    let (addr, task) = serve::start(service, args, shutdown)
+        .await
+        .map_err(|source| CliError::Io { what: "cannot listen for the web app".into(), source })?;
+    // Scripts and tests read this line to find the port when --addr has port 0.
+    println!("listening on http://{addr}");
+    tracing::info!(%addr, "Northwind Ops is serving");
+    let served = task.await;
+    stop.cancel();
+    background.close();
+    background.wait().await;
+    served
+        .map_err(|e| CliError::Usage(format!("server task failed: {e}")))?
+        .map_err(|source| CliError::Io { what: "server".into(), source })
+}
+
+/// A lease owner name unique to this process.
+pub(super) fn owner_id() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "host".into());
+    format!("{host}-{}-{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..8])
+}
+
+/// The live follower, the stream consumer and the periodic reconciliation,
+/// on `tasks`, until `stop` is cancelled.
+pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &CancellationToken, tasks: &TaskTracker) {
+    // Whichever instance applies a change, this one's live connections hear of it.
+    tasks.spawn(follower::run(service.clone(), follower::FOLLOW_EVERY, stop.clone().cancelled_owned()));
+    if !args.no_consumer {
+        let consumer =
+            Consumer::new(service.store.clone(), ConsumerOptions::new(owner_id()), Some(service.live.clone()));
+        *service.consumer.lock() = Some(consumer.status());
+        let stop = stop.clone();
+        tasks.spawn(async move { consumer.run(stop.cancelled()).await });
+    }
+    if args.reconcile_minutes > 0 {
+        let reconciler = Reconciler::new(service.store.clone(), ReconcileOptions::new(owner_id()));
+        let every = std::time::Duration::from_secs(u64::from(args.reconcile_minutes) * 60);
+        let stop = stop.clone();
+        tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(every) => {}
+                }
+                // The verdict is recorded on the counter item, for every instance to show.
+                match reconciler.pending(chrono::Utc::now().date_naive(), true).await {
+                    Ok(r) if !r.off.is_empty() => {
+                        crate::server::telemetry::reconciled(r.drift);
+                        tracing::warn!(date = %r.day, drift = r.drift, off = ?r.off, "PENDING counters drifted; repaired")
+                    }
+                    Ok(r) => crate::server::telemetry::reconciled(r.drift),
+                    Err(err) => tracing::warn!(error = %err, "reconciliation failed"),
+                }
+            }
+        });
+    }
+}

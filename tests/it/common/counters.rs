@@ -1,0 +1,300 @@
+//! The stream consumer in tests: consumers, reading and applying batches by
+//! hand, a mix of writes, and checks of every counter against the tables.
+
+use super::{TestApp, new_order_json, order};
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{DateTime, Duration, NaiveDate, Timelike, Utc};
+use northwind_ops::model::{Status, iso_millis};
+use northwind_ops::server::store::error::StoreError;
+use northwind_ops::server::store::keys;
+use northwind_ops::server::store::{Store, StreamBatch, order_item};
+use northwind_ops::server::stream::consumer::{Consumer, ConsumerOptions};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub fn consumer(store: &Arc<Store>, owner: &str, lease_ms: u64) -> Consumer {
+    let mut options = ConsumerOptions::new(owner);
+    options.lease = std::time::Duration::from_millis(lease_ms);
+    options.batch = 40;
+    Consumer::new(store.clone(), options, None)
+}
+
+/// One GetRecords of a shard, from `iterator` or the start.
+pub async fn read_batch(
+    store: &Store,
+    arn: &str,
+    shard: &str,
+    iterator: Option<String>,
+    limit: i32,
+) -> (Vec<aws_sdk_dynamodbstreams::types::Record>, Option<String>) {
+    let iterator = match iterator {
+        Some(iterator) => iterator,
+        None => store.shard_iterator(arn, shard, None).await.unwrap(),
+    };
+    match store.get_records(&iterator, limit).await.unwrap() {
+        StreamBatch::Records { records, next } => (records, next),
+        other => panic!("no records: {other:?}"),
+    }
+}
+
+/// Polls until three passes in a row apply nothing.
+pub async fn drain(consumer: &Consumer) -> u64 {
+    let (mut total, mut idle) = (0, 0);
+    while idle < 3 {
+        let applied = consumer.poll().await.unwrap();
+        total += applied;
+        idle = if applied == 0 { idle + 1 } else { 0 };
+        if applied == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+    total
+}
+
+/// A consumer that has taken a shard's lease and read a batch it has not
+/// applied yet: a consumer caught between reading and applying.
+pub struct Paused {
+    pub arn: String,
+    pub shard: String,
+    pub checkpoint: Option<String>,
+    pub records: Vec<aws_sdk_dynamodbstreams::types::Record>,
+}
+
+impl Paused {
+    /// Takes the lease of the stream's only shard and reads up to `limit`
+    /// records after its checkpoint.
+    pub async fn read(store: &Store, consumer: &Consumer, limit: i32) -> Paused {
+        let arn = consumer.stream_arn().await.unwrap();
+        let shards = store.stream_shards(&arn).await.unwrap();
+        assert_eq!(shards.len(), 1, "the local engines keep one stream shard");
+        let shard = shards[0].id.clone();
+        let checkpoint = consumer.lease(&arn, &shard).await.unwrap().expect("the lease is free").seq;
+        let iterator = store.shard_iterator(&arn, &shard, checkpoint.as_deref()).await.unwrap();
+        let (records, _) = read_batch(store, &arn, &shard, Some(iterator), limit).await;
+        Paused { arn, shard, checkpoint, records }
+    }
+
+    /// Applies the batch read, as the consumer would have.
+    pub async fn apply(self, consumer: &Consumer) {
+        consumer.apply(&self.arn, &self.shard, self.checkpoint, &self.records, false).await.unwrap();
+    }
+}
+
+/// The counters of `day` against a recount of the index and the expected
+/// per-status and created figures.
+/// Cancels an order as another service would, straight through the SDK,
+/// removing its GSI2 keys as the key design requires.
+pub async fn cancel_outside(client: &aws_sdk_dynamodb::Client, orders_table: &str, order_id: &str) {
+    client
+        .update_item()
+        .table_name(orders_table)
+        .key(keys::PK, AttributeValue::S(keys::order_pk(order_id)))
+        .update_expression("SET #s = :c REMOVE GSI2PK, GSI2SK")
+        .expression_attribute_names("#s", "status")
+        .expression_attribute_values(":c", AttributeValue::S("CANCELLED".into()))
+        .send()
+        .await
+        .unwrap();
+}
+
+pub async fn assert_exact(app: &TestApp, day: NaiveDate, created: i64, per_status: &[(Status, i64)]) {
+    let counters = app.store.read_counters(day).await.unwrap();
+    let engine = &app.engine;
+    assert_pending_exact(app, day).await;
+    assert_eq!(counters.created, created, "{engine:?}: created");
+    for (status, n) in per_status {
+        assert_eq!(counters.per_status[status], *n, "{engine:?}: {status}");
+    }
+    let entered: i64 = counters.entered_per_minute.iter().sum();
+    let left: i64 = counters.left_per_minute.iter().sum();
+    assert_eq!(entered - left, counters.pending, "{engine:?}: the chart's backlog ends at the counter");
+}
+
+/// The PENDING counters of `day` against a recount of the index.
+pub async fn assert_pending_exact(app: &TestApp, day: NaiveDate) {
+    let counters = app.store.read_counters(day).await.unwrap();
+    let recount = app.store.recount_pending(day).await.unwrap();
+    let engine = &app.engine;
+    assert_eq!(counters.pending, recount.total() as i64, "{engine:?}: pending counter vs recount");
+    let recounted: Vec<i64> = recount.per_shard.iter().map(|n| *n as i64).collect();
+    assert_eq!(counters.per_shard, recounted, "{engine:?}: per shard");
+}
+
+/// Every state counter of `day` against a Scan of the orders table: the
+/// PENDING ones, `created`, each status and each minute's `created`.
+pub async fn assert_all_exact(app: &TestApp, day: NaiveDate) {
+    assert_pending_exact(app, day).await;
+    let (created, per_status, per_minute) = scan_day(&app.store, &app.config.orders_table, day).await.unwrap();
+    let counters = app.store.read_counters(day).await.unwrap();
+    let engine = &app.engine;
+    assert_eq!(counters.created, created, "{engine:?}: created vs a Scan");
+    for (status, n) in &counters.per_status {
+        assert_eq!(*n, per_status.get(status.as_str()).copied().unwrap_or(0), "{engine:?}: {status} vs a Scan");
+    }
+    for (minute, n) in counters.created_per_minute.iter().enumerate() {
+        assert_eq!(*n, per_minute.get(&(minute as u32)).copied().unwrap_or(0), "{engine:?}: minute {minute}");
+    }
+}
+
+/// What differs between the counters of `day` and the tables: every state
+/// counter family against a recount of the index and a Scan of the orders
+/// table, and the chart's history against the PENDING counter. Empty when
+/// the counters are exact; a store error is a difference too.
+pub async fn differences(store: &Store, orders_table: &str, day: NaiveDate) -> Vec<String> {
+    let read = futures::try_join!(store.read_counters(day), store.recount_pending(day), async {
+        scan_day(store, orders_table, day).await
+    });
+    let (counters, recount, (created, per_status, per_minute)) = match read {
+        Ok(read) => read,
+        Err(err) => return vec![format!("store: {err}")],
+    };
+    let mut off = Vec::new();
+    let mut check = |what: String, counter: i64, truth: i64| {
+        if counter != truth {
+            off.push(format!("{what}: counter {counter}, tables {truth}"));
+        }
+    };
+    check("pending".into(), counters.pending, recount.total() as i64);
+    for (shard, n) in recount.per_shard.iter().enumerate() {
+        check(format!("shard{shard}"), counters.per_shard.get(shard).copied().unwrap_or(0), *n as i64);
+    }
+    check("created".into(), counters.created, created);
+    for (status, n) in &counters.per_status {
+        check(format!("status{status}"), *n, per_status.get(status.as_str()).copied().unwrap_or(0));
+    }
+    for (minute, n) in counters.created_per_minute.iter().enumerate() {
+        check(
+            format!("c{:02}{:02}", minute / 60, minute % 60),
+            *n,
+            per_minute.get(&(minute as u32)).copied().unwrap_or(0),
+        );
+    }
+    let history: i64 = counters.entered_per_minute.iter().sum::<i64>() - counters.left_per_minute.iter().sum::<i64>();
+    check("entered - left".into(), history, counters.pending);
+    off
+}
+
+/// The orders of `day` in the table: how many, per status, per minute created.
+async fn scan_day(
+    store: &Store,
+    orders_table: &str,
+    day: NaiveDate,
+) -> Result<(i64, BTreeMap<String, i64>, BTreeMap<u32, i64>), StoreError> {
+    let mut pages =
+        store.client().scan().table_name(orders_table).consistent_read(true).into_paginator().items().send();
+    let (mut created, mut per_status, mut per_minute) = (0, BTreeMap::new(), BTreeMap::new());
+    while let Some(item) = pages.next().await {
+        let item = item.map_err(StoreError::from)?;
+        let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+        let at: DateTime<Utc> = iso_millis::parse(&text("createdAt")).unwrap();
+        if at.date_naive() != day {
+            continue;
+        }
+        created += 1;
+        *per_status.entry(text("status")).or_default() += 1;
+        *per_minute.entry(at.hour() * 60 + at.minute()).or_default() += 1;
+    }
+    Ok((created, per_status, per_minute))
+}
+
+/// A mix of writes for one day: 60 orders through the API, 40 written with
+/// the SDK directly (bypassing the app), then status changes both ways, and
+/// two orders deleted. Returns the day and the expected counts.
+pub async fn write_mix(app: &TestApp) -> (NaiveDate, i64, Vec<(Status, i64)>) {
+    let day = Utc::now().date_naive();
+    for i in 0..60 {
+        let (status, _) = app.post("/api/orders", new_order_json(&format!("m-{i:03}"), &format!("c-{}", i % 7))).await;
+        assert_eq!(status, 201);
+    }
+    let client = app.store.client();
+    let now = Utc::now();
+    for i in 0..40 {
+        let o = order(&format!("d-{i:03}"), "c-direct", Status::Pending, now - Duration::milliseconds(i));
+        let item = order_item(&o, app.store.shards_for(day).await.unwrap()).unwrap();
+        client.put_item().table_name(&app.config.orders_table).set_item(Some(item)).send().await.unwrap();
+    }
+    for i in 0..15 {
+        app.post(&format!("/api/orders/m-{i:03}/status"), json!({"from": "PENDING", "to": "CONFIRMED"})).await;
+    }
+    for i in 0..5 {
+        app.post(&format!("/api/orders/m-{i:03}/status"), json!({"from": "CONFIRMED", "to": "SHIPPED"})).await;
+    }
+    // Another client cancels directly, removing the index keys as the design requires.
+    for i in 0..10 {
+        cancel_outside(client, &app.config.orders_table, &format!("d-{i:03}")).await;
+    }
+    // And deletes two PENDING orders outright: `created` counts the orders
+    // of the day that exist, so it drops with them.
+    for i in 38..40 {
+        client
+            .delete_item()
+            .table_name(&app.config.orders_table)
+            .key("PK", AttributeValue::S(keys::order_pk(&format!("d-{i:03}"))))
+            .send()
+            .await
+            .unwrap();
+    }
+    let expected = vec![
+        (Status::Pending, 60 - 15 + 40 - 10 - 2),
+        (Status::Confirmed, 10),
+        (Status::Shipped, 5),
+        (Status::Cancelled, 10),
+    ];
+    (day, 100 - 2, expected)
+}
+
+/// Adds `by` to counters of an item, as damage would.
+pub async fn damage(app: &TestApp, key: (String, String), changes: &[(&str, i64)]) {
+    let mut update = app
+        .store
+        .client()
+        .update_item()
+        .table_name(&app.config.metrics_table)
+        .key("PK", AttributeValue::S(key.0))
+        .key("SK", AttributeValue::S(key.1));
+    let mut adds = Vec::new();
+    for (i, (attribute, by)) in changes.iter().enumerate() {
+        adds.push(format!("#a{i} :v{i}"));
+        update = update
+            .expression_attribute_names(format!("#a{i}"), *attribute)
+            .expression_attribute_values(format!(":v{i}"), AttributeValue::N(by.to_string()));
+    }
+    update.update_expression(format!("ADD {}", adds.join(", "))).send().await.unwrap();
+}
+
+/// Whether the Lambda function's marker of a stream record exists: it was applied.
+pub async fn has_marker(store: &Store, metrics_table: &str, event_id: &str) -> bool {
+    let (pk, sk) = keys::applied_key(event_id);
+    let out = store
+        .client()
+        .get_item()
+        .table_name(metrics_table)
+        .key(keys::PK, AttributeValue::S(pk))
+        .key(keys::SK, AttributeValue::S(sk))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap();
+    out.item.is_some()
+}
+
+/// Sets a counter the first SHIPPED record adds to to a string: the store
+/// refuses to add to it (`false` puts it right: no order was SHIPPED before).
+pub async fn damage_shipped(store: &Store, metrics_table: &str, day: NaiveDate, damaged: bool) {
+    let (pk, sk) = keys::metric_day_key(day);
+    let update = store
+        .client()
+        .update_item()
+        .table_name(metrics_table)
+        .key(keys::PK, AttributeValue::S(pk))
+        .key(keys::SK, AttributeValue::S(sk))
+        .expression_attribute_names("#s", keys::status_attribute(Status::Shipped.as_str()));
+    let update = match damaged {
+        true => update
+            .update_expression("SET #s = :text")
+            .expression_attribute_values(":text", AttributeValue::S("damaged by hand".into())),
+        false => update.update_expression("REMOVE #s"),
+    };
+    update.send().await.unwrap();
+}

@@ -1,0 +1,24 @@
+//! The integration tests, one binary: linking the AWS SDK, Leptos and the
+//! app once instead of once per file, and running every file's tests side by
+//! side (most of a test's time is waiting on an engine, a lease or a stream).
+//! Each file is a module, by subject; `common` is what they share: the two
+//! engines, the app on port 0, consumers and counter checks.
+
+mod common;
+
+mod auth;
+mod capacity;
+mod chaos;
+mod cli;
+mod delivery;
+mod deploy;
+mod foreign;
+mod hardening;
+mod image;
+mod integration;
+mod lambda;
+mod oidc;
+mod reconcile;
+mod shards;
+mod throttle;
+mod workflows;

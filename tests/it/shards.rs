@@ -1,0 +1,846 @@
+//! Many stream shards. The local engines give a stream one shard; Northwind's
+//! table on AWS has a shard per partition, and a flash sale splits them. The
+//! simulated stream (`sim::streams`) serves an engine's real stream as N
+//! shards: first its own guarantees, checked against the engine's stream
+//! itself (each key's records in order within one shard lineage across a
+//! split, parents before children, iterators that expire, trimmed data, the
+//! per-shard limits); then the counters against a recount, kept by two
+//! in-process consumers sharing leases as two `serve` instances do, and by
+//! the Lambda form through the local event source mapping, at 1, 8 and 32
+//! shards with a shard split mid-run, on both engines, their writes through
+//! the throttle proxy at DynamoDB's limits, transaction conflicts included
+//! (concurrent transactions on the same counter items, which the engines
+//! never refuse); and the local mapping's failure handling.
+//!
+//! Every process started here (the Lambda function's execution
+//! environments) is stopped by its pid, whatever the outcome.
+
+use crate::common;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodbstreams::config::retry::RetryConfig;
+use aws_sdk_dynamodbstreams::error::ProvideErrorMetadata;
+use aws_sdk_dynamodbstreams::types::{Record, Shard, ShardIteratorType};
+use chrono::{Duration as Span, Utc};
+use common::counters::{cancel_outside, damage_shipped, differences, has_marker, read_batch};
+use common::{Engine, order, write_all};
+use northwind_ops::model::{Actor, Order, Status};
+use northwind_ops::server::sim::lambda::dead_letters::DeadLetters;
+use northwind_ops::server::sim::lambda::runtime::FunctionConfig;
+use northwind_ops::server::sim::lambda::{Mapping, MappingSettings, function_env};
+use northwind_ops::server::sim::streams::shards::Limits;
+use northwind_ops::server::sim::streams::{StreamOptions, StreamSim};
+use northwind_ops::server::sim::throttle::{self, ProxyOptions, Tally, ThrottleError};
+use northwind_ops::server::store::embedded::Embedded;
+use northwind_ops::server::store::error::StoreError;
+use northwind_ops::server::store::{self, Store, StreamBatch, TableCapacity, Transition, keys};
+use northwind_ops::server::stream::consumer::{Consumer, ConsumerOptions};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// Heavy scenarios (many shards, many processes) take turns: on a small
+/// machine two at once would measure the machine, not the code.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+// ---- Tables on an engine, and stores reading the simulated stream ----------
+
+/// An engine's fresh tables, and how to reach them over HTTP.
+struct Tables {
+    engine: Engine,
+    config: northwind_ops::server::cli::config::StoreConfig,
+    /// Talks to the engine directly (its stream included).
+    store: Arc<Store>,
+    endpoint: String,
+    embedded: Option<Embedded>,
+    dir: tempfile::TempDir,
+    /// The throttle proxy in front of the engine, when the run goes through
+    /// it: its URL, and what stops it.
+    proxy: Option<Proxy>,
+}
+
+/// A throttle proxy running: its URL, what stops it, and its task (the tally).
+type Proxy = (String, CancellationToken, tokio::task::JoinHandle<Result<Tally, ThrottleError>>);
+
+impl Tables {
+    async fn new(engine: &Engine) -> Tables {
+        let dir = tempfile::tempdir().unwrap();
+        // A busy machine (both cores shared) is slower than a store's usual 4 s.
+        let config = common::store_config(engine, dir.path(), &["--store-timeout-ms", "20000"]);
+        let (store, embedded) = store::connect(&config).await.unwrap();
+        store.provision(Some(TableCapacity::OnDemand)).await.unwrap();
+        let endpoint = match (engine, &embedded) {
+            (Engine::DynamoDbLocal(url), _) => url.clone(),
+            (Engine::Dynoxide, Some(embedded)) => embedded.endpoint(),
+            (Engine::Dynoxide, None) => unreachable!("the embedded store runs in this process"),
+        };
+        Tables { engine: engine.clone(), config, store: Arc::new(store), endpoint, embedded, dir, proxy: None }
+    }
+
+    /// Puts the throttle proxy in front of the engine for the consumers and
+    /// the Lambda functions: DynamoDB's partition limits (scale 1.0), and
+    /// writes to an item a transaction in flight is writing refused with a
+    /// TransactionConflict, as DynamoDB does (the engines never do).
+    async fn behind_the_proxy(mut self) -> Tables {
+        let stop = CancellationToken::new();
+        let options = ProxyOptions {
+            upstream: self.endpoint.clone(),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            scale: 1.0,
+            transaction_conflicts: true,
+        };
+        let (addr, task) = throttle::start(options, stop.clone().cancelled_owned()).await.unwrap();
+        self.proxy = Some((format!("http://{addr}"), stop, task));
+        self
+    }
+
+    /// Where the consumers and functions reach the tables: the proxy, or the engine.
+    fn tables_url(&self) -> String {
+        self.proxy.as_ref().map_or_else(|| self.endpoint.clone(), |(url, ..)| url.clone())
+    }
+
+    /// A store on the same tables whose stream is the simulated one.
+    async fn through(&self, sim: &StreamSim) -> Arc<Store> {
+        let tables = [
+            "--orders-table",
+            &self.config.orders_table,
+            "--metrics-table",
+            &self.config.metrics_table,
+            "--streams-endpoint-url",
+            &sim.endpoint(),
+            "--store-timeout-ms",
+            "20000",
+        ];
+        let config = common::store_config(&Engine::DynamoDbLocal(self.tables_url()), self.dir.path(), &tables);
+        Arc::new(store::connect(&config).await.unwrap().0)
+    }
+
+    /// The simulated stream of the orders table, `shards` shards.
+    async fn sim(&self, shards: u32, limits: Limits) -> StreamSim {
+        let mut options = StreamOptions::new(&self.endpoint, Some(self.config.orders_table.clone()), shards);
+        options.limits = limits;
+        StreamSim::start(options).await.unwrap()
+    }
+
+    /// Stops the proxy (its tally, if there was one) and the engine.
+    async fn stop(self) -> Option<Tally> {
+        let mut tally = None;
+        if let Some((_, stop, task)) = self.proxy {
+            stop.cancel();
+            tally = task.await.ok().and_then(Result::ok);
+        }
+        if let Some(embedded) = self.embedded {
+            embedded.shutdown().await;
+        }
+        tally
+    }
+}
+
+/// A stream client without retries, to see DynamoDB Streams' own answers.
+fn bare(store: &Store) -> aws_sdk_dynamodbstreams::Client {
+    let config = store.streams().config().to_builder().retry_config(RetryConfig::disabled()).build();
+    aws_sdk_dynamodbstreams::Client::from_conf(config)
+}
+
+/// Waits until the simulation has taken `n` records from the engine.
+async fn ingested(sim: &StreamSim, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sim.stats().ingested < n {
+        assert!(Instant::now() < deadline, "the simulation took {} of {n} records", sim.stats().ingested);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The engine's own stream (one shard), every record, in order.
+async fn engine_records(store: &Store) -> Vec<Record> {
+    let arn = store.stream_arn().await.unwrap().unwrap();
+    let shards = store.stream_shards(&arn).await.unwrap();
+    let mut out = Vec::new();
+    for shard in shards {
+        let mut iterator = None;
+        loop {
+            let (batch, next) = read_batch(store, &arn, &shard.id, iterator, 1000).await;
+            if batch.is_empty() || next.is_none() {
+                out.extend(batch);
+                break;
+            }
+            out.extend(batch);
+            iterator = next;
+        }
+    }
+    out
+}
+
+fn event_id(record: &Record) -> String {
+    record.event_id().unwrap().to_string()
+}
+
+fn key_of(record: &Record) -> String {
+    record.dynamodb().unwrap().keys().unwrap()[keys::PK].as_s().unwrap().clone()
+}
+
+fn seq_of(record: &Record) -> String {
+    record.dynamodb().unwrap().sequence_number().unwrap().to_string()
+}
+
+/// Every shard of a stream, as DescribeStream lists them, page by page.
+async fn describe(store: &Store, arn: &str) -> Vec<Shard> {
+    let (mut shards, mut start) = (Vec::new(), None::<String>);
+    loop {
+        let out = store
+            .streams()
+            .describe_stream()
+            .stream_arn(arn)
+            .limit(3)
+            .set_exclusive_start_shard_id(start.take())
+            .send()
+            .await
+            .unwrap();
+        let description = out.stream_description.unwrap();
+        shards.extend(description.shards.unwrap_or_default());
+        match description.last_evaluated_shard_id {
+            Some(last) => start = Some(last),
+            None => return shards,
+        }
+    }
+}
+
+/// Every record of one simulated shard, from its start to its end (or to
+/// what it holds now), and whether it ended.
+async fn read_shard(store: &Store, arn: &str, shard: &str) -> (Vec<Record>, bool) {
+    let mut iterator = store.shard_iterator(arn, shard, None).await.unwrap();
+    let mut out = Vec::new();
+    loop {
+        match store.get_records(&iterator, 1000).await.unwrap() {
+            StreamBatch::Records { records, next: None } => {
+                out.extend(records);
+                return (out, true);
+            }
+            StreamBatch::Records { records, next: Some(next) } => {
+                if records.is_empty() {
+                    return (out, false);
+                }
+                out.extend(records);
+                iterator = next;
+            }
+            other => panic!("{shard}: {other:?}"),
+        }
+    }
+}
+
+// ---- Writes -------------------------------------------------------------
+
+/// A status change through the store, with its audit records.
+async fn move_order(store: &Store, id: &str, from: Status, to: Status) {
+    let actor = Actor::cli("shards-test");
+    let change = Transition { order_id: id, from, to, at: Utc::now(), actor: &actor, reason: None, bulk_id: None };
+    store.change_status(&change).await.unwrap();
+}
+
+async fn delete_order(store: &Store, orders_table: &str, id: &str) {
+    store
+        .client()
+        .delete_item()
+        .table_name(orders_table)
+        .key(keys::PK, AttributeValue::S(keys::order_pk(id)))
+        .send()
+        .await
+        .unwrap();
+}
+
+/// The first half of a day's writes: `n` orders created, a third of them
+/// confirmed, and a few of those shipped. The records written.
+async fn first_half(store: &Store, prefix: &str, n: usize) -> usize {
+    let start = Utc::now() - Span::seconds(1);
+    let orders: Vec<Order> = (0..n)
+        .map(|i| {
+            let id = format!("{prefix}-{i:03}");
+            order(&id, &format!("c-{}", i % 13), Status::Pending, start + Span::milliseconds(i as i64))
+        })
+        .collect();
+    write_all(store, orders).await;
+    let confirmed = n / 3;
+    for i in 0..confirmed {
+        move_order(store, &format!("{prefix}-{i:03}"), Status::Pending, Status::Confirmed).await;
+    }
+    let shipped = confirmed / 3;
+    for i in 0..shipped {
+        move_order(store, &format!("{prefix}-{i:03}"), Status::Confirmed, Status::Shipped).await;
+    }
+    n + confirmed + shipped
+}
+
+/// The second half, after a split: more of the same orders change (cancelled
+/// by another service, straight through the SDK, and a few deleted), some
+/// shipped orders delivered... and new orders arrive. The records written.
+async fn second_half(store: &Store, orders_table: &str, prefix: &str, n: usize) -> usize {
+    let confirmed = n / 3;
+    let cancelled: Vec<usize> = (confirmed..n).step_by(4).collect();
+    for i in &cancelled {
+        cancel_outside(store.client(), orders_table, &format!("{prefix}-{i:03}")).await;
+    }
+    let deleted: Vec<usize> = (confirmed + 1..n).step_by(9).filter(|i| !cancelled.contains(i)).collect();
+    for i in &deleted {
+        delete_order(store, orders_table, &format!("{prefix}-{i:03}")).await;
+    }
+    for i in confirmed / 3..confirmed / 2 {
+        move_order(store, &format!("{prefix}-{i:03}"), Status::Confirmed, Status::Shipped).await;
+    }
+    let late = n / 4;
+    let start = Utc::now();
+    let orders: Vec<Order> = (0..late)
+        .map(|i| {
+            order(&format!("{prefix}-late-{i:03}"), "c-late", Status::Pending, start + Span::milliseconds(i as i64))
+        })
+        .collect();
+    write_all(store, orders).await;
+    cancelled.len() + deleted.len() + (confirmed / 2 - confirmed / 3) + late
+}
+
+// ---- The simulation's own guarantees ---------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulated_stream_keeps_each_keys_records_in_order_across_a_split_parents_first() {
+    for engine in common::engines() {
+        keys_in_order_across_a_split(&engine).await;
+    }
+}
+
+async fn keys_in_order_across_a_split(engine: &Engine) {
+    let tables = Tables::new(engine).await;
+    let sim = tables.sim(4, Limits::default()).await;
+    let through = tables.through(&sim).await;
+    let table = tables.config.orders_table.clone();
+    let written = first_half(&tables.store, "k", 60).await;
+    ingested(&sim, written as u64).await;
+    let (left, right) = sim.split(None, None).unwrap();
+    let written = written + second_half(&tables.store, &table, "k", 60).await;
+    ingested(&sim, written as u64).await;
+
+    // The engine's stream, one shard, is the truth: every record once, and
+    // each key's records in this order.
+    let truth = engine_records(&tables.store).await;
+    assert_eq!(truth.len(), written, "{engine:?}: the engine's stream holds every write");
+    let arn = tables.store.stream_arn().await.unwrap().unwrap();
+    let shards = describe(&through, &arn).await;
+    assert_eq!(shards.len(), 6, "{engine:?}: 4 shards, one split into two: {shards:?}");
+    let parent_of: HashMap<String, Option<String>> =
+        shards.iter().map(|s| (s.shard_id().unwrap().to_string(), s.parent_shard_id().map(str::to_string))).collect();
+    let parent = parent_of[&left].clone().expect("a child names its parent");
+    assert_eq!(parent_of[&right].as_deref(), Some(parent.as_str()));
+    let range =
+        |id: &str| shards.iter().find(|s| s.shard_id() == Some(id)).unwrap().sequence_number_range().unwrap().clone();
+    let ending = range(&parent).ending_sequence_number().expect("the parent is closed").to_string();
+    for shard in &shards {
+        let id = shard.shard_id().unwrap();
+        let closed = shard.sequence_number_range().unwrap().ending_sequence_number().is_some();
+        assert_eq!(closed, id == parent, "{engine:?}: only the split shard is closed ({id})");
+    }
+
+    // Read as a consumer must: every parent to its end before its children.
+    let mut read: BTreeMap<String, Vec<Record>> = BTreeMap::new();
+    for shard in &shards {
+        let id = shard.shard_id().unwrap().to_string();
+        let (records, ended) = read_shard(&through, &arn, &id).await;
+        assert_eq!(ended, id == parent, "{engine:?}: {id} read to its end only if closed");
+        let seqs: Vec<String> = records.iter().map(seq_of).collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{engine:?}: {id}: sequence numbers increase");
+        if let Some(first) = seqs.first() {
+            assert!(
+                first.as_str() > range(&id).starting_sequence_number().unwrap(),
+                "{engine:?}: {id} starts after its start"
+            );
+        }
+        read.insert(id, records);
+    }
+    assert_eq!(
+        read[&parent].last().map(seq_of),
+        Some(ending.clone()),
+        "{engine:?}: the parent ends at its last record"
+    );
+    for child in [&left, &right] {
+        assert!(
+            read[child].iter().all(|r| seq_of(r) > ending),
+            "{engine:?}: {child}'s records come after the parent's"
+        );
+    }
+    let split_keys: HashSet<String> = read[&parent].iter().map(key_of).collect();
+    let moved: usize =
+        [&left, &right].iter().map(|c| read[*c].iter().filter(|r| split_keys.contains(&key_of(r))).count()).sum();
+    assert!(moved > 0, "{engine:?}: keys of the split shard changed again in its children");
+
+    // Every record once; each key's records in the engine's order, in one
+    // lineage: its shard, or the parent and then one child.
+    let mut lineage_of: HashMap<String, Vec<String>> = HashMap::new();
+    let lineage = |id: &str| -> Vec<String> {
+        match &parent_of[id] {
+            Some(p) => vec![p.clone(), id.to_string()],
+            None => vec![id.to_string()],
+        }
+    };
+    for (id, records) in &read {
+        for record in records {
+            lineage_of.entry(key_of(record)).or_default().push(id.clone());
+        }
+    }
+    let seen: Vec<String> = read.values().flatten().map(event_id).collect();
+    assert_eq!(seen.len(), truth.len(), "{engine:?}: every record once");
+    assert_eq!(seen.iter().collect::<HashSet<_>>().len(), truth.len(), "{engine:?}: no record twice");
+    for (key, homes) in &lineage_of {
+        let home: Vec<String> = {
+            let mut h = homes.clone();
+            h.dedup();
+            h
+        };
+        let last = home.last().unwrap();
+        assert!(lineage(last).ends_with(&home) || home.len() == 1, "{engine:?}: {key} in {home:?}");
+        let expected: Vec<String> = truth.iter().filter(|r| key_of(r) == *key).map(event_id).collect();
+        let mut got: Vec<String> = Vec::new();
+        for shard in home.iter() {
+            got.extend(read[shard].iter().filter(|r| key_of(r) == *key).map(event_id));
+        }
+        assert_eq!(got, expected, "{engine:?}: {key}'s records in the order written");
+    }
+    let sizes: Vec<usize> = read.values().map(Vec::len).collect();
+    println!(
+        "{engine:?}: {written} records from the engine's one shard served as 4 shards, one split mid-run: \
+         {sizes:?} records per shard; {} keys, each in one lineage, in order; the parent's {} records all before \
+         its children's ({} of theirs for its keys)",
+        lineage_of.len(),
+        read[&parent].len(),
+        moved
+    );
+    sim.stop().await;
+    tables.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulated_stream_expires_iterators_trims_old_records_and_limits_reads() {
+    for engine in common::engines() {
+        expiry_trim_and_limits(&engine).await;
+    }
+}
+
+async fn expiry_trim_and_limits(engine: &Engine) {
+    let tables = Tables::new(engine).await;
+    let written = first_half(&tables.store, "t", 6).await;
+    let arn = tables.store.stream_arn().await.unwrap().unwrap();
+    let code = |err: &dyn ProvideErrorMetadata| err.code().unwrap_or_default().to_string();
+
+    // Iterators that last 1 s (15 min on AWS).
+    let sim = tables.sim(1, Limits { iterator_ttl: Duration::from_secs(1), ..Limits::default() }).await;
+    let through = tables.through(&sim).await;
+    let bare = bare(&through);
+    ingested(&sim, written as u64).await;
+    let shard = describe(&through, &arn).await[0].shard_id().unwrap().to_string();
+    let iterator = |kind: ShardIteratorType, seq: Option<String>| {
+        bare.get_shard_iterator()
+            .stream_arn(&arn)
+            .shard_id(&shard)
+            .shard_iterator_type(kind)
+            .set_sequence_number(seq)
+            .send()
+    };
+    let first = iterator(ShardIteratorType::TrimHorizon, None).await.unwrap().shard_iterator.unwrap();
+    let records = match through.get_records(&first, 1000).await.unwrap() {
+        StreamBatch::Records { records, .. } => records,
+        other => panic!("{engine:?}: {other:?}"),
+    };
+    assert_eq!(records.len(), written, "{engine:?}");
+
+    // At most 1,000 records a call.
+    let err = bare.get_records().shard_iterator(&first).limit(1001).send().await.unwrap_err();
+    assert_eq!(code(err.as_service_error().unwrap()), "ValidationException", "{engine:?}");
+    // Five calls a shard a second: the sixth is refused (the read above was
+    // the first, unless a second has passed on a busy machine).
+    let mut answers = Vec::new();
+    let started = Instant::now();
+    for _ in 0..6 {
+        answers.push(match bare.get_records().shard_iterator(&first).limit(2).send().await {
+            Ok(out) => format!("{} records", out.records.unwrap_or_default().len()),
+            Err(err) => code(err.as_service_error().unwrap()),
+        });
+    }
+    if started.elapsed() < Duration::from_millis(900) {
+        assert!(answers[..4].iter().all(|a| a == "2 records"), "{engine:?}: {answers:?}");
+        assert_eq!(answers[5], "LimitExceededException", "{engine:?}: {answers:?}");
+    }
+    // Ten DescribeStream calls a second.
+    let mut refused = 0;
+    for _ in 0..12 {
+        if let Err(err) = bare.describe_stream().stream_arn(&arn).send().await {
+            assert_eq!(code(err.as_service_error().unwrap()), "LimitExceededException");
+            refused += 1;
+        }
+    }
+    assert!(refused >= 1, "{engine:?}: {refused} of 12 DescribeStream calls refused");
+    // The iterator's time runs out; the consumer's store call reads the
+    // refusal as such.
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let err = bare.get_records().shard_iterator(&first).send().await.unwrap_err();
+    assert_eq!(code(err.as_service_error().unwrap()), "ExpiredIteratorException", "{engine:?}");
+    assert!(matches!(through.get_records(&first, 100).await.unwrap(), StreamBatch::Expired), "{engine:?}");
+    let stats = sim.stop().await;
+
+    // Records kept 3 s (24 h on AWS): past that a position is trimmed, and
+    // an iterator taken before the trim reads trimmed data.
+    let sim = tables.sim(1, Limits { retention: Duration::from_secs(3), ..Limits::default() }).await;
+    let through = tables.through(&sim).await;
+    let bare = self::bare(&through);
+    ingested(&sim, written as u64).await;
+    let shard = describe(&through, &arn).await[0].shard_id().unwrap().to_string();
+    let (records, _) = read_shard(&through, &arn, &shard).await;
+    let oldest = seq_of(&records[0]);
+    let before_trim = through.shard_iterator(&arn, &shard, None).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(3300)).await;
+    let later = first_half(&tables.store, "u", 3).await;
+    ingested(&sim, (written + later) as u64).await;
+    let at_oldest = bare
+        .get_shard_iterator()
+        .stream_arn(&arn)
+        .shard_id(&shard)
+        .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
+        .sequence_number(&oldest)
+        .send()
+        .await;
+    assert_eq!(code(at_oldest.unwrap_err().as_service_error().unwrap()), "TrimmedDataAccessException", "{engine:?}");
+    assert!(
+        matches!(through.shard_iterator(&arn, &shard, Some(&oldest)).await, Err(StoreError::Trimmed(_))),
+        "{engine:?}: the store reads a trimmed checkpoint as such"
+    );
+    let err = bare.get_records().shard_iterator(&before_trim).send().await.unwrap_err();
+    assert_eq!(code(err.as_service_error().unwrap()), "TrimmedDataAccessException", "{engine:?}");
+    assert!(matches!(through.get_records(&before_trim, 100).await.unwrap(), StreamBatch::Trimmed), "{engine:?}");
+    let (kept, _) = read_shard(&through, &arn, &shard).await;
+    assert_eq!(kept.len(), later, "{engine:?}: TRIM_HORIZON is the oldest record kept");
+    let trimmed = sim.stop().await;
+    println!(
+        "{engine:?}: Limit 1001 refused; GetRecords on one shard {answers:?}; {refused} of 12 quick DescribeStream \
+         refused; an iterator expired after 1 s ({:?}); {written} records trimmed after 3 s and {later} kept ({:?})",
+        stats.refused, trimmed.refused
+    );
+    tables.stop().await;
+}
+
+// ---- Counters at many shards ------------------------------------------------
+
+/// The shard counts of Northwind's table at rest and in a sale.
+const SHARD_COUNTS: [u32; 3] = [1, 8, 32];
+/// Orders created in the first half of a run.
+const ORDERS: usize = 60;
+/// How long a run may take to settle once the writes are done.
+const SETTLE: Duration = Duration::from_secs(180);
+
+/// Writes a day's changes in two halves with a shard split between them;
+/// the records written.
+async fn day_with_a_split(tables: &Tables, sim: &StreamSim, prefix: &str) -> usize {
+    let written = first_half(&tables.store, prefix, ORDERS).await;
+    let (left, right) = sim.split(None, None).unwrap();
+    tracing::info!(left, right, "split mid-run");
+    written + second_half(&tables.store, &tables.config.orders_table, prefix, ORDERS).await
+}
+
+/// Polls until `done` says so (and the counters equal a recount), or the
+/// limit passes: how long it took, and what is still off.
+async fn settle(tables: &Tables, done: impl Fn() -> bool) -> (Duration, Vec<String>) {
+    let (started, day) = (Instant::now(), Utc::now().date_naive());
+    loop {
+        let off = differences(&tables.store, &tables.config.orders_table, day).await;
+        if (off.is_empty() && done()) || started.elapsed() > SETTLE {
+            return (started.elapsed(), off);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_consumers_sharing_leases_keep_exact_counters_at_1_8_and_32_shards_across_a_split() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut failed = Vec::new();
+    for engine in common::engines() {
+        for shards in SHARD_COUNTS {
+            if let Err(why) = consumers_at(&engine, shards).await {
+                failed.push(why);
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// Two consumers, each on a store of its own as two `serve` instances are,
+/// read the simulated stream while a day's writes go on and a shard splits:
+/// every record applied once between them, every counter equal to its recount.
+async fn consumers_at(engine: &Engine, shards: u32) -> Result<(), String> {
+    let tables = Tables::new(engine).await.behind_the_proxy().await;
+    let sim = tables.sim(shards, Limits::default()).await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut consumers = Vec::new();
+    for owner in ["instance-a", "instance-b"] {
+        let consumer = Arc::new(Consumer::new(tables.through(&sim).await, ConsumerOptions::new(owner), None));
+        let (running, stopped) = (consumer.clone(), stop.clone());
+        let task = tokio::spawn(async move { running.run(stopped.cancelled_owned()).await });
+        consumers.push((consumer, task));
+    }
+    let written = day_with_a_split(&tables, &sim, &format!("s{shards}")).await as u64;
+    let applied = || consumers.iter().map(|(c, _)| c.status().lock().records_applied).sum::<u64>();
+    let (took, off) = settle(&tables, || applied() >= written).await;
+    let statuses: Vec<(u64, usize, u64)> = consumers
+        .iter()
+        .map(|(c, _)| {
+            let s = c.status().lock().clone();
+            (s.records_applied, s.shards_held, s.bad_records)
+        })
+        .collect();
+    let total = applied();
+    stop.cancel();
+    for (_, task) in consumers {
+        let _ = task.await;
+    }
+    let stats = sim.stop().await;
+    let arn = tables.store.stream_arn().await.unwrap().unwrap();
+    let checkpoints = tables.store.checkpoints(&arn).await.unwrap();
+    let finished = checkpoints.values().filter(|c| c.finished).count();
+    let summary = format!(
+        "{:?} at {shards} shards (one split): {written} records, applied (records, shards held, unreadable) by \
+         each consumer {statuses:?}, {} in all; settled {:.1} s after the last write; {} checkpoints, {finished} \
+         finished; the stream: {} GetRecords, {} DescribeStream, refused {:?}",
+        tables.engine,
+        total,
+        took.as_secs_f64(),
+        checkpoints.len(),
+        stats.calls.get("GetRecords").copied().unwrap_or(0),
+        stats.calls.get("DescribeStream").copied().unwrap_or(0),
+        stats.refused,
+    );
+    let tally = tables.stop().await.unwrap_or_default();
+    let summary = format!("{summary}; transaction conflicts (throttle proxy): {:?}", tally.conflicts);
+    println!("{summary}");
+    let exactly_once = total == written;
+    match (off.is_empty(), exactly_once) {
+        (true, true) => Ok(()),
+        _ => Err(format!("{summary}\n  not exact: {off:?}; every record applied once: {exactly_once}")),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lambda_form_through_the_local_mapping_keeps_exact_counters_at_1_8_and_32_shards_across_a_split() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut failed = Vec::new();
+    for engine in common::engines() {
+        for shards in SHARD_COUNTS {
+            if let Err(why) = lambda_at(&engine, shards).await {
+                failed.push(why);
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// The Lambda form with the template's mapping settings, reading the
+/// simulated stream: its functions are processes of the built binary, one
+/// per concurrent batch. Every counter equal to its recount, nothing given up.
+async fn lambda_at(engine: &Engine, shards: u32) -> Result<(), String> {
+    let tables = Tables::new(engine).await.behind_the_proxy().await;
+    let sim = tables.sim(shards, Limits::default()).await;
+    let settings = MappingSettings::deployed().unwrap();
+    let function = FunctionConfig {
+        binary: env!("CARGO_BIN_EXE_northwind-ops").into(),
+        args: vec!["lambda".into()],
+        env: function_env(&store_config_at(&tables)).unwrap(),
+        name: "northwind-ops-consumer".into(),
+        memory_mb: settings.memory_mb,
+        timeout: settings.function_timeout,
+        work_dir: tables.dir.path().join("lambda"),
+    };
+    let letters = Arc::new(DeadLetters::new(Some(tables.dir.path().join("dead-letters.jsonl"))));
+    let mapping = Mapping::start(tables.through(&sim).await, settings, function, letters);
+    let written = day_with_a_split(&tables, &sim, &format!("l{shards}")).await as u64;
+    let (took, off) = settle(&tables, || {
+        let stats = mapping.stats();
+        stats.records_done + stats.given_up >= written
+    })
+    .await;
+    let letters = mapping.dead_letters().messages();
+    let stats = mapping.stop(Duration::from_secs(5)).await;
+    let stream = sim.stop().await;
+    let summary = format!(
+        "{:?} at {shards} shards (one split), the Lambda form: {written} records; {stats}; settled {:.1} s after \
+         the last write; the stream: {} GetRecords, refused {:?}",
+        tables.engine,
+        took.as_secs_f64(),
+        stream.calls.get("GetRecords").copied().unwrap_or(0),
+        stream.refused,
+    );
+    let tally = tables.stop().await.unwrap_or_default();
+    let summary = format!("{summary}; transaction conflicts (throttle proxy): {:?}", tally.conflicts);
+    println!("{summary}");
+    match (off.is_empty(), letters.is_empty()) {
+        (true, true) => Ok(()),
+        _ => Err(format!(
+            "{summary}\n  counters off: {off:?}\n  {} dead letters, the first: {}",
+            letters.len(),
+            letters.first().map(Value::to_string).unwrap_or_default()
+        )),
+    }
+}
+
+/// The tables' settings as the Lambda function reads them: the engine over HTTP.
+fn store_config_at(tables: &Tables) -> northwind_ops::server::cli::config::StoreConfig {
+    let mut config = tables.config.clone();
+    config.store = Some(northwind_ops::server::store::config::StoreKind::Endpoint);
+    config.endpoint_url = Some(tables.tables_url());
+    config
+}
+
+// ---- The local mapping's failure handling ----------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_mapping_gives_up_retries_survives_a_crash_and_drops_old_records_as_lambda_does() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    for engine in common::engines() {
+        mapping_failures(&engine).await;
+    }
+}
+
+/// A function for the tables, its environments' logs under `name`.
+fn function_for(tables: &Tables, settings: &MappingSettings, name: &str) -> FunctionConfig {
+    FunctionConfig {
+        binary: env!("CARGO_BIN_EXE_northwind-ops").into(),
+        args: vec!["lambda".into()],
+        env: function_env(&store_config_at(tables)).unwrap(),
+        name: "northwind-ops-consumer".into(),
+        memory_mb: settings.memory_mb,
+        timeout: settings.function_timeout,
+        work_dir: tables.dir.path().join(name),
+    }
+}
+
+/// Waits until the mapping has taken or given up `n` records.
+async fn through_mapping(mapping: &Mapping, n: u64) {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let stats = mapping.stats();
+        if stats.records_done + stats.given_up >= n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{n} records not through the mapping: {stats}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn mapping_failures(engine: &Engine) {
+    let tables = Tables::new(engine).await;
+    let (orders, metrics) = (tables.config.orders_table.clone(), tables.config.metrics_table.clone());
+    let day = Utc::now().date_naive();
+    let sim = tables.sim(2, Limits::default()).await;
+    let arn = tables.store.stream_arn().await.unwrap().unwrap();
+
+    // 1. A counter the SHIPPED records add to is damaged: the function
+    // reports the first SHIPPED record of its batch and every one after it;
+    // two retries later the mapping gives them up to the destination, with
+    // Lambda's invocation record, and goes on.
+    damage_shipped(&tables.store, &metrics, day, true).await;
+    let mut settings = MappingSettings::deployed().unwrap();
+    settings.max_retries = Some(2);
+    let letters = Arc::new(DeadLetters::new(Some(tables.dir.path().join("dead-letters.jsonl"))));
+    let mapping =
+        Mapping::start(tables.through(&sim).await, settings.clone(), function_for(&tables, &settings, "one"), letters);
+    let written = first_half(&tables.store, "g", 30).await as u64;
+    through_mapping(&mapping, written).await;
+    let given_up = mapping.dead_letters().messages();
+    let first = mapping.stop(Duration::from_secs(5)).await;
+    assert!(!given_up.is_empty(), "{engine:?}: the SHIPPED records were given up: {first}");
+    let through = tables.through(&sim).await;
+    let mut stream: HashMap<String, Vec<Record>> = HashMap::new();
+    for shard in describe(&through, &arn).await {
+        let id = shard.shard_id().unwrap().to_string();
+        stream.insert(id.clone(), read_shard(&through, &arn, &id).await.0);
+    }
+    let mut lost: HashSet<String> = HashSet::new();
+    for letter in &given_up {
+        assert_eq!(letter["requestContext"]["condition"], "RetryAttemptsExhausted", "{engine:?}: {letter}");
+        assert_eq!(letter["requestContext"]["approximateInvokeCount"], 3, "{engine:?}: the first try and two retries");
+        assert_eq!(letter["responseContext"]["statusCode"], 200);
+        assert!(letter["responseContext"].get("functionError").is_none(), "{engine:?}: batch item failures: {letter}");
+        let info = &letter["DDBStreamBatchInfo"];
+        assert_eq!(info["streamArn"], arn.as_str());
+        let records = &stream[info["shardId"].as_str().unwrap()];
+        let (from, to) = (info["startSequenceNumber"].as_str().unwrap(), info["endSequenceNumber"].as_str().unwrap());
+        let range: Vec<&Record> = records.iter().filter(|r| (from..=to).contains(&seq_of(r).as_str())).collect();
+        assert_eq!(range.len() as u64, info["batchSize"].as_u64().unwrap(), "{engine:?}: {letter}");
+        let first_status = range[0].dynamodb().unwrap().new_image().unwrap()["status"].as_s().unwrap().clone();
+        assert_eq!(first_status, "SHIPPED", "{engine:?}: the range starts at the refused record");
+        for arrival in ["approximateArrivalOfFirstRecord", "approximateArrivalOfLastRecord"] {
+            assert!(info[arrival].as_str().is_some_and(|t| t.ends_with('Z') && t.len() == 20), "{arrival}: {info}");
+        }
+        lost.extend(range.iter().map(|r| event_id(r)));
+    }
+    for record in stream.values().flatten() {
+        let id = event_id(record);
+        assert_eq!(has_marker(&tables.store, &metrics, &id).await, !lost.contains(&id), "{engine:?}: {id}");
+    }
+    assert_eq!(first.given_up as usize, lost.len(), "{engine:?}");
+    assert_eq!(first.records_done + first.given_up, written, "{engine:?}: {first}");
+
+    // 2. Repaired, and a new mapping from the start of the stream (a replay
+    // of everything: the markers keep what was applied from counting twice),
+    // while more writes come and every execution environment is killed by
+    // its pid in the middle: the failed invocations are bisected and retried,
+    // and the counters end exact with nothing given up.
+    damage_shipped(&tables.store, &metrics, day, false).await;
+    let settings = MappingSettings::deployed().unwrap();
+    let letters = Arc::new(DeadLetters::new(None));
+    let mapping = Mapping::start(through.clone(), settings.clone(), function_for(&tables, &settings, "two"), letters);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while mapping.environment_pids().is_empty() {
+        assert!(Instant::now() < deadline, "{engine:?}: no environment started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let more = tokio::spawn({
+        let store = tables.store.clone();
+        let orders = orders.clone();
+        async move { second_half(&store, &orders, "g", 30).await as u64 }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let killed = mapping.environment_pids();
+    for pid in &killed {
+        let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+    }
+    let total = written + more.await.unwrap();
+    through_mapping(&mapping, total).await;
+    let (took, off) = settle(&tables, || true).await;
+    let second = mapping.stop(Duration::from_secs(5)).await;
+    assert!(off.is_empty(), "{engine:?}: counters off after the replay: {off:?}\n{second}");
+    assert_eq!(second.given_up, 0, "{engine:?}: {second}");
+    assert!(second.function_errors >= 1, "{engine:?}: the killed environments' invocations failed: {second}");
+
+    // 3. Records older than MaximumRecordAgeInSeconds (1 s here) are given
+    // up without an invocation.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut settings = MappingSettings::deployed().unwrap();
+    settings.max_record_age = Some(Duration::from_secs(1));
+    let letters = Arc::new(DeadLetters::new(None));
+    let mapping = Mapping::start(through.clone(), settings.clone(), function_for(&tables, &settings, "three"), letters);
+    through_mapping(&mapping, total).await;
+    let aged = mapping.dead_letters().messages();
+    let third = mapping.stop(Duration::from_secs(5)).await;
+    assert_eq!((third.records_done, third.invocations), (0, 0), "{engine:?}: {third}");
+    assert!(aged.iter().all(|l| l["requestContext"]["condition"] == "RecordAgeExceeded"), "{engine:?}: {aged:?}");
+    assert!(aged.iter().all(|l| l.get("responseContext").is_none()), "{engine:?}: given up before any invocation");
+    assert_eq!(aged.iter().map(|l| l["DDBStreamBatchInfo"]["batchSize"].as_u64().unwrap()).sum::<u64>(), total);
+    assert!(differences(&tables.store, &orders, day).await.is_empty(), "{engine:?}: nothing applied");
+    println!(
+        "{engine:?}: 1. {} records given up in {} messages after 3 invocations each, the rest applied ({first});\n\
+         2. replayed from the start with {} environments killed mid-run: exact {:.1} s after the last write \
+         ({second});\n3. {total} records older than 1 s given up in {} messages, none invoked",
+        lost.len(),
+        given_up.len(),
+        killed.len(),
+        took.as_secs_f64(),
+        aged.len()
+    );
+    sim.stop().await;
+    tables.stop().await;
+}
