@@ -706,7 +706,9 @@ mod tests {
         let records = phantom("prefill-1439", at, 10, 0).unwrap();
         let names: Vec<&str> = records.iter().map(|r| r.event_name().unwrap().as_str()).collect();
         assert_eq!(names, ["INSERT", "MODIFY", "REMOVE"]);
-        let changes: Vec<_> = records.iter().map(|r| crate::server::stream::consumer::change(r).unwrap()).collect();
+        let shards = crate::server::stream::consumer::Shards::new([(at.date_naive(), Some(10))].into());
+        let changes: Vec<_> =
+            records.iter().map(|r| crate::server::stream::consumer::change(r, &shards).unwrap()).collect();
         assert!(changes[0].old.is_none() && changes[0].new.as_ref().unwrap().pending.is_some(), "enters PENDING");
         assert_eq!(changes[1].new.as_ref().unwrap().status, "CONFIRMED");
         assert!(changes[1].new.as_ref().unwrap().pending.is_none(), "and leaves it");

@@ -853,6 +853,7 @@ mod tests {
             (reconcile_reader_key("arn:s").0, RECONCILE),
             (capacity_pk(day), CAPACITY),
             (heat_key(day, 7).0, HEAT),
+            (quality_pk(day), QUALITY),
             (user_key("alice").0, USERS),
             (token_key("loadgen").0, TOKENS),
             (session_key("abc").0, SESSION),
