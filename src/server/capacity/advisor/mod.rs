@@ -43,167 +43,27 @@
 //! capacity at the unit-hour price / 60. Monthly figures scale the simulated
 //! span to a 30-day month: cost × (30 × 1440 minutes) / minutes simulated.
 
+mod autoscaling;
+mod floor;
+mod prices;
+
+pub use floor::ScheduledFloor;
+pub use prices::{Prices, PricesError};
+
 use crate::server::store::usage::ReadWrite;
-use chrono::{DateTime, Datelike, Timelike, Utc};
+#[cfg(test)]
+use autoscaling::simulate;
+use autoscaling::simulate_with;
+use chrono::{DateTime, Timelike, Utc};
+use floor::{RAISE_AHEAD_MINUTES, with_floor};
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::path::Path;
 
 /// Auto scaling's target utilisation, in percent (the template's target
 /// tracking uses it too).
 pub const TARGET_PERCENT: f64 = 70.0;
-/// At or below this utilisation a minute counts towards a scale-in: 20
-/// points below the target.
-const SCALE_IN_PERCENT: f64 = 50.0;
-const SCALE_OUT_AFTER_MINUTES: u32 = 2;
-const SCALE_IN_AFTER_MINUTES: u32 = 15;
-/// Decreases per UTC day allowed at any time; later ones need an hour's gap.
-const FREE_DECREASES_PER_DAY: u32 = 4;
-const DECREASE_GAP_MINUTES: usize = 60;
 const MINUTES_PER_DAY: usize = 24 * 60;
 const MONTH_MINUTES: f64 = 30.0 * MINUTES_PER_DAY as f64;
-
-/// Prices in dollars. A prices file (`Prices::from_json_file`) overrides any
-/// subset of them.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct Prices {
-    /// Per million write request units, on demand.
-    pub on_demand_write_per_million: f64,
-    /// Per million read request units, on demand.
-    pub on_demand_read_per_million: f64,
-    /// Per write capacity unit-hour, provisioned.
-    pub provisioned_wcu_hour: f64,
-    /// Per read capacity unit-hour, provisioned.
-    pub provisioned_rcu_hour: f64,
-}
-
-/// us-east-1 standard table class, after the November 2024 on-demand price
-/// cut.
-impl Default for Prices {
-    fn default() -> Self {
-        Self {
-            on_demand_write_per_million: 0.625,
-            on_demand_read_per_million: 0.125,
-            provisioned_wcu_hour: 0.00065,
-            provisioned_rcu_hour: 0.00013,
-        }
-    }
-}
-
-/// What is wrong with a set of prices; `origin` is the file they came from
-/// (or what else supplied them).
-#[derive(Debug, thiserror::Error)]
-pub enum PricesError {
-    #[error("cannot read the prices file {origin}: {source}")]
-    Read {
-        origin: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{origin}: not a JSON object of prices: {detail}")]
-    Syntax { origin: String, detail: String },
-    #[error("{origin}: unknown price `{field}` (expected {})", Prices::FIELDS.join(", "))]
-    UnknownField { origin: String, field: String },
-    #[error("{origin}: `{field}` must be a positive number of dollars, not {value}")]
-    BadValue { origin: String, field: String, value: String },
-}
-
-impl Prices {
-    /// The JSON names of the fields, as serde spells them (a test keeps the
-    /// two in step).
-    pub const FIELDS: [&'static str; 4] =
-        ["onDemandWritePerMillion", "onDemandReadPerMillion", "provisionedWcuHour", "provisionedRcuHour"];
-
-    /// Prices from a JSON file such as `{"provisionedWcuHour": 0.00074}`:
-    /// the fields it names override the defaults. TOML is not read: no TOML
-    /// parser is among the app's dependencies.
-    pub fn from_json_file(path: &Path) -> Result<Self, PricesError> {
-        let origin = path.display().to_string();
-        let text =
-            std::fs::read_to_string(path).map_err(|source| PricesError::Read { origin: origin.clone(), source })?;
-        Self::from_json_str(&text, &origin)
-    }
-
-    /// As `from_json_file`, from text; `origin` names it in errors.
-    pub fn from_json_str(text: &str, origin: &str) -> Result<Self, PricesError> {
-        let syntax =
-            |err: serde_json::Error| PricesError::Syntax { origin: origin.to_string(), detail: err.to_string() };
-        // Checked field by field first: serde's own errors do not name the
-        // field whose value has the wrong type.
-        let fields: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text).map_err(syntax)?;
-        for (field, value) in &fields {
-            if !Self::FIELDS.contains(&field.as_str()) {
-                return Err(PricesError::UnknownField { origin: origin.to_string(), field: field.clone() });
-            }
-            if value.as_f64().is_none_or(|price| !is_price(price)) {
-                return Err(PricesError::BadValue {
-                    origin: origin.to_string(),
-                    field: field.clone(),
-                    value: value.to_string(),
-                });
-            }
-        }
-        serde_json::from_value(serde_json::Value::Object(fields)).map_err(syntax)
-    }
-
-    /// Every price positive and finite, or an error naming the first that
-    /// is not (`origin` says where the prices came from).
-    pub fn check(&self, origin: &str) -> Result<(), PricesError> {
-        let values = [
-            self.on_demand_write_per_million,
-            self.on_demand_read_per_million,
-            self.provisioned_wcu_hour,
-            self.provisioned_rcu_hour,
-        ];
-        match Self::FIELDS.iter().zip(values).find(|(_, v)| !is_price(*v)) {
-            Some((field, value)) => Err(PricesError::BadValue {
-                origin: origin.to_string(),
-                field: field.to_string(),
-                value: value.to_string(),
-            }),
-            None => Ok(()),
-        }
-    }
-
-    /// Dollars for one request unit on demand.
-    pub fn on_demand_per_unit(&self, access: ReadWrite) -> f64 {
-        match access {
-            ReadWrite::Read => self.on_demand_read_per_million / 1e6,
-            ReadWrite::Write => self.on_demand_write_per_million / 1e6,
-        }
-    }
-
-    /// Dollars for one provisioned capacity unit held for one second: what
-    /// one consumed unit costs when provisioned capacity is fully used.
-    pub fn provisioned_per_unit_second(&self, access: ReadWrite) -> f64 {
-        self.provisioned_per_unit_hour(access) / 3600.0
-    }
-
-    fn provisioned_per_unit_hour(&self, access: ReadWrite) -> f64 {
-        match access {
-            ReadWrite::Read => self.provisioned_rcu_hour,
-            ReadWrite::Write => self.provisioned_wcu_hour,
-        }
-    }
-
-    /// How many times fully used provisioned capacity a unit costs on
-    /// demand (about 3.5 at the default prices).
-    pub fn on_demand_premium(&self, access: ReadWrite) -> f64 {
-        self.on_demand_per_unit(access) / self.provisioned_per_unit_second(access)
-    }
-
-    /// The average utilisation of provisioned capacity above which it is
-    /// cheaper than on demand: provisioned price per unit-second ÷ on-demand
-    /// price per unit (about 29% at the default prices).
-    pub fn break_even_utilisation(&self, access: ReadWrite) -> f64 {
-        self.provisioned_per_unit_second(access) / self.on_demand_per_unit(access)
-    }
-}
-
-fn is_price(value: f64) -> bool {
-    value.is_finite() && value > 0.0
-}
 
 /// Capacity units consumed during one minute (the sum over the minute, as
 /// CloudWatch's `Sum` of `ConsumedRead/WriteCapacityUnits` at a 60 s period).
@@ -243,56 +103,6 @@ impl Series {
 
 /// Observed minutes below which the advisor recommends no mode: a day.
 pub const MIN_OBSERVED_MINUTES: usize = MINUTES_PER_DAY;
-
-/// A floor raise before a burst that auto scaling alone cannot follow.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ScheduledFloor {
-    pub access: ReadWrite,
-    /// When the minimum capacity is raised (10 minutes before the burst)
-    /// and when it is set back.
-    pub raise_at: DateTime<Utc>,
-    pub lower_at: DateTime<Utc>,
-    /// The minimum capacity while raised: what the burst wants at 70%.
-    pub min_capacity: u32,
-    /// The minimum to set back (what the minutes before the burst wanted).
-    pub restore_capacity: u32,
-    /// `cron(...)` when the burst falls on a month's last day (every month),
-    /// else `at(...)` of the one seen.
-    pub raise_schedule: String,
-    pub lower_schedule: String,
-}
-
-impl ScheduledFloor {
-    /// The two `aws application-autoscaling put-scheduled-action
-    /// --cli-input-json` documents: the raise, and the setting back.
-    pub fn put_scheduled_actions(&self, table: &str, index: Option<&str>) -> Vec<serde_json::Value> {
-        let (resource_id, dimension) = match index {
-            Some(index) => (format!("table/{table}/index/{index}"), "index"),
-            None => (format!("table/{table}"), "table"),
-        };
-        let unit = match self.access {
-            ReadWrite::Read => "ReadCapacityUnits",
-            ReadWrite::Write => "WriteCapacityUnits",
-        };
-        let name = resource_id.replace('/', "-");
-        let action = |suffix: &str, schedule: &str, min: u32| {
-            serde_json::json!({
-                "ServiceNamespace": "dynamodb",
-                "ScheduledActionName": format!("{name}-{}-{suffix}", self.access),
-                "ResourceId": resource_id,
-                "ScalableDimension": format!("dynamodb:{dimension}:{unit}"),
-                "Schedule": schedule,
-                "Timezone": "Etc/UTC",
-                "ScalableTargetAction": {"MinCapacity": min},
-            })
-        };
-        vec![
-            action("raise", &self.raise_schedule, self.min_capacity),
-            action("lower", &self.lower_schedule, self.restore_capacity),
-        ]
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -456,123 +266,6 @@ pub fn advise(series: &Series, prices: &Prices) -> Result<Advice, AdviceError> {
     Ok(advice)
 }
 
-/// Provisioned with a scheduled floor raise before each burst auto scaling
-/// could not follow, when that throttles nothing and is still cheaper.
-fn with_floor(
-    advice: &mut Advice,
-    series: &Series,
-    reads: &[Option<f64>],
-    writes: &[Option<f64>],
-    first_minute_of_day: usize,
-    prices: &Prices,
-) {
-    let mut schedule = Vec::new();
-    let mut sides = Vec::new();
-    for (units, access) in [(reads, ReadWrite::Read), (writes, ReadWrite::Write)] {
-        let plain = simulate_with(units, first_minute_of_day, &[]);
-        let floors = bursts(units, &plain.throttled);
-        let floor = floor_of(&floors, units.len());
-        let side = account(units, first_minute_of_day, prices, access, &floor);
-        if side.throttled_minutes > 0 {
-            return;
-        }
-        for burst in floors {
-            let Some(floor) = scheduled(series, &burst, access) else { return };
-            schedule.push(floor);
-        }
-        sides.push(side);
-    }
-    let write = sides.pop().expect("two sides");
-    let read = sides.pop().expect("two sides");
-    let provisioned_monthly = read.provisioned_monthly + write.provisioned_monthly;
-    if provisioned_monthly < advice.on_demand_monthly {
-        advice.mode = Mode::Provisioned;
-        advice.provisioned_monthly = provisioned_monthly;
-        advice.read = read;
-        advice.write = write;
-        advice.schedule = schedule;
-    }
-}
-
-/// One burst auto scaling could not follow: the floor it needs, from when
-/// to when (minute indexes, the end excluded).
-#[derive(Clone, Debug, PartialEq)]
-struct Burst {
-    raise: usize,
-    lower: usize,
-    floor: u32,
-    restore: u32,
-}
-
-/// Minutes raised before a burst starts.
-const RAISE_AHEAD_MINUTES: usize = 10;
-/// Throttled minutes further apart than this are separate bursts.
-const BURST_GAP_MINUTES: usize = 60;
-
-/// The bursts behind throttled minutes: each starts at its first throttled
-/// minute, wants the capacity of its busiest minute, and lasts while the
-/// minutes stay above half of that.
-fn bursts(units: &[Option<f64>], throttled: &[usize]) -> Vec<Burst> {
-    let mut bursts: Vec<Burst> = Vec::new();
-    for &start in throttled {
-        if bursts.last().is_some_and(|b| start < b.lower + BURST_GAP_MINUTES) {
-            continue;
-        }
-        let level = |m: usize| units.get(m).copied().flatten().unwrap_or(0.0);
-        let peak = (start..units.len().min(start + 4 * 60)).map(level).fold(0.0, f64::max);
-        let mut end = start;
-        while end < units.len() && level(end) >= peak / 2.0 {
-            end += 1;
-        }
-        let raise = start.saturating_sub(RAISE_AHEAD_MINUTES);
-        let before = (raise.saturating_sub(60)..raise).map(level).fold(0.0, f64::max);
-        bursts.push(Burst { raise, lower: end, floor: desired(peak), restore: desired(before) });
-    }
-    bursts
-}
-
-/// The minimum capacity of every minute the bursts ask for (0: none).
-fn floor_of(bursts: &[Burst], minutes: usize) -> Vec<u32> {
-    let mut floor = vec![0; minutes];
-    for burst in bursts {
-        for minute in &mut floor[burst.raise..burst.lower.min(minutes)] {
-            *minute = (*minute).max(burst.floor);
-        }
-    }
-    floor
-}
-
-/// A burst as a scheduled action: every month when it fell on a month's
-/// last day (the month-end batch), else once at the time it was seen.
-/// `None` for a burst at the very start of the span (nothing to schedule
-/// ahead of).
-fn scheduled(series: &Series, burst: &Burst, access: ReadWrite) -> Option<ScheduledFloor> {
-    if burst.raise == 0 {
-        return None;
-    }
-    let at = |minute: usize| series.start + chrono::Duration::minutes(minute as i64);
-    let (raise_at, lower_at) = (at(burst.raise), at(burst.lower));
-    let month_end = |t: DateTime<Utc>| (t + chrono::Duration::days(1)).month() != t.month();
-    let schedule = |t: DateTime<Utc>, monthly: bool| {
-        if monthly {
-            let day = if month_end(t) { "L" } else { "1" };
-            format!("cron({} {} {day} * ? *)", t.minute(), t.hour())
-        } else {
-            format!("at({})", t.format("%Y-%m-%dT%H:%M:%S"))
-        }
-    };
-    let monthly = month_end(raise_at);
-    Some(ScheduledFloor {
-        access,
-        raise_at,
-        lower_at,
-        min_capacity: burst.floor,
-        restore_capacity: burst.restore,
-        raise_schedule: schedule(raise_at, monthly),
-        lower_schedule: schedule(lower_at, monthly),
-    })
-}
-
 /// One side's units per minute, each a finite number of zero or more, and
 /// `None` for a minute not observed.
 fn units(series: &Series, access: ReadWrite) -> Result<Vec<Option<f64>>, AdviceError> {
@@ -623,108 +316,6 @@ fn account(
         scale_ins: simulation.decreases.len() as u32,
         provisioned_min: simulation.provisioned.iter().copied().min().unwrap_or(1),
         provisioned_max: simulation.provisioned.iter().copied().max().unwrap_or(1),
-    }
-}
-
-/// What auto scaling did to one side of a resource.
-#[derive(Debug, Default)]
-struct Simulation {
-    /// Capacity units in force during each observed minute.
-    provisioned: Vec<u32>,
-    throttled_minutes: u32,
-    /// Which minutes (indexes into the series) were throttled.
-    throttled: Vec<usize>,
-    /// Minutes whose end raised, or lowered, the capacity.
-    increases: Vec<usize>,
-    decreases: Vec<usize>,
-}
-
-/// The capacity that would run `units` a minute at the target utilisation.
-fn desired(units: f64) -> u32 {
-    // units × 100 / (60 s × 70) is (units / 60) / 0.70 with the 0.70 kept
-    // whole: 420 units a minute want exactly 10, not ceil(10.000000000000002).
-    ((units * 100.0 / (60.0 * TARGET_PERCENT)).ceil() as u32).max(1)
-}
-
-/// Replay auto scaling over one side's minutes, every one observed;
-/// `first_minute_of_day` places the first minute in its UTC day.
-#[cfg(test)]
-fn simulate(units: &[f64], first_minute_of_day: usize) -> Simulation {
-    let units: Vec<Option<f64>> = units.iter().copied().map(Some).collect();
-    simulate_with(&units, first_minute_of_day, &[])
-}
-
-/// Replay auto scaling over one side's minutes (`None`: not observed,
-/// skipped), never below `floor` where it is given (a scheduled minimum).
-fn simulate_with(units: &[Option<f64>], first_minute_of_day: usize, floor: &[u32]) -> Simulation {
-    let mut simulation = Simulation::default();
-    let floor_at = |minute: usize| floor.get(minute).copied().unwrap_or(0);
-    let Some((start, first)) = units.iter().enumerate().find_map(|(m, u)| u.map(|u| (m, u))) else {
-        return simulation;
-    };
-    let mut provisioned = desired(first).max(floor_at(start));
-    let (mut above, mut below) = (0, 0);
-    let mut quota = DecreaseQuota::default();
-    for (minute, consumed) in units.iter().enumerate() {
-        let Some(consumed) = *consumed else {
-            // Unknown: no streak runs across it.
-            (above, below) = (0, 0);
-            continue;
-        };
-        provisioned = provisioned.max(floor_at(minute));
-        simulation.provisioned.push(provisioned);
-        let capacity = 60.0 * f64::from(provisioned);
-        if consumed > capacity {
-            simulation.throttled_minutes += 1;
-            simulation.throttled.push(minute);
-        }
-        let percent = consumed * 100.0 / capacity;
-        above = if percent > TARGET_PERCENT { above + 1 } else { 0 };
-        below = if percent <= SCALE_IN_PERCENT { below + 1 } else { 0 };
-        let want = desired(consumed);
-        if above >= SCALE_OUT_AFTER_MINUTES {
-            above = 0;
-            if want > provisioned {
-                provisioned = want;
-                simulation.increases.push(minute);
-            }
-        } else if below >= SCALE_IN_AFTER_MINUTES && want.max(floor_at(minute + 1)) < provisioned {
-            let want = want.max(floor_at(minute + 1));
-            let day = (first_minute_of_day + minute) / MINUTES_PER_DAY;
-            // Refused by the quota: `below` stays, so the next qualifying
-            // minute tries again.
-            if quota.allows(day, minute) {
-                quota.record(minute);
-                provisioned = want;
-                simulation.decreases.push(minute);
-                below = 0;
-            }
-        }
-    }
-    simulation
-}
-
-/// DynamoDB's quota on capacity decreases: 4 per UTC day at any time, then
-/// one whenever the previous decrease is at least an hour old.
-#[derive(Debug, Default)]
-struct DecreaseQuota {
-    day: usize,
-    today: u32,
-    last: Option<usize>,
-}
-
-impl DecreaseQuota {
-    fn allows(&mut self, day: usize, minute: usize) -> bool {
-        if day != self.day {
-            self.day = day;
-            self.today = 0;
-        }
-        self.today < FREE_DECREASES_PER_DAY || self.last.is_none_or(|last| minute - last >= DECREASE_GAP_MINUTES)
-    }
-
-    fn record(&mut self, minute: usize) {
-        self.today += 1;
-        self.last = Some(minute);
     }
 }
 
