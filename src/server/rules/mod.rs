@@ -1,8 +1,10 @@
 //! DynamoDB's own rules, written once: how big an item and a number are,
+//! what each index of a table holds and what a write costs it (`layout`),
 //! what a read or a write costs in units. Pure; below every layer that
 //! prices, plans or throttles (the stream's pricing, the shard planner, the
 //! throttle proxy and its rehearsal).
 
+pub mod layout;
 pub mod units;
 
 /// What one partition of a table or index serves a second, whatever the

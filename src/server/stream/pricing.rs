@@ -4,23 +4,11 @@
 //! writes out, so every writer's writes are priced the same way, whoever
 //! made them.
 //!
-//! The rules (developer guide, "DynamoDB item sizes and formats" and
-//! "Global secondary indexes", write capacity units), checked against what
-//! DynamoDB Local reports with `ReturnConsumedCapacity: INDEXES`:
-//!
-//! - the base table: one unit per started KB of the larger of the old and
-//!   the new item (an insert: the new; a delete: the old), at least one;
-//! - an index the item is in neither before nor after: nothing;
-//! - entering the index (a put, or an update that adds its key): one write of
-//!   the new entry; leaving it (a delete, or removing its key): one write of
-//!   the old entry;
-//! - staying under the same index key: one write when a projected attribute
-//!   changed, of the larger of the old and new entry (as the base table),
-//!   else nothing;
-//! - moving to another index key: two writes, the old entry deleted on its
-//!   partition and the new one put on its own;
-//! - an entry is the table's key, the index's key and the projected
-//!   attributes (ALL: the whole item; INCLUDE: the named ones).
+//! The base table takes one unit per started KB of the larger of the old
+//! and the new item (an insert: the new; a delete: the old), at least one;
+//! each index what `rules::layout` says (the throttle proxy prices with the
+//! same rules), checked here against what DynamoDB Local reports with
+//! `ReturnConsumedCapacity: INDEXES`.
 //!
 //! What the stream cannot tell: whether a write was made in a transaction
 //! (billed twice), and writes that changed nothing (an update to the same
@@ -28,36 +16,20 @@
 //! bills but records no stream record for. The figures assume every record
 //! is a single, non-transactional write (see the README).
 
-use crate::server::rules::units::{WRITE_UNIT_BYTES, number_size};
+use crate::server::rules::layout::{Image, Side};
+pub use crate::server::rules::layout::{Index, KeyPair, Projection};
+use crate::server::rules::units::{SizeError, WRITE_UNIT_BYTES, number_size};
 use aws_sdk_dynamodbstreams::types::AttributeValue;
 use std::collections::HashMap;
 
 /// An item as a stream record carries it.
 pub type Item = HashMap<String, AttributeValue>;
 
-/// Which attributes an index entry holds besides the keys.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Projection {
-    All,
-    KeysOnly,
-    Include(Vec<String>),
-}
-
-/// One global secondary index: its name, key and projection.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IndexLayout {
-    pub name: String,
-    pub hash: String,
-    pub range: Option<String>,
-    pub projection: Projection,
-}
-
 /// A table's key and its indexes: what pricing a write needs to know.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
-    pub hash: String,
-    pub range: Option<String>,
-    pub indexes: Vec<IndexLayout>,
+    pub key: KeyPair,
+    pub indexes: Vec<Index>,
 }
 
 /// Write units charged to one partition key of the table (`index` None) or
@@ -75,20 +47,14 @@ impl Layout {
     /// The orders table as the key design defines it (see `provision`).
     pub fn orders() -> Self {
         use crate::server::store::keys::{GSI1, GSI1PK, GSI1SK, GSI2, GSI2_PROJECTED, GSI2PK, GSI2SK, PK};
+        let key = |hash: &str, range: Option<&str>| KeyPair { hash: hash.into(), range: range.map(str::to_string) };
         Self {
-            hash: PK.into(),
-            range: None,
+            key: key(PK, None),
             indexes: vec![
-                IndexLayout {
-                    name: GSI1.into(),
-                    hash: GSI1PK.into(),
-                    range: Some(GSI1SK.into()),
-                    projection: Projection::All,
-                },
-                IndexLayout {
+                Index { name: GSI1.into(), key: key(GSI1PK, Some(GSI1SK)), projection: Projection::All },
+                Index {
                     name: GSI2.into(),
-                    hash: GSI2PK.into(),
-                    range: Some(GSI2SK.into()),
+                    key: key(GSI2PK, Some(GSI2SK)),
                     projection: Projection::Include(GSI2_PROJECTED.iter().map(|s| s.to_string()).collect()),
                 },
             ],
@@ -100,70 +66,44 @@ impl Layout {
     pub fn price(&self, old: Option<&Item>, new: Option<&Item>) -> Vec<Write> {
         let Some(either) = new.or(old) else { return Vec::new() };
         let size = [old, new].into_iter().flatten().map(item_size).max().unwrap_or(0);
-        let mut writes = vec![Write { index: None, partition: key_text(either.get(&self.hash)), units: units(size) }];
+        let mut writes =
+            vec![Write { index: None, partition: key_text(either.get(&self.key.hash)), units: units(size) }];
         for index in &self.indexes {
-            writes.extend(index.writes(self, old, new));
+            // Sizing a stream image never fails (a malformed number counts
+            // its text), so there is no error to lose here.
+            let Ok(index_writes) = index.writes(&self.key, old, new) else { continue };
+            writes.extend(index_writes.into_iter().map(|write| {
+                let image = match write.side {
+                    Side::Old => old,
+                    Side::New => new,
+                };
+                Write {
+                    index: Some(index.name.clone()),
+                    partition: key_text(image.and_then(|item| item.get(&index.key.hash))),
+                    units: units(write.size),
+                }
+            }));
         }
         writes
     }
 }
 
-impl IndexLayout {
-    fn contains(&self, item: &Item) -> bool {
-        item.contains_key(&self.hash) && self.range.as_ref().is_none_or(|r| item.contains_key(r))
+/// A stream image, as the index rules read it.
+impl Image for Item {
+    fn has(&self, name: &str) -> bool {
+        self.contains_key(name)
     }
 
-    /// Whether an attribute is in this index's entries.
-    fn holds(&self, table: &Layout, name: &str) -> bool {
-        let keys = [Some(&table.hash), table.range.as_ref(), Some(&self.hash), self.range.as_ref()];
-        keys.into_iter().flatten().any(|k| k == name)
-            || match &self.projection {
-                Projection::All => true,
-                Projection::KeysOnly => false,
-                Projection::Include(names) => names.iter().any(|n| n == name),
-            }
+    fn same(&self, other: &Self, name: &str) -> bool {
+        self.get(name) == other.get(name)
     }
 
-    fn entry_size(&self, table: &Layout, item: &Item) -> u64 {
-        item.iter().filter(|(name, _)| self.holds(table, name)).map(|(name, value)| attribute_size(name, value)).sum()
+    fn names(&self) -> Vec<&str> {
+        self.keys().map(String::as_str).collect()
     }
 
-    fn same_entry(&self, table: &Layout, old: &Item, new: &Item) -> bool {
-        if self.projection == Projection::All {
-            return old == new;
-        }
-        let held = |item: &Item| item.iter().filter(|(name, _)| self.holds(table, name)).count();
-        held(old) == held(new)
-            && old.iter().filter(|(name, _)| self.holds(table, name)).all(|(name, value)| new.get(name) == Some(value))
-    }
-
-    fn writes(&self, table: &Layout, old: Option<&Item>, new: Option<&Item>) -> Vec<Write> {
-        let old = old.filter(|o| self.contains(o));
-        let new = new.filter(|n| self.contains(n));
-        let index = Some(self.name.clone());
-        let write = |item: &Item, size: u64| Write {
-            index: index.clone(),
-            partition: key_text(item.get(&self.hash)),
-            units: units(size),
-        };
-        match (old, new) {
-            (None, None) => Vec::new(),
-            (None, Some(new)) => vec![write(new, self.entry_size(table, new))],
-            (Some(old), None) => vec![write(old, self.entry_size(table, old))],
-            (Some(old), Some(new))
-                if old.get(&self.hash) == new.get(&self.hash)
-                    && self.range.as_ref().is_none_or(|r| old.get(r) == new.get(r)) =>
-            {
-                if self.same_entry(table, old, new) {
-                    Vec::new()
-                } else {
-                    vec![write(new, self.entry_size(table, old).max(self.entry_size(table, new)))]
-                }
-            }
-            (Some(old), Some(new)) => {
-                vec![write(old, self.entry_size(table, old)), write(new, self.entry_size(table, new))]
-            }
-        }
+    fn size_where(&self, keep: &dyn Fn(&str) -> bool) -> Result<u64, SizeError> {
+        Ok(self.iter().filter(|(name, _)| keep(name)).map(|(name, value)| attribute_size(name, value)).sum())
     }
 }
 

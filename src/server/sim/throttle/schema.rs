@@ -3,6 +3,8 @@
 //! its ARN and billing mode; and what a write costs on it and its indexes.
 
 use super::buckets::{BucketKey, Draw, Kind, Resource};
+use crate::server::rules::layout::{self, Image, Index};
+pub use crate::server::rules::layout::{KeyPair, Projection};
 use crate::server::rules::units::{self, SizeError};
 use aws_sdk_dynamodb::types::{BillingMode, KeySchemaElement, KeyType, ProjectionType, TableDescription};
 use serde_json::{Map, Value};
@@ -19,25 +21,20 @@ pub enum Billing {
     Provisioned,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyPair {
-    pub hash: String,
-    pub range: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Projection {
-    All,
-    KeysOnly,
-    Include(Vec<String>),
-}
-
+/// An index as the proxy knows it: the rules' layout, and its ARN (the
+/// resource a throttle names).
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexSchema {
-    pub name: String,
     pub arn: String,
-    pub key: KeyPair,
-    pub projection: Projection,
+    pub layout: Index,
+}
+
+impl std::ops::Deref for IndexSchema {
+    type Target = Index;
+
+    fn deref(&self) -> &Index {
+        &self.layout
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -76,9 +73,7 @@ impl TableSchema {
             };
             indexes.push(IndexSchema {
                 arn: index.index_arn().map(str::to_string).unwrap_or_else(|| format!("{arn}/index/{index_name}")),
-                name: index_name,
-                key,
-                projection,
+                layout: Index { name: index_name, key, projection },
             });
         }
         Ok(Self { billing: billing(table), name, arn, key, indexes })
@@ -169,71 +164,53 @@ pub struct IndexWrite {
 }
 
 impl IndexSchema {
-    /// A sparse index holds only the items that have both its key attributes.
-    pub fn contains(&self, item: &Item) -> bool {
-        item.contains_key(&self.key.hash) && self.key.range.as_ref().is_none_or(|r| item.contains_key(r))
-    }
-
     /// The index entry of an item: the table's key, the index's key and the
-    /// projected attributes. Its size is what a write of it costs: the
-    /// developer guide's "Global secondary indexes", "Write capacity units",
-    /// prices index writes by "the size of each item in the index"; the 100
-    /// bytes of overhead per index item it names belong to "Storage
-    /// considerations" only, so they are not counted here.
+    /// projected attributes (what `rules::layout` sizes).
     pub fn entry(&self, table_key: &KeyPair, item: &Item) -> Item {
-        let keys = [Some(&table_key.hash), table_key.range.as_ref(), Some(&self.key.hash), self.key.range.as_ref()];
         item.iter()
-            .filter(|(name, _)| {
-                keys.iter().flatten().any(|k| *k == *name)
-                    || match &self.projection {
-                        Projection::All => true,
-                        Projection::KeysOnly => false,
-                        Projection::Include(names) => names.iter().any(|n| n == *name),
-                    }
-            })
+            .filter(|(name, _)| self.holds(table_key, name))
             .map(|(name, value)| (name.clone(), value.clone()))
             .collect()
     }
 
-    fn index_key<'a>(&self, item: &'a Item) -> (Option<&'a Value>, Option<&'a Value>) {
-        (item.get(&self.key.hash), self.key.range.as_ref().and_then(|r| item.get(r)))
-    }
-
-    /// The index writes of a table write, per the developer guide's
-    /// "Global secondary indexes", "Write capacity units": nothing when the
-    /// item is in the index neither before nor after; one write when it
-    /// enters (the new entry) or leaves (the old one); when it stays under
-    /// the same index key, one write of the new entry if a projected
-    /// attribute changed, else none; when its index key changes, two (delete
-    /// the old entry, put the new). Each is charged to the index partition
-    /// of the entry it writes.
+    /// The index writes of a table write (`rules::layout`'s rules), each
+    /// charged to the index partition of the entry it writes.
     pub fn writes(
         &self,
         table_key: &KeyPair,
         old: Option<&Item>,
         new: Option<&Item>,
     ) -> Result<Vec<IndexWrite>, SizeError> {
-        let old = old.filter(|o| self.contains(o));
-        let new = new.filter(|n| self.contains(n));
-        let write = |item: &Item| -> Result<IndexWrite, SizeError> {
-            Ok(IndexWrite {
-                partition: partition_of(item.get(&self.key.hash).expect("an item in the index has its hash key")),
-                size: units::item_size(&self.entry(table_key, item))?,
+        let writes = self.layout.writes(table_key, old, new)?;
+        Ok(writes
+            .into_iter()
+            .filter_map(|write| {
+                let image = match write.side {
+                    layout::Side::Old => old,
+                    layout::Side::New => new,
+                }?;
+                Some(IndexWrite { partition: partition_of(image.get(&self.key.hash)?), size: write.size })
             })
-        };
-        match (old, new) {
-            (None, None) => Ok(vec![]),
-            (None, Some(new)) => Ok(vec![write(new)?]),
-            (Some(old), None) => Ok(vec![write(old)?]),
-            (Some(old), Some(new)) if self.index_key(old) == self.index_key(new) => {
-                if self.entry(table_key, old) == self.entry(table_key, new) {
-                    Ok(vec![])
-                } else {
-                    Ok(vec![write(new)?])
-                }
-            }
-            (Some(old), Some(new)) => Ok(vec![write(old)?, write(new)?]),
-        }
+            .collect())
+    }
+}
+
+/// An item in DynamoDB JSON, as the index rules read it.
+impl Image for Item {
+    fn has(&self, name: &str) -> bool {
+        self.contains_key(name)
+    }
+
+    fn same(&self, other: &Self, name: &str) -> bool {
+        self.get(name) == other.get(name)
+    }
+
+    fn names(&self) -> Vec<&str> {
+        self.keys().map(String::as_str).collect()
+    }
+
+    fn size_where(&self, keep: &dyn Fn(&str) -> bool) -> Result<u64, SizeError> {
+        self.iter().filter(|(name, _)| keep(name)).map(|(name, value)| units::attribute_size(name, value)).sum()
     }
 }
 
@@ -284,16 +261,20 @@ pub(crate) mod tests {
             key: KeyPair { hash: "PK".into(), range: None },
             indexes: vec![
                 IndexSchema {
-                    name: "GSI1".into(),
                     arn: "arn:aws:dynamodb:us-east-1:000000000000:table/orders/index/GSI1".into(),
-                    key: KeyPair { hash: "GSI1PK".into(), range: Some("GSI1SK".into()) },
-                    projection: Projection::All,
+                    layout: Index {
+                        name: "GSI1".into(),
+                        key: KeyPair { hash: "GSI1PK".into(), range: Some("GSI1SK".into()) },
+                        projection: Projection::All,
+                    },
                 },
                 IndexSchema {
-                    name: "GSI2".into(),
                     arn: "arn:aws:dynamodb:us-east-1:000000000000:table/orders/index/GSI2".into(),
-                    key: KeyPair { hash: "GSI2PK".into(), range: Some("GSI2SK".into()) },
-                    projection: Projection::Include(vec!["total".into()]),
+                    layout: Index {
+                        name: "GSI2".into(),
+                        key: KeyPair { hash: "GSI2PK".into(), range: Some("GSI2SK".into()) },
+                        projection: Projection::Include(vec!["total".into()]),
+                    },
                 },
             ],
         }
@@ -377,7 +358,10 @@ pub(crate) mod tests {
         let mut names: Vec<&str> = include.keys().map(String::as_str).collect();
         names.sort_unstable();
         assert_eq!(names, ["GSI2PK", "GSI2SK", "PK", "total"]);
-        let keys_only = IndexSchema { projection: Projection::KeysOnly, ..table.indexes[1].clone() };
+        let keys_only = IndexSchema {
+            layout: Index { projection: Projection::KeysOnly, ..table.indexes[1].layout.clone() },
+            ..table.indexes[1].clone()
+        };
         assert_eq!(keys_only.entry(&table.key, &order).len(), 3);
     }
 
