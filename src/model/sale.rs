@@ -6,6 +6,13 @@ use super::*;
 
 /// Longest sale plan name accepted.
 pub const MAX_PLAN_NAME: usize = 64;
+/// The most minutes each of ramp, hold and decay may last: a day.
+pub const MAX_PHASE_MINUTES: u32 = 24 * 60;
+/// The highest peak accepted, in orders a second: well past any sale, low
+/// enough that no figure derived from it overflows.
+pub const MAX_PEAK: f64 = 1_000_000.0;
+/// The largest item DynamoDB takes.
+pub const MAX_ITEM_BYTES: u32 = 400 * 1024;
 
 /// A planned sale: its peak, when it starts, how it ramps up, holds and
 /// decays, and how large an order item is expected to be.
@@ -31,6 +38,18 @@ pub struct SalePlan {
 }
 
 impl SalePlan {
+    /// Whether every figure is one the plan form accepts: an item written
+    /// by hand or by another tool may hold anything, and a plan spanning
+    /// centuries must not make a check read every day of them.
+    pub fn within_limits(&self) -> bool {
+        let rate_ok = |r: f64| r.is_finite() && r > 0.0 && r <= MAX_PEAK * 10.0;
+        rate_ok(self.peak_orders_per_second)
+            && self.peak_orders_per_second <= MAX_PEAK
+            && [self.ramp_minutes, self.hold_minutes, self.decay_minutes].iter().all(|m| *m <= MAX_PHASE_MINUTES)
+            && (1..=MAX_ITEM_BYTES).contains(&self.item_bytes)
+            && self.consumer_records_per_second.is_none_or(rate_ok)
+    }
+
     /// When the sale is over: start, ramp, hold and decay.
     pub fn end(&self) -> DateTime<Utc> {
         let minutes = i64::from(self.ramp_minutes) + i64::from(self.hold_minutes) + i64::from(self.decay_minutes);

@@ -7,12 +7,14 @@
 
 use crate::common;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{Duration, Utc};
 use common::counters::{consumer, drain};
 use common::{Engine, TestApp, engines, order, outside_client};
 use northwind_ops::model::{Readiness, Role, Status, Verdict};
-use northwind_ops::server::store;
+use northwind_ops::server::store::{self, keys};
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_northwind-ops");
@@ -263,6 +265,40 @@ async fn bad_input_is_a_400_naming_the_field_and_saves_nothing() {
         assert_eq!(app.get("/api/ready").await.0, 400);
         let (code, _) = cli_ready(&app, &["--plan", "missing"]);
         assert_eq!(code, 1, "an error, not a verdict");
+
+        // Items in the table are input too: a plan written by hand with a
+        // peak as text, or spanning years, is left out of the list, and
+        // asked for by name it is a 409 that says what to do, never a 5xx.
+        let outside = outside_client(&app);
+        for (name, peak, hold) in [
+            ("broken", AttributeValue::S("lots".into()), "30"),
+            ("endless", AttributeValue::N("10".into()), "4000000000"),
+        ] {
+            let (pk, sk) = keys::sale_plan_key(name);
+            let item = HashMap::from([
+                ("PK".to_string(), AttributeValue::S(pk)),
+                ("SK".to_string(), AttributeValue::S(sk)),
+                ("name".to_string(), AttributeValue::S(name.into())),
+                ("peakOrdersPerSecond".to_string(), peak),
+                ("start".to_string(), AttributeValue::S(tomorrow_nine())),
+                ("rampMinutes".to_string(), AttributeValue::N("1".into())),
+                ("holdMinutes".to_string(), AttributeValue::N(hold.into())),
+                ("decayMinutes".to_string(), AttributeValue::N("1".into())),
+                ("itemBytes".to_string(), AttributeValue::N("700".into())),
+                ("updatedAt".to_string(), AttributeValue::S(tomorrow_nine())),
+                ("updatedBy".to_string(), AttributeValue::S("hand".into())),
+            ]);
+            outside.put_item().table_name(&app.config.metrics_table).set_item(Some(item)).send().await.unwrap();
+            let (status, body) = app.get(&format!("/api/ready?plan={name}")).await;
+            assert_eq!(status, 409, "{engine:?}: {body}");
+            assert!(body["error"].as_str().unwrap().contains("delete it"), "{body}");
+        }
+        let (status, body) = app.get("/api/sales").await;
+        assert_eq!(status, 200);
+        let names: Vec<&str> = body["plans"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["kept"], "{engine:?}: the damaged ones are left out");
+        let deleted = app.http.delete(format!("{}/api/sales/broken", app.base)).send().await.unwrap();
+        assert_eq!(deleted.status(), 200, "a damaged plan can still be deleted");
         app.stop().await;
     }
 }

@@ -7,7 +7,8 @@ use super::Service;
 use super::checks::check_text;
 use super::figures::window_days;
 use crate::model::{
-    DayShards, Invalid, MAX_PLAN_NAME, Permission, Readiness, SalePlan, SalePlanInput, ShardsWritten, iso_millis,
+    DayShards, Invalid, MAX_ITEM_BYTES, MAX_PEAK, MAX_PHASE_MINUTES, MAX_PLAN_NAME, Permission, Readiness, SalePlan,
+    SalePlanInput, ShardsWritten, iso_millis,
 };
 use crate::server::auth::Principal;
 use crate::server::capacity::planner;
@@ -19,17 +20,10 @@ use crate::server::store::{CapacityDay, Recorded};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde_json::Value;
 
-/// The most minutes each of ramp, hold and decay may last: a day.
-const MAX_PHASE_MINUTES: u64 = 24 * 60;
-/// The highest peak accepted, in orders a second: well past any sale, low
-/// enough that no figure derived from it overflows.
-const MAX_PEAK: f64 = 1_000_000.0;
 /// How far ahead a sale may be planned.
 const MAX_DAYS_AHEAD: i64 = 400;
 /// A start this far in the past still counts as now (clocks differ).
 const START_SKEW_SECONDS: i64 = 60;
-/// The largest item DynamoDB takes.
-const MAX_ITEM_BYTES: u64 = 400 * 1024;
 /// Days of recorded hot keys a readiness check weighs.
 pub const HOT_WINDOW_DAYS: u32 = 7;
 
@@ -57,7 +51,7 @@ pub fn parse_plan(input: &SalePlanInput, now: DateTime<Utc>, by: &str) -> Result
     let start = parse_start(input.start.as_ref(), now)?;
     let phase = |field: &'static str, value: Option<&Value>, min: u64| -> Result<u32, ApiError> {
         let minutes = whole(field, value)?.ok_or_else(|| bad(field, "is missing"))?;
-        if !(min..=MAX_PHASE_MINUTES).contains(&minutes) {
+        if !(min..=u64::from(MAX_PHASE_MINUTES)).contains(&minutes) {
             return Err(bad(field, format!("must be {min} to {MAX_PHASE_MINUTES} minutes, not {minutes}")));
         }
         Ok(minutes as u32)
@@ -66,7 +60,7 @@ pub fn parse_plan(input: &SalePlanInput, now: DateTime<Utc>, by: &str) -> Result
     let hold_minutes = phase("holdMinutes", input.hold_minutes.as_ref(), 1)?;
     let decay_minutes = phase("decayMinutes", input.decay_minutes.as_ref(), 0)?;
     let item_bytes = match whole("itemBytes", input.item_bytes.as_ref())? {
-        Some(bytes) if (1..=MAX_ITEM_BYTES).contains(&bytes) => bytes as u32,
+        Some(bytes) if (1..=u64::from(MAX_ITEM_BYTES)).contains(&bytes) => bytes as u32,
         Some(bytes) => return Err(bad("itemBytes", format!("must be 1 to {MAX_ITEM_BYTES} bytes, not {bytes}"))),
         None => planner::typical_item_bytes().map_err(|e| bad("itemBytes", e.to_string()))?.0,
     };

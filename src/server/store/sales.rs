@@ -72,8 +72,17 @@ impl Store {
 
     pub async fn get_sale_plan(&self, name: &str) -> Result<Option<SalePlan>, StoreError> {
         let item = self.metric_item(keys::sale_plan_key(name), true).await?;
-        item.map(|item| read_plan(item).ok_or_else(|| StoreError::Data(format!("sale plan {name:?} is unreadable"))))
-            .transpose()
+        // A damaged plan is a conflict to resolve (delete it, make it
+        // again), not a server error.
+        item.map(|item| {
+            read_plan(item).ok_or_else(|| {
+                StoreError::Conflict(format!(
+                    "sale plan {name:?} is stored in a form this console cannot read (or with figures out of \
+                     bounds): delete it and create it again"
+                ))
+            })
+        })
+        .transpose()
     }
 
     /// Every plan, by name. An item that does not read as a plan (another
@@ -191,5 +200,5 @@ impl Store {
 fn read_plan(mut item: Item) -> Option<SalePlan> {
     item.remove(keys::PK);
     item.remove(keys::SK);
-    serde_dynamo::from_item(item).ok()
+    serde_dynamo::from_item::<_, SalePlan>(item).ok().filter(SalePlan::within_limits)
 }
