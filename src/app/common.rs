@@ -56,10 +56,15 @@ pub fn AccountBar(me: Option<Me>) -> impl IntoView {
         .role
         .can(Permission::ViewOperations)
         .then(|| view! { <a href="/capacity" class="nav" data-testid="nav-capacity">"Capacity"</a> });
+    let sales = me
+        .role
+        .can(Permission::ViewOperations)
+        .then(|| view! { <a href="/sales" class="nav" data-testid="nav-sales">"Sales"</a> });
     view! {
         {search}
         <div class="account">
             {capacity}
+            {sales}
             {audit}
             <span class="who" data-testid="who">{me.name.clone()} " · " <span data-testid="role">{me.role.as_str()}</span></span>
             <form method="post" action="/auth/logout" class="sign-out">

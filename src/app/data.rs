@@ -6,7 +6,7 @@
 pub use crate::model::ErrorKind;
 use crate::model::{
     AuditEntry, AuditListing, AuditParams, BulkReport, BulkRequest, CapacityReport, Dashboard, Me, Order, OrderPage,
-    PageParams, PendingParams, QualityReport, SearchHit, Status,
+    PageParams, PendingParams, QualityReport, Readiness, SalePlan, SalePlanInput, SearchHit, ShardsWritten, Status,
 };
 use leptos::prelude::*;
 use leptos::server_fn::codec::{Json, JsonEncoding};
@@ -267,3 +267,45 @@ pub async fn search(query: String) -> Result<SearchHit, PageError> {
     boxed(Box::pin(service().search(&query))).await
 }
 access!(Search, Needs(ViewOrders));
+
+/// Every sale plan, by name.
+#[server(prefix = "/api/fn", endpoint = "sale-plans", input = Json)]
+pub async fn get_sale_plans() -> Result<Vec<SalePlan>, PageError> {
+    boxed(Box::pin(service().sale_plans())).await
+}
+access!(GetSalePlans, Needs(ViewOperations));
+
+/// A sale plan's go/no-go, each check with its figures and fix.
+#[server(prefix = "/api/fn", endpoint = "readiness", input = Json)]
+pub async fn get_readiness(plan: String) -> Result<Readiness, PageError> {
+    boxed(Box::pin(service().readiness(Some(&plan)))).await
+}
+access!(GetReadiness, Needs(ViewOperations));
+
+/// Creates a plan (`original` absent) or changes the plan named `original`.
+#[server(prefix = "/api/fn", endpoint = "save-sale-plan", input = Json)]
+pub async fn save_sale_plan(original: Option<String>, input: SalePlanInput) -> Result<SalePlan, PageError> {
+    let by = signed_in()?;
+    let service = service();
+    match original {
+        Some(name) => boxed(Box::pin(service.update_sale_plan(&name, &input, &by))).await,
+        None => boxed(Box::pin(service.create_sale_plan(&input, &by))).await,
+    }
+}
+access!(SaveSalePlan, Needs(PlanSales));
+
+#[server(prefix = "/api/fn", endpoint = "delete-sale-plan", input = Json)]
+pub async fn delete_sale_plan(name: String) -> Result<(), PageError> {
+    let by = signed_in()?;
+    boxed(Box::pin(service().delete_sale_plan(&name, &by))).await
+}
+access!(DeleteSalePlan, Needs(PlanSales));
+
+/// Writes the shard count the plan's peak needs for each sale day not
+/// written yet.
+#[server(prefix = "/api/fn", endpoint = "write-sale-shards", input = Json)]
+pub async fn write_sale_shards(name: String) -> Result<ShardsWritten, PageError> {
+    let by = signed_in()?;
+    boxed(Box::pin(service().write_sale_shards(&name, &by))).await
+}
+access!(WriteSaleShards, Needs(PlanSales));

@@ -74,6 +74,7 @@ lazy_page!(SearchRoute, search_page, preload_search_page, super::search::SearchP
 lazy_page!(LoginRoute, login_page, preload_login_page, super::login::LoginPage);
 lazy_page!(AuditRoute, audit_page, preload_audit_page, super::audit::AuditPage);
 lazy_page!(CapacityRoute, capacity_page, preload_capacity_page, super::capacity::CapacityPage);
+lazy_page!(SalesRoute, sales_page, preload_sales_page, super::sales::SalesPage);
 
 /// Names a page's chunk files in the page's head, for the browser to fetch
 /// while it fetches the main module (else they would wait for it). Leptos

@@ -13,6 +13,7 @@ mod login;
 mod order;
 mod quality;
 mod queue;
+mod sales;
 mod search;
 
 use crate::model::{Access, Permission};
@@ -61,6 +62,7 @@ pub const PAGES: &[(&str, Access)] = &[
     ("/login", Access::Public),
     ("/audit", Access::Needs(Permission::Administer)),
     ("/capacity", Access::Needs(Permission::ViewOperations)),
+    ("/sales", Access::Needs(Permission::ViewOperations)),
 ];
 
 #[component]
@@ -104,6 +106,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/login") view={Lazy::<lazy::LoginRoute>::new()} ssr=SsrMode::Async/>
                     <Route path=path!("/audit") view={Lazy::<lazy::AuditRoute>::new()} ssr=SsrMode::Async/>
                     <Route path=path!("/capacity") view={Lazy::<lazy::CapacityRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/sales") view={Lazy::<lazy::SalesRoute>::new()} ssr=SsrMode::Async/>
                 </Routes>
             </main>
         </Router>

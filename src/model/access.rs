@@ -9,11 +9,12 @@ use super::*;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
-    /// The PENDING dashboard, its counters, the live stream, capacity figures.
+    /// The PENDING dashboard, its counters, the live stream, capacity figures,
+    /// sale plans and their readiness.
     Viewer,
     /// And orders and customer histories (personal data); cancelling an order.
     Support,
-    /// And every status change, creating orders.
+    /// And every status change, creating orders, sale plans.
     Ops,
     /// And users, tokens and everyone's audit trail.
     Admin,
@@ -64,6 +65,9 @@ pub enum Permission {
     CancelOrder,
     /// Any status change, and creating orders.
     ChangeOrders,
+    /// Sale plans: creating, changing and deleting them, and writing a sale
+    /// day's shard count ahead.
+    PlanSales,
     /// Users, tokens, and the audit trail of everyone.
     Administer,
 }
@@ -73,7 +77,7 @@ impl Permission {
         match self {
             Permission::ViewOperations => Role::Viewer,
             Permission::ViewOrders | Permission::CancelOrder => Role::Support,
-            Permission::ChangeOrders => Role::Ops,
+            Permission::ChangeOrders | Permission::PlanSales => Role::Ops,
             Permission::Administer => Role::Admin,
         }
     }

@@ -11,6 +11,7 @@ mod format;
 mod order;
 mod params;
 mod quality;
+mod sale;
 
 pub use access::*;
 pub use audit::*;
@@ -22,6 +23,7 @@ pub use format::*;
 pub use order::*;
 pub use params::*;
 pub use quality::*;
+pub use sale::*;
 
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};

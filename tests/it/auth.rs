@@ -89,6 +89,20 @@ async fn bulk_run(app: &TestApp, n: &mut u32) -> String {
     started["id"].as_str().unwrap().to_string()
 }
 
+/// A sale plan of its own, made by an admin: its name.
+async fn fresh_plan(app: &TestApp, n: &mut u32) -> String {
+    *n += 1;
+    let name = format!("plan-{n}");
+    let (status, body) = app.post("/api/sales", sale_plan(&name)).await;
+    assert_eq!(status, 201, "{body}");
+    name
+}
+
+fn sale_plan(name: &str) -> Value {
+    let start = format!("{}T09:00:00Z", chrono::Utc::now().date_naive() + chrono::Duration::days(1));
+    json!({"name": name, "peakOrdersPerSecond": 50, "start": start, "rampMinutes": 5, "holdMinutes": 10, "decayMinutes": 5})
+}
+
 fn bulk_request(order_id: &str) -> Value {
     json!({"orderIds": [order_id], "from": "PENDING", "to": "CANCELLED", "reason": "matrix"})
 }
@@ -112,6 +126,7 @@ async fn sample(app: &TestApp, route: &Declared, n: &mut u32) -> Request {
         ("GET", "/login") => get("/login", ok),
         ("GET", "/audit") => get("/audit", ok),
         ("GET", "/capacity") => get("/capacity", ok),
+        ("GET", "/sales") => get("/sales", ok),
         // Signing in and out: the forms, posted from this site.
         ("POST", "/auth/login") => form(
             "/auth/login",
@@ -156,6 +171,24 @@ async fn sample(app: &TestApp, route: &Declared, n: &mut u32) -> Request {
             Request { method: reqwest::Method::DELETE, ..get(format!("/api/bulk/{id}"), ok) }
         }
         ("GET", "/api/audit") => get("/api/audit", ok),
+        ("GET", "/api/sales") => get("/api/sales", ok),
+        ("POST", "/api/sales") => {
+            *n += 1;
+            post("/api/sales", sale_plan(&format!("new-{n}")), StatusCode::CREATED)
+        }
+        ("GET", "/api/sales/{name}") => get(format!("/api/sales/{}", fresh_plan(app, n).await), ok),
+        ("PUT", "/api/sales/{name}") => {
+            let name = fresh_plan(app, n).await;
+            Request { method: reqwest::Method::PUT, ..post(format!("/api/sales/{name}"), sale_plan(&name), ok) }
+        }
+        ("DELETE", "/api/sales/{name}") => {
+            let name = fresh_plan(app, n).await;
+            Request { method: reqwest::Method::DELETE, ..get(format!("/api/sales/{name}"), ok) }
+        }
+        ("POST", "/api/sales/{name}/shards") => {
+            post(format!("/api/sales/{}/shards", fresh_plan(app, n).await), json!({}), ok)
+        }
+        ("GET", "/api/ready") => get(format!("/api/ready?plan={}", fresh_plan(app, n).await), ok),
         ("GET", "/api/admin/users") => get("/api/admin/users", ok),
         ("GET", "/api/admin/tokens") => get("/api/admin/tokens", ok),
         ("POST", "/api/admin/tokens") => {
@@ -197,6 +230,18 @@ async fn sample(app: &TestApp, route: &Declared, n: &mut u32) -> Request {
         ("POST", "/api/fn/cancel-bulk") => post("/api/fn/cancel-bulk", json!({"id": bulk_run(app, n).await}), ok),
         ("POST", "/api/fn/audit") => post("/api/fn/audit", json!({"params": {}}), ok),
         ("POST", "/api/fn/me") => post("/api/fn/me", json!({}), ok),
+        ("POST", "/api/fn/sale-plans") => post("/api/fn/sale-plans", json!({}), ok),
+        ("POST", "/api/fn/readiness") => post("/api/fn/readiness", json!({"plan": fresh_plan(app, n).await}), ok),
+        ("POST", "/api/fn/save-sale-plan") => {
+            *n += 1;
+            post("/api/fn/save-sale-plan", json!({"original": null, "input": sale_plan(&format!("fn-{n}"))}), ok)
+        }
+        ("POST", "/api/fn/delete-sale-plan") => {
+            post("/api/fn/delete-sale-plan", json!({"name": fresh_plan(app, n).await}), ok)
+        }
+        ("POST", "/api/fn/write-sale-shards") => {
+            post("/api/fn/write-sale-shards", json!({"name": fresh_plan(app, n).await}), ok)
+        }
         ("POST", "/api/fn/sign-in-options") => post("/api/fn/sign-in-options", json!({}), ok),
         ("POST", "/api/fn/declared-with-nothing") => post("/api/fn/declared-with-nothing", json!({}), ok),
         (method, path) => panic!("the router has {method} {path}, and the matrix has no request for it: add one"),

@@ -18,6 +18,7 @@ mod image;
 mod integration;
 mod lambda;
 mod oidc;
+mod ready;
 mod reconcile;
 mod shards;
 mod throttle;

@@ -167,6 +167,10 @@ impl<S: Clone + Send + Sync + 'static> Routes<S> {
         self.add(Some(Method::POST), path, access, axum::routing::post(handler))
     }
 
+    pub fn put<H: Handler<T, S>, T: 'static>(self, path: &str, access: Access, handler: H) -> Self {
+        self.add(Some(Method::PUT), path, access, axum::routing::put(handler))
+    }
+
     pub fn delete<H: Handler<T, S>, T: 'static>(self, path: &str, access: Access, handler: H) -> Self {
         self.add(Some(Method::DELETE), path, access, axum::routing::delete(handler))
     }

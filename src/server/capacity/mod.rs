@@ -10,11 +10,14 @@
 //! - `history`: the persisted minutes as the advisor's series;
 //! - `sources`: where each figure comes from (the stream, CloudWatch, this
 //!   app's calls), and a day's figures as the chosen source gives them;
+//! - `readiness`: a sale plan's go/no-go, check by check, over figures the
+//!   service gathers;
 //! - `report`: the capacity page's figures, the planner and the advisor run
 //!   over them.
 
 pub mod advisor;
 pub mod history;
 pub mod planner;
+pub mod readiness;
 pub mod report;
 pub mod sources;

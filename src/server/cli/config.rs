@@ -77,6 +77,10 @@ pub enum Command {
     /// How many GSI2 write shards a peak needs, the arithmetic shown, and
     /// what to pre-warm before the sale.
     Plan(PlanArgs),
+    /// Ready for the sale? A sale plan's go/no-go (made on the Sales page or
+    /// with POST /api/sales), each check with its verdict, figures and fix.
+    /// Exits 0 when ready, 3 when something must be done first, 2 on a no-go.
+    Ready(ReadyArgs),
     /// Print the CloudFormation template of a deployment on AWS: both
     /// tables as `provision` creates them (the same definitions), the
     /// stream consumer as a Lambda function, and alarms per table and GSI.
@@ -85,6 +89,20 @@ pub enum Command {
     /// non-zero naming the problem. For container health checks: the image
     /// has no shell.
     Healthcheck(crate::server::cli::healthcheck::HealthcheckArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReadyArgs {
+    /// The sale plan's name
+    #[arg(long)]
+    pub plan: String,
+    /// The report as JSON (as GET /api/ready answers)
+    #[arg(long)]
+    pub json: bool,
+    /// First write the shard count the plan's peak needs for each sale day
+    /// not written yet (refused for a day written with another count)
+    #[arg(long)]
+    pub write_shards: bool,
 }
 
 #[derive(Args, Debug, Clone)]

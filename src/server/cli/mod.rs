@@ -4,6 +4,7 @@
 mod capacity;
 pub mod config;
 pub mod healthcheck;
+pub mod ready;
 pub mod seed;
 mod serve;
 mod sim;
@@ -70,6 +71,9 @@ pub enum CliError {
     Healthcheck(#[from] healthcheck::HealthcheckError),
     #[error("the Lambda runtime stopped: {0}")]
     Lambda(String),
+    /// `ready`'s answer when the plan is not ready (its report is printed).
+    #[error("sale plan {plan:?} is {verdict}")]
+    NotReady { plan: String, verdict: crate::model::Verdict },
 }
 
 pub async fn main() -> ExitCode {
@@ -85,6 +89,10 @@ pub async fn main() -> ExitCode {
         .init();
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::NotReady { plan, verdict }) => {
+            eprintln!("sale plan {plan:?}: {verdict}");
+            ExitCode::from(if verdict == crate::model::Verdict::NoGo { ready::EXIT_NO_GO } else { ready::EXIT_ACT })
+        }
         Err(err) => {
             eprintln!("error: {err}");
             ExitCode::FAILURE
@@ -143,6 +151,7 @@ async fn run_with_store(mut config: StoreConfig, command: Command) -> Result<(),
         Command::Reconcile(args) => run_reconcile(store, &args).await,
         Command::Loadgen(args) => run_loadgen(store, &args).await,
         Command::Plan(args) => run_plan(&store, &args).await,
+        Command::Ready(args) => ready::run_ready(store, &args).await,
         Command::User(command) => run_user(&store, command).await,
         Command::Token(command) => run_token(&store, command).await,
         Command::Advise(args) => run_advise(&store, &args, &config).await,

@@ -5,7 +5,8 @@
 use crate::model::{Access, Permission};
 use crate::model::{
     AuditListing, AuditParams, BulkReport, BulkRequest, CapacityReport, LiveEvent, Me, NewOrder, Order, OrderPage,
-    PageParams, PendingPage, PendingParams, QualityReport, StatusChange,
+    PageParams, PendingPage, PendingParams, QualityReport, Readiness, SalePlan, SalePlanInput, ShardsWritten,
+    StatusChange,
 };
 use crate::model::{NewToken, PendingMetrics};
 use crate::server::auth::Principal;
@@ -41,6 +42,7 @@ pub fn routes() -> Routes<AppState> {
     // the change asked for (`Permission::to_change_status`).
     let status_change = Access::Needs(Permission::CancelOrder);
     let administer = Access::Needs(Permission::Administer);
+    let plan_sales = Access::Needs(Permission::PlanSales);
     Routes::new()
         .post("/api/orders", Access::Needs(Permission::ChangeOrders), create_order)
         .get("/api/orders/{order_id}", view_orders, order)
@@ -57,6 +59,13 @@ pub fn routes() -> Routes<AppState> {
         .get("/api/metrics/pending", view_operations, pending_metrics)
         .get("/api/capacity", view_operations, capacity)
         .get("/api/quality", view_operations, quality)
+        .get("/api/sales", view_operations, sale_plans)
+        .post("/api/sales", plan_sales, create_sale_plan)
+        .get("/api/sales/{name}", view_operations, sale_plan)
+        .put("/api/sales/{name}", plan_sales, update_sale_plan)
+        .delete("/api/sales/{name}", plan_sales, delete_sale_plan)
+        .post("/api/sales/{name}/shards", plan_sales, write_sale_shards)
+        .get("/api/ready", view_operations, readiness)
         .get("/api/audit", administer, audit)
         .get("/api/me", Access::SignedIn, me)
         .get("/api/admin/users", administer, accounts)
@@ -132,6 +141,69 @@ async fn quality(
 ) -> Result<Json<QualityReport>, ApiError> {
     let Query(params) = params.map_err(bad_query)?;
     Ok(Json(state.service.quality(params.date.as_deref()).await?))
+}
+
+/// Every sale plan, by name.
+async fn sale_plans(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(json!({ "plans": state.service.sale_plans().await? })))
+}
+
+async fn sale_plan(State(state): State<AppState>, Path(name): Path<String>) -> Result<Json<SalePlan>, ApiError> {
+    Ok(Json(state.service.sale_plan(&name).await?))
+}
+
+async fn create_sale_plan(
+    State(state): State<AppState>,
+    by: Principal,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<(StatusCode, Json<SalePlan>), ApiError> {
+    let input: SalePlanInput = parse_json(&headers, &body)?;
+    Ok((StatusCode::CREATED, Json(state.service.create_sale_plan(&input, &by).await?)))
+}
+
+async fn update_sale_plan(
+    State(state): State<AppState>,
+    by: Principal,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<SalePlan>, ApiError> {
+    let input: SalePlanInput = parse_json(&headers, &body)?;
+    Ok(Json(state.service.update_sale_plan(&name, &input, &by).await?))
+}
+
+async fn delete_sale_plan(
+    State(state): State<AppState>,
+    by: Principal,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    state.service.delete_sale_plan(&name, &by).await?;
+    Ok(Json(json!({ "deleted": name })))
+}
+
+/// Writes the shard count the plan's peak needs for each sale day not
+/// written yet; 409 when a day is written with another count.
+async fn write_sale_shards(
+    State(state): State<AppState>,
+    by: Principal,
+    Path(name): Path<String>,
+) -> Result<Json<ShardsWritten>, ApiError> {
+    Ok(Json(state.service.write_sale_shards(&name, &by).await?))
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct PlanParam {
+    plan: Option<String>,
+}
+
+/// A sale plan's go/no-go, each check with its verdict, figures and fix.
+async fn readiness(
+    State(state): State<AppState>,
+    params: Result<Query<PlanParam>, QueryRejection>,
+) -> Result<Json<Readiness>, ApiError> {
+    let Query(params) = params.map_err(bad_query)?;
+    Ok(Json(state.service.readiness(params.plan.as_deref()).await?))
 }
 
 /// Prometheus text exposition of this instance's metrics.

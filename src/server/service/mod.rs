@@ -3,7 +3,7 @@
 //! what it serves: `orders` (one order, a customer's history, search,
 //! writes), `pending` (the PENDING list and the dashboard), `figures` (the
 //! counters, live and capacity figures), `bulk`, `admin` (accounts, tokens,
-//! the audit trail), and `checks` (the input checks they share).
+//! the audit trail), `sales` (sale plans and their readiness), and `checks` (the input checks they share).
 //!
 //! Every accepted request costs a bounded number of store calls: dates are
 //! kept to a window, a `days` range reads only days that hold PENDING
@@ -16,6 +16,7 @@ pub mod figures;
 pub mod follower;
 mod orders;
 mod pending;
+pub mod sales;
 
 pub use pending::{Filters, PendingQuery};
 

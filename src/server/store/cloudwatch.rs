@@ -201,6 +201,39 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The CloudWatch alarms on the orders or the metrics table (a metric
+    /// alarm with a `TableName` dimension naming one), or `None` when this
+    /// store has no CloudWatch client (the capacity source is the stream).
+    /// At most 10 pages of 100 alarms are read.
+    pub async fn table_alarms(&self) -> Result<Option<Vec<super::Alarm>>, StoreError> {
+        let Some(cloudwatch) = &self.cloudwatch else { return Ok(None) };
+        let tables = [self.orders_table.as_str(), self.metrics_table.as_str()];
+        let mut found = Vec::new();
+        let mut next: Option<String> = None;
+        for _ in 0..10 {
+            let out = cloudwatch.client.describe_alarms().max_records(100).set_next_token(next.take()).send().await?;
+            for alarm in out.metric_alarms() {
+                let on_ours = alarm
+                    .dimensions()
+                    .iter()
+                    .any(|d| d.name() == Some("TableName") && d.value().is_some_and(|v| tables.contains(&v)));
+                if on_ours {
+                    found.push(super::Alarm {
+                        name: alarm.alarm_name().unwrap_or_default().to_string(),
+                        state: alarm.state_value().map(|s| s.as_str().to_string()).unwrap_or_default(),
+                    });
+                }
+            }
+            match out.next_token() {
+                Some(token) if !token.is_empty() => next = Some(token.to_string()),
+                _ => break,
+            }
+        }
+        Ok(Some(found))
+    }
+}
+
 /// The CloudWatch client and its minute-long memory.
 pub struct CloudWatchClient {
     client: aws_sdk_cloudwatch::Client,

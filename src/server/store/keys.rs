@@ -141,6 +141,9 @@ const QUALITY_HOUR: &str = "HOUR#";
 const QUALITY_LARGEST: &str = "LARGEST#";
 const QUALITY_SAMPLE: &str = "SAMPLE#";
 const APPLIED_SK: &str = "RECORD";
+/// Sale plans: one partition, a plan per item (a handful, read whole).
+const SALES: &str = "SALES";
+const SALE_PLAN: &str = "PLAN#";
 
 /// What one command reads and writes in the metrics table, by partition:
 /// each entry is a partition key prefix (ending in `#`, standing for every
@@ -161,7 +164,7 @@ pub struct MetricsAccess {
 }
 
 /// Every partition family of the metrics table.
-pub const METRICS_PARTITIONS: [&str; 17] = [
+pub const METRICS_PARTITIONS: [&str; 18] = [
     SHARDS,
     METRIC_PENDING,
     METRIC_DAY,
@@ -179,13 +182,14 @@ pub const METRICS_PARTITIONS: [&str; 17] = [
     AUDIT_ORDER,
     AUDIT_DAY,
     AUDIT_ACTOR,
+    SALES,
 ];
 
 /// `serve`: the pages and the API (accounts, sessions, tokens, bulk
-/// reports, the audit trail, the capacity page), orders' shard counts, and
-/// the in-process consumer and reconciliation. Not the Lambda consumer's
-/// markers.
-const SERVE_PARTITIONS: [&str; 16] = [
+/// reports, the audit trail, the capacity page, sale plans), orders' shard
+/// counts (written ahead for a sale too), and the in-process consumer and
+/// reconciliation. Not the Lambda consumer's markers.
+const SERVE_PARTITIONS: [&str; 17] = [
     SHARDS,
     METRIC_PENDING,
     METRIC_DAY,
@@ -202,6 +206,7 @@ const SERVE_PARTITIONS: [&str; 16] = [
     AUDIT_ORDER,
     AUDIT_DAY,
     AUDIT_ACTOR,
+    SALES,
 ];
 
 /// What writes orders (`seed`, `loadgen`): the day's shard count, each
@@ -343,6 +348,16 @@ pub fn shard_of(order_id: &str, shards: u32) -> u32 {
 /// even after the setting changes.
 pub fn shard_count_key(day: NaiveDate) -> (String, String) {
     (format!("{SHARDS}{}", day.format("%Y-%m-%d")), SHARDS_SK.to_string())
+}
+
+/// Key of a sale plan (`SALES` / `PLAN#<name>`).
+pub fn sale_plan_key(name: &str) -> (String, String) {
+    (SALES.to_string(), format!("{SALE_PLAN}{name}"))
+}
+
+/// The partition every sale plan is in.
+pub fn sales_pk() -> &'static str {
+    SALES
 }
 
 /// The day a shard-count item's partition key names.
@@ -834,6 +849,7 @@ mod tests {
         assert_eq!(user_key("alice"), ("USERS".into(), "USER#alice".into()));
         assert_eq!(token_key("loadgen"), ("TOKENS".into(), "TOKEN#loadgen".into()));
         assert_eq!(session_key("abc"), ("SESSION#abc".into(), "SESSION".into()));
+        assert_eq!(sale_plan_key("black friday"), ("SALES".into(), "PLAN#black friday".into()));
         assert_eq!(audit_order_pk("o-1"), "AUDIT#ORDER#o-1");
         assert_eq!(audit_day_pk(day, 3), "AUDIT#DAY#2026-11-29#3");
         assert_eq!(audit_actor_pk("alice", 0), "AUDIT#ACTOR#alice#0");
@@ -861,6 +877,7 @@ mod tests {
             (audit_order_pk("o-1"), AUDIT_ORDER),
             (audit_day_pk(day, 3), AUDIT_DAY),
             (audit_actor_pk("alice", 0), AUDIT_ACTOR),
+            (sale_plan_key("black-friday").0, SALES),
         ];
         assert_eq!(keys.len(), METRICS_PARTITIONS.len(), "a key builder per family");
         for (pk, family) in keys {

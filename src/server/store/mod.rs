@@ -23,6 +23,7 @@ mod quality;
 pub mod reading;
 mod reconcile;
 mod recount;
+mod sales;
 mod stream;
 pub mod usage;
 
@@ -41,6 +42,7 @@ pub use pending::{Pace, PendingFilter, PendingRead};
 pub use provision::{IndexSpec, ProvisionReport, TableCapacity, TableDef, WarmThroughput};
 pub use reconcile::{CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot, TRANSACT_GET_MAX, Verdict};
 pub use recount::Recount;
+pub use sales::{Alarm, Recorded, ThroughputSettings};
 pub use stream::{StreamBatch, StreamShard};
 
 use crate::server::store::config::{StoreConfig, StoreKind};
@@ -84,6 +86,9 @@ pub struct Store {
     pending_hints: pending::Hints,
     /// DynamoDB's own metrics, when they are the capacity source.
     cloudwatch: Option<cloudwatch::CloudWatchClient>,
+    /// Whether this is AWS DynamoDB (`--store aws`), not a local engine:
+    /// what only AWS reports (warm throughput, alarms) is then expected.
+    on_aws: bool,
 }
 
 /// Recorded counts never change; an unrecorded day may be recorded any time.
@@ -205,6 +210,7 @@ pub async fn connect(config: &StoreConfig) -> Result<(Store, Option<Embedded>), 
             .expire_after(ShardCountExpiry)
             .build(),
         pending_hints: pending::Hints::default(),
+        on_aws: config.kind() == StoreKind::Aws,
     };
     Ok((store, embedded))
 }
@@ -261,6 +267,11 @@ impl Store {
     /// The GSI2 write shards a new day is given (`--shards`).
     pub fn shards(&self) -> u32 {
         self.shards
+    }
+
+    /// Whether this is AWS DynamoDB rather than a local engine.
+    pub fn on_aws(&self) -> bool {
+        self.on_aws
     }
 
     pub fn orders_table(&self) -> &str {

@@ -8,8 +8,8 @@ use serde_json::{Map, Value, json};
 
 /// The event source mapping's settings: a batch of up to 100 records a
 /// second at most, split in half on a failure to find the bad record.
-const BATCH_SIZE: u32 = 100;
-const BATCH_WINDOW_SECONDS: u32 = 1;
+pub const BATCH_SIZE: u32 = 100;
+pub const BATCH_WINDOW_SECONDS: u32 = 1;
 /// A record given up after 10 tries goes to the dead-letter queue instead
 /// of stopping its shard.
 const MAX_RETRIES: u32 = 10;

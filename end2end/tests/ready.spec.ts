@@ -1,0 +1,65 @@
+import { type Browser, type Page } from '@playwright/test';
+import { expect, test } from './fixtures';
+
+/** A viewer's browser, with an account of its own (made by e2e-server.sh). */
+async function viewer(browser: Browser, baseURL: string | undefined): Promise<Page> {
+  const context = await browser.newContext({ baseURL, storageState: { cookies: [], origins: [] } });
+  const page = await context.newPage();
+  await page.goto('/login?next=/sales');
+  await page.getByLabel('Name').fill('e2e-capacity');
+  await page.getByLabel('Password').fill('e2e-password-capacity');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await expect(page).toHaveURL(/\/sales$/);
+  return page;
+}
+
+/** Tomorrow at 09:00 UTC, as a datetime-local field takes it. */
+function tomorrowNine(): string {
+  const day = new Date(Date.now() + 24 * 3600 * 1000).toISOString().slice(0, 10);
+  return `${day}T09:00`;
+}
+
+test('ops make a plan on the page, see its go/no-go, and write the sale day\'s shard count', async ({ page }) => {
+  const name = `e2e-sale-${Date.now()}`;
+  await page.goto('/sales');
+  await expect(page.locator('html')).toHaveAttribute('data-hydrated', 'true');
+  await page.getByTestId('plan-name').fill(name);
+  await page.getByTestId('plan-peak').fill('5000');
+  await page.getByTestId('plan-start').fill(tomorrowNine());
+  await page.getByTestId('plan-save').click();
+  const row = page.locator(`[data-testid="plan-row"][data-plan="${name}"]`);
+  await expect(row).toHaveCount(1);
+
+  // A bad peak is refused, naming the field, and nothing is saved.
+  await page.getByTestId('plan-name').fill(`${name}-bad`);
+  await page.getByTestId('plan-peak').fill('0');
+  await page.getByTestId('plan-start').fill(tomorrowNine());
+  await page.getByTestId('plan-save').click();
+  await expect(page.getByTestId('plan-error')).toContainText('peakOrdersPerSecond');
+  await expect(page.locator(`[data-testid="plan-row"][data-plan="${name}-bad"]`)).toHaveCount(0);
+
+  await row.getByTestId('plan-check').click();
+  const shards = page.locator('[data-testid="check"][data-check="shards"]');
+  await expect(shards).toHaveAttribute('data-verdict', /act|no-go/);
+  await expect(page.locator('[data-testid="check"][data-check="warm-throughput"]')).toContainText('unknown');
+  await shards.getByTestId('write-shards').click();
+  await expect(page.getByTestId('write-done')).toBeVisible();
+  await expect(shards).toHaveAttribute('data-verdict', 'ready');
+});
+
+test('a viewer sees plans and verdicts but no form and no buttons', async ({ browser, baseURL, request }) => {
+  const name = `e2e-view-${Date.now()}`;
+  const start = `${new Date(Date.now() + 24 * 3600 * 1000).toISOString().slice(0, 10)}T09:00:00Z`;
+  const created = await request.post('/api/sales', {
+    data: { name, peakOrdersPerSecond: 100, start, rampMinutes: 5, holdMinutes: 10, decayMinutes: 5 },
+  });
+  expect(created.status()).toBe(201);
+  const page = await viewer(browser, baseURL);
+  await page.goto(`/sales?plan=${name}`);
+  await expect(page.getByTestId('readiness')).toBeVisible();
+  await expect(page.getByTestId('plan-form')).toHaveCount(0);
+  await expect(page.getByTestId('plan-delete')).toHaveCount(0);
+  await expect(page.getByTestId('write-shards')).toHaveCount(0);
+  const refused = await page.request.post('/api/sales', { data: { name: 'not-mine' } });
+  expect(refused.status()).toBe(403);
+});

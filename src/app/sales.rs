@@ -1,0 +1,354 @@
+//! The Sales page: the sale plans, a form to create or change one (ops and
+//! admin), and a plan's go/no-go (`?plan=NAME`) with each check's verdict,
+//! figures and fix, and a button that writes the sale days' shard count
+//! ahead. Viewers see everything and change nothing: the buttons are not
+//! offered, and the server refuses the calls anyway.
+
+use super::common::{ErrorView, TableHead, can, me};
+use super::data::{DeleteSalePlan, SaveSalePlan, WriteSaleShards, get_readiness, get_sale_plans};
+use crate::model::{Me, Permission, Readiness, ReadinessCheck, SalePlan, SalePlanInput, Verdict};
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+use serde_json::Value;
+
+#[component]
+pub fn SalesPage() -> impl IntoView {
+    let query = use_query_map();
+    let chosen = move || query.with(|q| q.get("plan")).filter(|p| !p.is_empty());
+    let save = ServerAction::<SaveSalePlan>::new();
+    let delete = ServerAction::<DeleteSalePlan>::new();
+    let write = ServerAction::<WriteSaleShards>::new();
+    let plans = Resource::new(move || (save.version().get(), delete.version().get()), |_| get_sale_plans());
+    let readiness = Resource::new(
+        move || (chosen(), save.version().get(), write.version().get()),
+        |(plan, _, _)| async move {
+            match plan {
+                Some(plan) => Some(get_readiness(plan).await),
+                None => None,
+            }
+        },
+    );
+    let form = PlanForm::default();
+    view! {
+        <div class="title-row">
+            <h1>"Sale readiness"</h1>
+        </div>
+        <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                let me = me().await;
+                match plans.await {
+                    Ok(plans) => view! { <PlanList plans me form delete/> }.into_any(),
+                    Err(error) => view! { <ErrorView error first_page="/sales"/> }.into_any(),
+                }
+            })}
+        </Transition>
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                let me = me().await;
+                can(&me, Permission::PlanSales).then(|| view! { <PlanEditor form save/> })
+            })}
+        </Transition>
+        <Transition fallback=|| view! { <p class="loading">"Checking…"</p> }>
+            {move || Suspend::new(async move {
+                let me = me().await;
+                match readiness.await {
+                    None => view! {
+                        <p class="muted" data-testid="no-plan-chosen">"Choose a plan's Check for its go/no-go."</p>
+                    }
+                    .into_any(),
+                    Some(Ok(readiness)) => view! { <ReadinessView readiness me write/> }.into_any(),
+                    Some(Err(error)) => view! { <ErrorView error first_page="/sales"/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+/// The form's fields, shared by the list (whose Edit fills them) and the
+/// editor; `editing` names the plan being changed, `None` for a new one.
+#[derive(Clone, Copy)]
+struct PlanForm {
+    editing: RwSignal<Option<String>>,
+    name: RwSignal<String>,
+    peak: RwSignal<String>,
+    start: RwSignal<String>,
+    ramp: RwSignal<String>,
+    hold: RwSignal<String>,
+    decay: RwSignal<String>,
+    item_bytes: RwSignal<String>,
+    consumer: RwSignal<String>,
+}
+
+impl Default for PlanForm {
+    fn default() -> Self {
+        PlanForm {
+            editing: RwSignal::new(None),
+            name: RwSignal::new(String::new()),
+            peak: RwSignal::new(String::new()),
+            start: RwSignal::new(String::new()),
+            ramp: RwSignal::new("10".into()),
+            hold: RwSignal::new("30".into()),
+            decay: RwSignal::new("20".into()),
+            item_bytes: RwSignal::new(String::new()),
+            consumer: RwSignal::new(String::new()),
+        }
+    }
+}
+
+impl PlanForm {
+    fn fill(&self, plan: &SalePlan) {
+        self.editing.set(Some(plan.name.clone()));
+        self.name.set(plan.name.clone());
+        self.peak.set(plan.peak_orders_per_second.to_string());
+        self.start.set(plan.start.format("%Y-%m-%dT%H:%M").to_string());
+        self.ramp.set(plan.ramp_minutes.to_string());
+        self.hold.set(plan.hold_minutes.to_string());
+        self.decay.set(plan.decay_minutes.to_string());
+        self.item_bytes.set(plan.item_bytes.to_string());
+        self.consumer.set(plan.consumer_records_per_second.map(|r| r.to_string()).unwrap_or_default());
+    }
+
+    fn clear(&self) {
+        let fresh = PlanForm::default();
+        self.editing.set(None);
+        for (field, value) in [
+            (self.name, fresh.name),
+            (self.peak, fresh.peak),
+            (self.start, fresh.start),
+            (self.ramp, fresh.ramp),
+            (self.hold, fresh.hold),
+            (self.decay, fresh.decay),
+            (self.item_bytes, fresh.item_bytes),
+            (self.consumer, fresh.consumer),
+        ] {
+            field.set(value.get_untracked());
+        }
+    }
+
+    /// The input as typed: the server checks every field and names a bad one.
+    fn input(&self) -> SalePlanInput {
+        let text = |signal: RwSignal<String>| Some(Value::String(signal.get_untracked().trim().to_string()));
+        SalePlanInput {
+            name: Some(Value::String(self.name.get_untracked())),
+            peak_orders_per_second: text(self.peak),
+            start: text(self.start),
+            ramp_minutes: text(self.ramp),
+            hold_minutes: text(self.hold),
+            decay_minutes: text(self.decay),
+            item_bytes: text(self.item_bytes),
+            consumer_records_per_second: text(self.consumer),
+        }
+    }
+}
+
+#[component]
+fn PlanList(
+    plans: Vec<SalePlan>,
+    me: Option<Me>,
+    form: PlanForm,
+    delete: ServerAction<DeleteSalePlan>,
+) -> impl IntoView {
+    if plans.is_empty() {
+        return view! { <p class="muted" data-testid="no-plans">"No sale plan yet."</p> }.into_any();
+    }
+    let writer = can(&me, Permission::PlanSales);
+    view! {
+        <table class="orders" data-testid="plans">
+            <caption class="visually-hidden">"Sale plans"</caption>
+            <TableHead columns=&[
+                ("Plan", false),
+                ("Peak orders/s", true),
+                ("Start (UTC)", false),
+                ("Ramp / hold / decay (min)", false),
+                ("Item bytes", true),
+                ("", false),
+            ]/>
+            <tbody>
+                {plans
+                    .into_iter()
+                    .map(|plan| {
+                        let check = format!("/sales?plan={}", url_encode(&plan.name));
+                        let edit_plan = plan.clone();
+                        let name = plan.name.clone();
+                        let buttons = writer.then(|| view! {
+                            <button type="button" data-testid="plan-edit" on:click=move |_| form.fill(&edit_plan)>"Edit"</button>
+                            <button type="button" class="danger" data-testid="plan-delete"
+                                on:click=move |_| { delete.dispatch(DeleteSalePlan { name: name.clone() }); }>"Delete"</button>
+                        });
+                        view! {
+                            <tr data-testid="plan-row" data-plan=plan.name.clone()>
+                                <td>{plan.name.clone()}</td>
+                                <td class="num">{plan.peak_orders_per_second.to_string()}</td>
+                                <td>{plan.start.format("%Y-%m-%d %H:%M").to_string()}</td>
+                                <td>{format!("{} / {} / {}", plan.ramp_minutes, plan.hold_minutes, plan.decay_minutes)}</td>
+                                <td class="num">{plan.item_bytes}</td>
+                                <td>
+                                    <a href=check data-testid="plan-check">"Check"</a>
+                                    " "
+                                    {buttons}
+                                </td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </tbody>
+        </table>
+    }
+    .into_any()
+}
+
+/// A plan name as a URL's query value.
+fn url_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+#[component]
+fn PlanEditor(form: PlanForm, save: ServerAction<SaveSalePlan>) -> impl IntoView {
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        save.dispatch(SaveSalePlan { original: form.editing.get_untracked(), input: form.input() });
+    };
+    // A saved plan clears the form; a refused one keeps it, with the reason.
+    Effect::new(move |_| {
+        if let Some(Ok(_)) = save.value().get() {
+            form.clear();
+        }
+    });
+    let field = |label: &'static str, name: &'static str, kind: &'static str, signal: RwSignal<String>| {
+        view! {
+            <label>
+                {label} " "
+                <input type=kind name=name data-testid=format!("plan-{name}") step="any"
+                    prop:value=move || signal.get()
+                    on:input=move |ev| signal.set(event_target_value(&ev))/>
+            </label>
+        }
+    };
+    view! {
+        <section aria-labelledby="plan-form-heading" class="plan-form">
+            <h2 id="plan-form-heading">
+                {move || match form.editing.get() {
+                    Some(name) => format!("Change {name}"),
+                    None => "New sale plan".to_string(),
+                }}
+            </h2>
+            <form on:submit=submit data-testid="plan-form">
+                <label>
+                    "Name "
+                    <input type="text" name="name" data-testid="plan-name" maxlength="64"
+                        prop:disabled=move || form.editing.get().is_some()
+                        prop:value=move || form.name.get()
+                        on:input=move |ev| form.name.set(event_target_value(&ev))/>
+                </label>
+                {field("Peak orders a second", "peak", "number", form.peak)}
+                {field("Start (UTC)", "start", "datetime-local", form.start)}
+                {field("Ramp (min)", "ramp", "number", form.ramp)}
+                {field("Hold (min)", "hold", "number", form.hold)}
+                {field("Decay (min)", "decay", "number", form.decay)}
+                {field("Item bytes (empty: a typical order's)", "item-bytes", "number", form.item_bytes)}
+                {field("Consumer records/s measured (optional)", "consumer", "number", form.consumer)}
+                <button type="submit" data-testid="plan-save" disabled=move || save.pending().get()>"Save"</button>
+                <button type="button" on:click=move |_| form.clear()>"New"</button>
+            </form>
+            {move || match save.value().get() {
+                Some(Err(error)) => Some(view! {
+                    <p class="error" role="alert" data-testid="plan-error">{error.message}</p>
+                }),
+                _ => None,
+            }}
+        </section>
+    }
+}
+
+fn verdict_class(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Ready => "badge verdict-ready",
+        Verdict::Act => "badge verdict-act",
+        Verdict::NoGo => "badge verdict-no-go",
+    }
+}
+
+#[component]
+fn ReadinessView(readiness: Readiness, me: Option<Me>, write: ServerAction<WriteSaleShards>) -> impl IntoView {
+    let plan = readiness.plan.clone();
+    let writer = can(&me, Permission::PlanSales);
+    view! {
+        <section aria-labelledby="readiness-heading" data-testid="readiness" data-verdict=readiness.verdict.as_str()>
+            <h2 id="readiness-heading">
+                {format!("{}: ", plan.name)}
+                <span class=verdict_class(readiness.verdict) data-testid="verdict">
+                    {readiness.verdict.as_str().to_uppercase()}
+                </span>
+            </h2>
+            <p class="as-of">
+                {format!(
+                    "{} orders a second at the peak, from {} UTC · checked at {} UTC",
+                    plan.peak_orders_per_second,
+                    plan.start.format("%Y-%m-%d %H:%M"),
+                    readiness.as_of.format("%H:%M:%S")
+                )}
+            </p>
+            {move || match write.value().get() {
+                Some(Err(error)) => Some(view! { <p class="error" role="alert" data-testid="write-error">{error.message}</p> }.into_any()),
+                Some(Ok(written)) => Some(view! {
+                    <p class="notice" data-testid="write-done">
+                        {format!("Shard count {} written for {} day(s).", written.shards, written.days.len())}
+                    </p>
+                }.into_any()),
+                None => None,
+            }}
+            {readiness
+                .checks
+                .into_iter()
+                .map(|check| view! { <CheckView check plan=plan.name.clone() writer write/> })
+                .collect_view()}
+        </section>
+    }
+}
+
+#[component]
+fn CheckView(check: ReadinessCheck, plan: String, writer: bool, write: ServerAction<WriteSaleShards>) -> impl IntoView {
+    let fix = check.fix.clone().map(|fix| {
+        let button = (writer && fix.action.as_deref() == Some("write-shards")).then(|| {
+            let plan = plan.clone();
+            view! {
+                <button type="button" data-testid="write-shards" disabled=move || write.pending().get()
+                    on:click=move |_| { write.dispatch(WriteSaleShards { name: plan.clone() }); }>
+                    "Write the shard count now"
+                </button>
+            }
+        });
+        view! {
+            <div class="fix" data-testid="fix">
+                <p><strong>"Fix: "</strong>{fix.text}</p>
+                {fix.command.map(|c| view! { <p>"Command: " <code data-testid="fix-command">{c}</code></p> })}
+                {fix.parameter.map(|p| view! { <p>"Template parameters: " <code data-testid="fix-parameter">{p}</code></p> })}
+                {button}
+            </div>
+        }
+    });
+    view! {
+        <article class="check" data-testid="check" data-check=check.id.clone() data-verdict=check.verdict.as_str()>
+            <h3>
+                <span class=verdict_class(check.verdict)>{check.verdict.as_str()}</span>
+                " " {check.title}
+            </h3>
+            <p>{check.reason}</p>
+            <table class="orders figures">
+                <tbody>
+                    {check
+                        .figures
+                        .into_iter()
+                        .map(|f| view! { <tr><th scope="row">{f.label}</th><td>{f.value}</td></tr> })
+                        .collect_view()}
+                </tbody>
+            </table>
+            {fix}
+        </article>
+    }
+}

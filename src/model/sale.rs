@@ -1,0 +1,181 @@
+//! Sale plans and their readiness: what a planned flash sale asks of the
+//! tables, and one go/no-go with a verdict, the figures and the fix of each
+//! check (worked out by `server::capacity::readiness`).
+
+use super::*;
+
+/// Longest sale plan name accepted.
+pub const MAX_PLAN_NAME: usize = 64;
+/// The most minutes each of ramp, hold and decay may last: a day.
+pub const MAX_PHASE_MINUTES: u32 = 24 * 60;
+/// The highest peak accepted, in orders a second: well past any sale, low
+/// enough that no figure derived from it overflows.
+pub const MAX_PEAK: f64 = 1_000_000.0;
+/// The largest item DynamoDB takes.
+pub const MAX_ITEM_BYTES: u32 = 400 * 1024;
+
+/// A planned sale: its peak, when it starts, how it ramps up, holds and
+/// decays, and how large an order item is expected to be.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SalePlan {
+    pub name: String,
+    pub peak_orders_per_second: f64,
+    #[serde(with = "iso_millis")]
+    pub start: DateTime<Utc>,
+    pub ramp_minutes: u32,
+    pub hold_minutes: u32,
+    pub decay_minutes: u32,
+    /// Bytes of one order item as written (table and GSI1 write units).
+    pub item_bytes: u32,
+    /// What the stream consumer was measured to apply, records a second
+    /// (a rehearsal's figure), when someone measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer_records_per_second: Option<f64>,
+    #[serde(with = "iso_millis")]
+    pub updated_at: DateTime<Utc>,
+    pub updated_by: String,
+}
+
+impl SalePlan {
+    /// Whether every figure is one the plan form accepts: an item written
+    /// by hand or by another tool may hold anything, and a plan spanning
+    /// centuries must not make a check read every day of them.
+    pub fn within_limits(&self) -> bool {
+        let rate_ok = |r: f64| r.is_finite() && r > 0.0 && r <= MAX_PEAK * 10.0;
+        rate_ok(self.peak_orders_per_second)
+            && self.peak_orders_per_second <= MAX_PEAK
+            && [self.ramp_minutes, self.hold_minutes, self.decay_minutes].iter().all(|m| *m <= MAX_PHASE_MINUTES)
+            && (1..=MAX_ITEM_BYTES).contains(&self.item_bytes)
+            && self.consumer_records_per_second.is_none_or(rate_ok)
+    }
+
+    /// When the sale is over: start, ramp, hold and decay.
+    pub fn end(&self) -> DateTime<Utc> {
+        let minutes = i64::from(self.ramp_minutes) + i64::from(self.hold_minutes) + i64::from(self.decay_minutes);
+        self.start + chrono::Duration::minutes(minutes)
+    }
+
+    /// The days (UTC) the sale writes orders on, first to last.
+    pub fn days(&self) -> Vec<NaiveDate> {
+        let (first, last) = (self.start.date_naive(), self.end().date_naive());
+        first.iter_days().take_while(|d| *d <= last).collect()
+    }
+}
+
+/// `POST /api/sales` and `PUT /api/sales/{name}`: every field as sent,
+/// checked by the server field by field (a number may come as a string, as
+/// a page's form sends it).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SalePlanInput {
+    #[serde(default)]
+    pub name: Option<serde_json::Value>,
+    #[serde(default)]
+    pub peak_orders_per_second: Option<serde_json::Value>,
+    #[serde(default)]
+    pub start: Option<serde_json::Value>,
+    #[serde(default)]
+    pub ramp_minutes: Option<serde_json::Value>,
+    #[serde(default)]
+    pub hold_minutes: Option<serde_json::Value>,
+    #[serde(default)]
+    pub decay_minutes: Option<serde_json::Value>,
+    #[serde(default)]
+    pub item_bytes: Option<serde_json::Value>,
+    #[serde(default)]
+    pub consumer_records_per_second: Option<serde_json::Value>,
+}
+
+/// A check's verdict, and the plan's overall one (the worst of its checks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Verdict {
+    #[serde(rename = "ready")]
+    Ready,
+    /// Something must be done first, or could not be known.
+    #[serde(rename = "act")]
+    Act,
+    #[serde(rename = "no-go")]
+    NoGo,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Ready => "ready",
+            Verdict::Act => "act",
+            Verdict::NoGo => "no-go",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One figure behind a verdict: what it is and its value, in words
+/// ("unknown" when it could not be read).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Figure {
+    pub label: String,
+    pub value: String,
+}
+
+/// The one thing that turns a check ready: a command to run, a template
+/// parameter to set, or an action this app takes (`action`, e.g.
+/// `write-shards`, offered as a button and an API call).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fix {
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameter: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadinessCheck {
+    /// `shards`, `warm-throughput`, `counters`, `consumer`, `hot-keys`, `alarms`.
+    pub id: String,
+    pub title: String,
+    pub verdict: Verdict,
+    /// Why, in one sentence.
+    pub reason: String,
+    pub figures: Vec<Figure>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<Fix>,
+}
+
+/// `GET /api/ready?plan=`: the go/no-go of a plan, and each check.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Readiness {
+    pub plan: SalePlan,
+    pub verdict: Verdict,
+    pub checks: Vec<ReadinessCheck>,
+    #[serde(with = "iso_millis")]
+    pub as_of: DateTime<Utc>,
+}
+
+/// `POST /api/sales/{name}/shards`: what writing the sale's days' shard
+/// counts ahead did, day by day.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardsWritten {
+    pub shards: u32,
+    pub days: Vec<DayShards>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DayShards {
+    pub date: NaiveDate,
+    /// `written`, or `already` (the same count was there).
+    pub outcome: String,
+}

@@ -1,0 +1,869 @@
+//! Ready for the sale? One go/no-go over a sale plan, and for each check its
+//! verdict (ready, act, no-go), the figures behind it and the one action
+//! that fixes it. Pure: the service gathers the figures (the days' shard
+//! counts, DescribeTable's settings, the recorded hot keys, the alarms) and
+//! hands them in; nothing here reads a store.
+//!
+//! The checks:
+//!
+//! - `shards`: the GSI2 shards the planner wants for the peak against each
+//!   sale day's recorded count. A day's count is fixed once written (every
+//!   writer and reader keeps it), so one written too low is a no-go, and a
+//!   day not written yet is an action: write it ahead (`write-shards`);
+//! - `warm-throughput`: what each table and index must take at the peak
+//!   (`planner::prewarm`) against its warm throughput, on-demand maximum or
+//!   provisioned capacity as DescribeTable reports them. A figure an engine
+//!   does not report is "unknown", never guessed;
+//! - `counters`: the write units a second on the busiest counter item of the
+//!   metrics table at the peak, against a partition's 1,000;
+//! - `consumer`: the stream records a second the sale makes against what the
+//!   consumer was measured to apply (unknown when never measured);
+//! - `hot-keys`: the GSI1 keys recorded hot recently, at the sale's scale;
+//! - `alarms`: the CloudWatch alarms on the tables (AWS only).
+
+use crate::model::{Figure, Fix, Readiness, ReadinessCheck, SalePlan, Verdict};
+use crate::server::capacity::planner::{self, DEFAULT_HEADROOM, MAX_SHARDS, PlanInput, Prewarm};
+use crate::server::deploy::template::{self, CONSUMER_BATCH_SIZE, CONSUMER_BATCH_WINDOW_SECONDS, Setting, TableRole};
+use crate::server::rules::PARTITION_WRITE_UNITS;
+use crate::server::store::usage::ReadWrite;
+use crate::server::store::{Alarm, ThroughputSettings};
+use chrono::{DateTime, NaiveDate, Timelike, Utc};
+
+/// Stream records each order makes during a sale: its creation, and its
+/// move out of PENDING (the planner's two changes).
+pub const RECORDS_PER_ORDER: f64 = 2.0;
+/// Bytes one counter attribute takes, about: a name such as `c1015` or
+/// `m05s3` (5 or 6 bytes) and a small number (2 or 3).
+pub const COUNTER_ATTRIBUTE_BYTES: u64 = 8;
+/// Counter attributes per minute of the day in the minutes item: created,
+/// entered and left PENDING.
+const MINUTE_ATTRIBUTES: u64 = 3;
+/// A minute of recorded GSI1 writes below this many units is too quiet to
+/// scale a key's share from.
+pub const MIN_SCALED_MINUTE_UNITS: f64 = 20.0;
+
+/// One minute a GSI1 key was recorded hot: its units, and the index's units
+/// in the same minute.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HotObservation {
+    pub key: String,
+    pub at: DateTime<Utc>,
+    pub units: f64,
+    pub index_units: f64,
+}
+
+/// Everything the checks weigh.
+#[derive(Clone, Debug)]
+pub struct Inputs<'a> {
+    pub plan: &'a SalePlan,
+    pub now: DateTime<Utc>,
+    /// AWS DynamoDB, not a local engine (which reports no warm throughput,
+    /// never throttles, and has no alarms).
+    pub on_aws: bool,
+    pub orders_table: &'a str,
+    pub metrics_table: &'a str,
+    /// The count this server would record for a day not written yet.
+    pub configured_shards: u32,
+    /// Each sale day and its recorded shard count.
+    pub recorded: &'a [(NaiveDate, Option<u32>)],
+    /// One GSI2 entry, and one audit record, in bytes.
+    pub gsi2_entry_bytes: u32,
+    pub audit_bytes: u32,
+    /// DescribeTable's settings; `None` when they could not be read.
+    pub throughput: Option<&'a [ThroughputSettings]>,
+    /// The stream's shards now, when known.
+    pub stream_shards: Option<u32>,
+    /// Hot GSI1 keys over the window, and how many minutes of it the
+    /// stream consumer observed (0: nothing is known of it).
+    pub hot: &'a [HotObservation],
+    pub observed_minutes: usize,
+    pub hot_window_days: u32,
+    /// The tables' alarms; `None` when not read (no CloudWatch client).
+    pub alarms: Option<&'a [Alarm]>,
+}
+
+impl Inputs<'_> {
+    fn inputs_peak(&self) -> f64 {
+        self.plan.peak_orders_per_second.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// The plan's go/no-go: every check, and the worst of their verdicts.
+pub fn assess(inputs: &Inputs<'_>) -> Readiness {
+    let plan = inputs.plan;
+    let shard_plan = planner::plan(&PlanInput::for_app(plan.peak_orders_per_second, inputs.gsi2_entry_bytes));
+    let prewarm = shard_plan
+        .as_ref()
+        .ok()
+        .map(|p| planner::prewarm(plan.peak_orders_per_second, p, plan.item_bytes, inputs.audit_bytes));
+    let checks = vec![
+        shards_check(inputs, &shard_plan),
+        warm_check(inputs, prewarm.as_deref()),
+        counters_check(inputs, prewarm.as_deref(), &shard_plan),
+        consumer_check(inputs, prewarm.as_deref()),
+        hot_keys_check(inputs, prewarm.as_deref()),
+        alarms_check(inputs),
+    ];
+    let verdict = checks.iter().map(|c| c.verdict).max().unwrap_or(Verdict::Ready);
+    Readiness { plan: plan.clone(), verdict, checks, as_of: inputs.now }
+}
+
+/// The shard count the sale's peak needs (the planner's).
+pub fn shards_needed(plan: &SalePlan, gsi2_entry_bytes: u32) -> Result<u32, planner::PlanError> {
+    let shard_plan = planner::plan(&PlanInput::for_app(plan.peak_orders_per_second, gsi2_entry_bytes))?;
+    Ok(shard_plan.shards)
+}
+
+/// What `write-shards` writes for a sale day: what the peak needs, never
+/// fewer than the server's own `--shards` (a sale does not lower the
+/// count chosen for ordinary days).
+pub fn shards_to_write(needed: u32, configured: u32) -> u32 {
+    needed.max(configured).min(MAX_SHARDS)
+}
+
+fn figure(label: impl Into<String>, value: impl Into<String>) -> Figure {
+    Figure { label: label.into(), value: value.into() }
+}
+
+fn check(
+    id: &str,
+    title: &str,
+    verdict: Verdict,
+    reason: String,
+    figures: Vec<Figure>,
+    fix: Option<Fix>,
+) -> ReadinessCheck {
+    ReadinessCheck { id: id.into(), title: title.into(), verdict, reason, figures, fix }
+}
+
+fn fix_text(text: impl Into<String>) -> Fix {
+    Fix { text: text.into(), command: None, parameter: None, action: None }
+}
+
+/// Whole numbers plain, others to one decimal.
+fn num(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 { format!("{value:.0}") } else { format!("{value:.1}") }
+}
+
+/// The most a partition may take at the peak with the planner's headroom.
+fn partition_budget() -> f64 {
+    PARTITION_WRITE_UNITS / (1.0 + DEFAULT_HEADROOM)
+}
+
+/// A rate against one partition: no-go at or over the limit, act over the
+/// budget that keeps the planner's headroom, else ready.
+fn against_partition(units_per_second: f64) -> Verdict {
+    if units_per_second >= PARTITION_WRITE_UNITS {
+        Verdict::NoGo
+    } else if units_per_second > partition_budget() {
+        Verdict::Act
+    } else {
+        Verdict::Ready
+    }
+}
+
+fn shards_check(inputs: &Inputs<'_>, shard_plan: &Result<planner::Plan, planner::PlanError>) -> ReadinessCheck {
+    const ID: &str = "shards";
+    const TITLE: &str = "GSI2 write shards";
+    let plan = inputs.plan;
+    let shard_plan = match shard_plan {
+        Ok(p) => p,
+        Err(err) => {
+            let reason = format!("the planner cannot size this peak: {err}");
+            return check(ID, TITLE, Verdict::NoGo, reason, vec![], Some(fix_text("correct the plan's peak")));
+        }
+    };
+    let needed = shard_plan.shards;
+    let mut figures = vec![
+        figure("GSI2 write units a second at the peak", num(shard_plan.wcu_per_second_at_peak.ceil())),
+        figure("shards needed (planner)", needed.to_string()),
+    ];
+    if shard_plan.capped {
+        let reason = format!(
+            "the peak of {} orders a second needs more than the {MAX_SHARDS} shards a day may have",
+            num(plan.peak_orders_per_second)
+        );
+        let most = max_peak_at(MAX_SHARDS, shard_plan, plan.peak_orders_per_second);
+        let fix = fix_text(format!("plan a peak of at most {} orders a second", num(most.floor())));
+        return check(ID, TITLE, Verdict::NoGo, reason, figures, Some(fix));
+    }
+    let (mut low, mut unwritten) = (Vec::new(), Vec::new());
+    for (day, recorded) in inputs.recorded {
+        match recorded {
+            Some(n) => {
+                figures.push(figure(format!("recorded count of {day}"), n.to_string()));
+                if *n < needed {
+                    low.push((*day, *n));
+                }
+            }
+            None => {
+                figures.push(figure(
+                    format!("recorded count of {day}"),
+                    format!(
+                        "not written (its first writer would record its own --shards; this server's is {})",
+                        inputs.configured_shards
+                    ),
+                ));
+                unwritten.push(*day);
+            }
+        }
+    }
+    if let Some((day, n)) = low.first() {
+        let most = max_peak_at(*n, shard_plan, plan.peak_orders_per_second);
+        let reason = format!(
+            "{day} is written with {n} shards, under the {needed} the peak needs, and a day's count never \
+             changes once written"
+        );
+        let fix = fix_text(format!(
+            "move the sale to a day whose count is not written yet, or plan a peak of at most {} orders a second",
+            num(most.floor())
+        ));
+        return check(ID, TITLE, Verdict::NoGo, reason, figures, Some(fix));
+    }
+    if !unwritten.is_empty() {
+        let days = unwritten.iter().map(NaiveDate::to_string).collect::<Vec<_>>().join(", ");
+        // Unwritten, the day's first writer records its own --shards: this
+        // server's too few is a no-go unless written ahead; enough is still
+        // an action (another writer may have another --shards).
+        let (verdict, reason) = if inputs.configured_shards < needed {
+            (
+                Verdict::NoGo,
+                format!(
+                    "the shard count of {days} is not written, and this server would record {}, under the \
+                     {needed} the peak needs",
+                    inputs.configured_shards
+                ),
+            )
+        } else {
+            (
+                Verdict::Act,
+                format!(
+                    "the shard count of {days} is not written yet: the day's first writer would record its \
+                     own --shards"
+                ),
+            )
+        };
+        let write = shards_to_write(needed, inputs.configured_shards);
+        let fix = Fix {
+            text: format!("write {write} as the shard count of {days} now, ahead of the sale's first order"),
+            command: Some(format!("northwind-ops ready --plan {} --write-shards", shell_quote(&plan.name))),
+            parameter: None,
+            action: Some("write-shards".into()),
+        };
+        return check(ID, TITLE, verdict, reason, figures, Some(fix));
+    }
+    let reason = format!("every sale day is written with at least the {needed} shards the peak needs");
+    check(ID, TITLE, Verdict::Ready, reason, figures, None)
+}
+
+/// The peak `shards` shards hold, at the plan's write units an order.
+fn max_peak_at(shards: u32, shard_plan: &planner::Plan, peak: f64) -> f64 {
+    let per_order = shard_plan.wcu_per_second_at_peak / peak.max(f64::MIN_POSITIVE);
+    f64::from(shards) * shard_plan.per_partition_budget / per_order.max(f64::MIN_POSITIVE)
+}
+
+/// A plan name as one shell word.
+fn shell_quote(name: &str) -> String {
+    if name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+        name.to_string()
+    } else {
+        format!("'{}'", name.replace('\'', "'\\''"))
+    }
+}
+
+/// The resource DescribeTable names for a `planner::prewarm` entry, and the
+/// template's parameter prefix for it.
+fn resource_of(inputs: &Inputs<'_>, prewarm: &Prewarm) -> (String, String, Option<&'static str>) {
+    match prewarm.resource.as_str() {
+        "table" => (inputs.orders_table.to_string(), TableRole::Orders.prefix().to_string(), None),
+        "metrics table" => (inputs.metrics_table.to_string(), TableRole::Metrics.prefix().to_string(), None),
+        "GSI1" => {
+            (format!("{}/GSI1", inputs.orders_table), format!("{}GSI1", TableRole::Orders.prefix()), Some("GSI1"))
+        }
+        _ => (format!("{}/GSI2", inputs.orders_table), format!("{}GSI2", TableRole::Orders.prefix()), Some("GSI2")),
+    }
+}
+
+fn warm_check(inputs: &Inputs<'_>, prewarm: Option<&[Prewarm]>) -> ReadinessCheck {
+    const ID: &str = "warm-throughput";
+    const TITLE: &str = "Warm throughput and capacity";
+    let Some(prewarm) = prewarm else {
+        return check(ID, TITLE, Verdict::NoGo, "the planner cannot size this peak".into(), vec![], None);
+    };
+    let Some(settings) = inputs.throughput else {
+        let reason = "unknown: DescribeTable could not be read".to_string();
+        let fix = fix_text("run `northwind-ops provision` (the tables must exist) and check again");
+        return check(ID, TITLE, Verdict::Act, reason, vec![], Some(fix));
+    };
+    let mut figures = Vec::new();
+    let (mut verdict, mut reasons, mut overrides, mut commands) = (Verdict::Ready, Vec::new(), Vec::new(), Vec::new());
+    for need in prewarm {
+        let (resource, prefix, index) = resource_of(inputs, need);
+        let needed = need.write_units_per_second.ceil();
+        figures.push(figure(format!("{resource}: write units a second at the peak"), num(needed)));
+        let Some(found) = settings.iter().find(|s| s.resource == resource) else {
+            figures.push(figure(format!("{resource}: settings"), "unknown (not described)"));
+            verdict = verdict.max(Verdict::Act);
+            reasons.push(format!("{resource} is not described"));
+            continue;
+        };
+        let provisioned = found.billing_mode.as_deref() == Some("PROVISIONED");
+        match found.warm_write_units {
+            Some(warm) => figures.push(figure(format!("{resource}: warm write units a second"), warm.to_string())),
+            None if inputs.on_aws => {
+                figures.push(figure(format!("{resource}: warm write units a second"), "unknown (not reported)"));
+            }
+            None => figures.push(figure(
+                format!("{resource}: warm write units a second"),
+                "unknown (this engine does not report warm throughput; it never throttles)",
+            )),
+        }
+        if provisioned {
+            let capacity = found.provisioned_write_units;
+            figures.push(figure(
+                format!("{resource}: provisioned write units"),
+                capacity.map_or("unknown".into(), |c| c.to_string()),
+            ));
+            figures.push(figure(
+                format!("{resource}: auto scaling maximum"),
+                "not read (Application Auto Scaling is not queried by this app)",
+            ));
+            if capacity.is_none_or(|c| (c as f64) < needed) {
+                verdict = verdict.max(Verdict::Act);
+                reasons.push(format!("{resource} is provisioned under the peak's {} write units", num(needed)));
+                let min = template::parameter(&prefix, Setting::Min, ReadWrite::Write);
+                let max = template::parameter(&prefix, Setting::Max, ReadWrite::Write);
+                overrides.push(format!("{min}={}", num(needed)));
+                overrides.push(format!("{max}={}", num(needed * 2.0)));
+            }
+            continue;
+        }
+        match found.on_demand_max_write_units {
+            Some(max) if (max as f64) < needed => {
+                figures.push(figure(format!("{resource}: on-demand maximum write units"), max.to_string()));
+                verdict = verdict.max(Verdict::NoGo);
+                reasons.push(format!("{resource}'s on-demand maximum of {max} is under the peak's {}", num(needed)));
+                let name = template::parameter(&prefix, Setting::OnDemandMax, ReadWrite::Write);
+                overrides.push(format!("{name}={}", num(needed * f64::from(planner::ON_DEMAND_MAX_HEADROOM))));
+                commands.push(update_table(
+                    inputs,
+                    &resource,
+                    index,
+                    "OnDemandThroughput",
+                    "MaxWriteRequestUnits",
+                    needed * 2.0,
+                ));
+            }
+            Some(max) => figures.push(figure(format!("{resource}: on-demand maximum write units"), max.to_string())),
+            None => figures.push(figure(format!("{resource}: on-demand maximum write units"), "none set")),
+        }
+        match found.warm_write_units {
+            Some(warm) if (warm as f64) < needed => {
+                verdict = verdict.max(Verdict::Act);
+                reasons.push(format!("{resource} is warm for {warm} write units a second, under {}", num(needed)));
+                overrides.push(format!(
+                    "{}={}",
+                    template::parameter(&prefix, Setting::Warm, ReadWrite::Write),
+                    num(needed)
+                ));
+                commands.push(update_table(inputs, &resource, index, "WarmThroughput", "WriteUnitsPerSecond", needed));
+            }
+            None if inputs.on_aws => {
+                verdict = verdict.max(Verdict::Act);
+                reasons.push(format!("{resource}'s warm throughput is unknown"));
+            }
+            _ => {}
+        }
+    }
+    if !inputs.on_aws {
+        // Its settings are reported, but nothing there limits a write.
+        let reason = "not limiting here: a local engine never throttles (and reports no warm throughput: \
+                      unknown); on AWS this check weighs the figures above"
+            .to_string();
+        return check(ID, TITLE, Verdict::Ready, reason, figures, None);
+    }
+    if verdict == Verdict::Ready {
+        let reason = "every table and index takes the peak's write units at once".to_string();
+        return check(ID, TITLE, verdict, reason, figures, None);
+    }
+    let fix = (!overrides.is_empty()).then(|| Fix {
+        text: "set these template parameters and deploy (warm throughput is charged once when raised, and \
+               cannot be lowered again; raise it a day ahead), or run the commands"
+            .into(),
+        command: (!commands.is_empty()).then(|| commands.join(" && ")),
+        parameter: Some(overrides.join(" ")),
+        action: None,
+    });
+    let fix = fix.or_else(|| Some(fix_text("check each table's settings with `aws dynamodb describe-table`")));
+    check(ID, TITLE, verdict, reasons.join("; "), figures, fix)
+}
+
+/// The `aws dynamodb update-table` that sets `field.key` on a table or index.
+fn update_table(
+    inputs: &Inputs<'_>,
+    resource: &str,
+    index: Option<&str>,
+    field: &str,
+    key: &str,
+    value: f64,
+) -> String {
+    let table = resource.split('/').next().unwrap_or(inputs.orders_table);
+    let value = num(value.ceil());
+    let option = field.chars().fold(String::new(), |mut out, c| {
+        if c.is_ascii_uppercase() && !out.is_empty() {
+            out.push('-');
+        }
+        out.push(c.to_ascii_lowercase());
+        out
+    });
+    match index {
+        None => format!("aws dynamodb update-table --table-name {table} --{option} {key}={value}"),
+        Some(index) => format!(
+            "aws dynamodb update-table --table-name {table} --global-secondary-index-updates \
+             '[{{\"Update\":{{\"IndexName\":\"{index}\",\"{field}\":{{\"{key}\":{value}}}}}}}]'"
+        ),
+    }
+}
+
+/// The stream's shards at the peak: at least today's, and at least one per
+/// 1,000 write units a second on the table (a stream shard per partition).
+fn stream_shards_at_peak(inputs: &Inputs<'_>, prewarm: &[Prewarm]) -> u32 {
+    let table = prewarm.iter().find(|p| p.resource == "table").map_or(0.0, |p| p.write_units_per_second);
+    let by_partitions = (table / PARTITION_WRITE_UNITS).ceil().max(1.0) as u32;
+    by_partitions.max(inputs.stream_shards.unwrap_or(1))
+}
+
+fn counters_check(
+    inputs: &Inputs<'_>,
+    prewarm: Option<&[Prewarm]>,
+    shard_plan: &Result<planner::Plan, planner::PlanError>,
+) -> ReadinessCheck {
+    const ID: &str = "counters";
+    const TITLE: &str = "Counter items at the peak";
+    let (Some(prewarm), Ok(shard_plan)) = (prewarm, shard_plan) else {
+        return check(ID, TITLE, Verdict::NoGo, "the planner cannot size this peak".into(), vec![], None);
+    };
+    let plan = inputs.plan;
+    let records = plan.peak_orders_per_second * RECORDS_PER_ORDER;
+    let shards = stream_shards_at_peak(inputs, prewarm);
+    // The consumer (the template's Lambda form) commits a batch of up to
+    // BATCH_SIZE records a shard, waiting up to the batching window: each
+    // commit is one transaction that updates each of the day's counter items.
+    let batch = f64::from(CONSUMER_BATCH_SIZE);
+    let window = f64::from(CONSUMER_BATCH_WINDOW_SECONDS.max(1));
+    let commits = (f64::from(shards) / window).max(records / batch);
+    // The minutes item grows all day (3 attributes a minute); the hour's heat
+    // item holds a minute per shard. Each update is billed on the item's
+    // size, twice in a transaction.
+    let end = plan.end();
+    let minute_of_day = u64::from(end.hour() * 60 + end.minute()) + 1;
+    let minutes_bytes = minute_of_day * MINUTE_ATTRIBUTES * COUNTER_ATTRIBUTE_BYTES;
+    let heat_bytes = 60 * u64::from(shard_plan.shards) * COUNTER_ATTRIBUTE_BYTES;
+    let largest = minutes_bytes.max(heat_bytes);
+    let units_per_update = 2.0 * largest.div_ceil(1024).max(1) as f64;
+    let rate = commits * units_per_update;
+    let figures = vec![
+        figure("stream records a second at the peak", num(records)),
+        figure("stream shards at the peak (at least)", shards.to_string()),
+        figure("counter commits a second (each counter item updated once per commit)", num(commits)),
+        figure(
+            format!("minutes item at {} UTC, about", end.format("%H:%M")),
+            format!("{} KB", minutes_bytes.div_ceil(1024)),
+        ),
+        figure("hour's heat item, about", format!("{} KB", heat_bytes.div_ceil(1024))),
+        figure("write units per update (larger item, transaction ×2)", num(units_per_update)),
+        figure("write units a second on the busiest counter item", num(rate)),
+        figure("one partition's limit", num(PARTITION_WRITE_UNITS)),
+    ];
+    let verdict = against_partition(rate);
+    let reason = match verdict {
+        Verdict::Ready => format!("the busiest counter item takes about {} write units a second", num(rate)),
+        _ => format!(
+            "the busiest counter item would take about {} write units a second, against a partition's {} \
+             (budget {} with headroom)",
+            num(rate),
+            num(PARTITION_WRITE_UNITS),
+            num(partition_budget().floor())
+        ),
+    };
+    let fix = (verdict != Verdict::Ready).then(|| Fix {
+        text: "rehearse the counters at this peak and time of day through the throttle proxy; if they throttle, \
+               move the sale earlier in the day (the minutes item is smaller) or lower the peak"
+            .into(),
+        command: Some(format!(
+            "northwind-ops rehearse --counters --peak {} --scale 1.0 --days {}",
+            num(plan.peak_orders_per_second),
+            if end.hour() >= 12 { "end" } else { "start" }
+        )),
+        parameter: None,
+        action: None,
+    });
+    check(ID, TITLE, verdict, reason, figures, fix)
+}
+
+fn consumer_check(inputs: &Inputs<'_>, prewarm: Option<&[Prewarm]>) -> ReadinessCheck {
+    const ID: &str = "consumer";
+    const TITLE: &str = "Stream consumer";
+    let plan = inputs.plan;
+    let needed = plan.peak_orders_per_second * RECORDS_PER_ORDER;
+    let shards = prewarm.map_or(1, |p| stream_shards_at_peak(inputs, p));
+    let mut figures = vec![figure("stream records a second at the peak", num(needed))];
+    let measure = Fix {
+        text: "measure what the consumer applies at this peak, then record it on the plan \
+               (consumerRecordsPerSecond)"
+            .into(),
+        command: Some(format!(
+            "northwind-ops rehearse --counters --peak {} --scale 1.0",
+            num(plan.peak_orders_per_second)
+        )),
+        parameter: None,
+        action: None,
+    };
+    let Some(measured) = plan.consumer_records_per_second else {
+        figures.push(figure("records a second the consumer applies (measured)", "unknown: never measured"));
+        let reason = "unknown: the consumer's rate was never measured for this plan".to_string();
+        return check(ID, TITLE, Verdict::Act, reason, figures, Some(measure));
+    };
+    figures.push(figure("records a second the consumer applies (measured)", num(measured)));
+    let headroom = needed * (1.0 + DEFAULT_HEADROOM);
+    figures.push(figure("wanted, with headroom", num(headroom)));
+    if measured < needed {
+        let reason = format!(
+            "the consumer applies {} records a second, under the peak's {}: the counters and the live \
+             dashboard would fall behind",
+            num(measured),
+            num(needed)
+        );
+        let fix = Fix {
+            text: format!("reserve at least one consumer per stream shard at the peak ({shards}) and measure again"),
+            command: measure.command.clone(),
+            parameter: Some(format!("ConsumerConcurrency={}", shards.max(10))),
+            action: None,
+        };
+        return check(ID, TITLE, Verdict::NoGo, reason, figures, Some(fix));
+    }
+    if measured < headroom {
+        let reason = format!(
+            "the consumer applies {} records a second: enough for the peak's {}, without the headroom of {}",
+            num(measured),
+            num(needed),
+            num(headroom)
+        );
+        return check(ID, TITLE, Verdict::Act, reason, figures, Some(measure));
+    }
+    let reason =
+        format!("the consumer applies {} records a second, over {} with headroom", num(measured), num(headroom));
+    check(ID, TITLE, Verdict::Ready, reason, figures, None)
+}
+
+fn hot_keys_check(inputs: &Inputs<'_>, prewarm: Option<&[Prewarm]>) -> ReadinessCheck {
+    const ID: &str = "hot-keys";
+    const TITLE: &str = "Hot GSI1 keys";
+    let gsi1 = prewarm.and_then(|p| p.iter().find(|p| p.resource == "GSI1")).map_or(0.0, |p| p.write_units_per_second);
+    let days = inputs.hot_window_days;
+    let mut figures = vec![
+        figure("GSI1 write units a second at the peak", num(gsi1.ceil())),
+        figure(
+            format!("minutes observed by the stream consumer in the last {days} days"),
+            inputs.observed_minutes.to_string(),
+        ),
+    ];
+    if inputs.observed_minutes == 0 {
+        let reason = format!("unknown: the stream consumer observed no minute in the last {days} days");
+        let fix = fix_text("run the stream consumer (serve, consume or the Lambda) before the sale, then check again");
+        return check(ID, TITLE, Verdict::Act, reason, figures, Some(fix));
+    }
+    // Each key's busiest share of the index's writes in a minute, scaled to
+    // the sale: a customer who kept that share would write that much.
+    let mut worst: Vec<(String, f64, f64, DateTime<Utc>)> = Vec::new();
+    for seen in inputs.hot.iter().filter(|h| h.index_units >= MIN_SCALED_MINUTE_UNITS && h.units > 0.0) {
+        let share = (seen.units / seen.index_units).min(1.0);
+        match worst.iter_mut().find(|w| w.0 == seen.key) {
+            Some(w) if w.1 >= share => {}
+            Some(w) => *w = (seen.key.clone(), share, share * gsi1, seen.at),
+            None => worst.push((seen.key.clone(), share, share * gsi1, seen.at)),
+        }
+    }
+    worst.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+    worst.truncate(5);
+    if worst.is_empty() {
+        let reason = format!("no GSI1 key was hot in a busy minute of the last {days} days");
+        return check(ID, TITLE, Verdict::Ready, reason, figures, None);
+    }
+    for (key, share, projected, at) in &worst {
+        figures.push(figure(
+            format!("{key} (busiest {} UTC)", at.format("%Y-%m-%d %H:%M")),
+            format!(
+                "{:.1}% of GSI1's writes; at the peak {} write units a second",
+                share * 100.0,
+                num(projected.ceil())
+            ),
+        ));
+    }
+    let (key, share, projected, _) = &worst[0];
+    let verdict = against_partition(*projected);
+    if verdict == Verdict::Ready {
+        let reason = format!(
+            "the hottest GSI1 key, {key}, would take {} write units a second at the peak",
+            num(projected.ceil())
+        );
+        return check(ID, TITLE, verdict, reason, figures, None);
+    }
+    let customer = key.strip_prefix("CUSTOMER#").unwrap_or(key);
+    let reason = format!(
+        "{key} wrote {:.1}% of GSI1's writes in a busy minute: at the sale's peak that is {} write units a \
+         second on one GSI1 partition (a partition takes {})",
+        share * 100.0,
+        num(projected.ceil()),
+        num(PARTITION_WRITE_UNITS)
+    );
+    // What one order writes to its customer's GSI1 partition at the sale.
+    let per_order = gsi1 / inputs.inputs_peak();
+    let most = partition_budget() / per_order.max(f64::MIN_POSITIVE);
+    let fix = fix_text(format!(
+        "cap customer {customer}'s orders at the order API during the sale (at most {} a second keeps its \
+         GSI1 partition within budget); a customer's key is one partition by design",
+        num(most.floor().max(1.0))
+    ));
+    check(ID, TITLE, verdict, reason, figures, Some(fix))
+}
+
+fn alarms_check(inputs: &Inputs<'_>) -> ReadinessCheck {
+    const ID: &str = "alarms";
+    const TITLE: &str = "Alarms";
+    if !inputs.on_aws {
+        let reason = "not applicable: a local engine has no CloudWatch alarms".to_string();
+        return check(ID, TITLE, Verdict::Ready, reason, vec![figure("alarms", "not applicable")], None);
+    }
+    let Some(alarms) = inputs.alarms else {
+        let reason = "unknown: this server reads CloudWatch only with --capacity-source cloudwatch".to_string();
+        let fix = Fix {
+            text: "run serve (or this command) with --capacity-source cloudwatch, or list them yourself".into(),
+            command: Some(format!("aws cloudwatch describe-alarms --alarm-name-prefix {}", inputs.orders_table)),
+            parameter: None,
+            action: None,
+        };
+        return check(ID, TITLE, Verdict::Act, reason, vec![figure("alarms", "unknown (not read)")], Some(fix));
+    };
+    let firing: Vec<&Alarm> = alarms.iter().filter(|a| a.state == "ALARM").collect();
+    let mut figures = vec![figure("alarms on the tables", alarms.len().to_string())];
+    figures.extend(firing.iter().map(|a| figure(a.name.clone(), a.state.clone())));
+    if alarms.is_empty() {
+        let reason = "no CloudWatch alarm watches the tables".to_string();
+        let fix = Fix {
+            text: "deploy the stack's template, which has alarms per table and index".into(),
+            command: Some("northwind-ops template > template.json".into()),
+            parameter: None,
+            action: None,
+        };
+        return check(ID, TITLE, Verdict::Act, reason, figures, Some(fix));
+    }
+    if !firing.is_empty() {
+        let names = firing.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ");
+        let reason = format!("{} alarm(s) firing now: {names}", firing.len());
+        return check(ID, TITLE, Verdict::Act, reason, figures, Some(fix_text("find and clear why before the sale")));
+    }
+    let reason = format!("{} alarms watch the tables, none firing", alarms.len());
+    check(ID, TITLE, Verdict::Ready, reason, figures, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(peak: f64) -> SalePlan {
+        SalePlan {
+            name: "black-friday".into(),
+            peak_orders_per_second: peak,
+            start: "2026-11-27T09:00:00Z".parse().unwrap(),
+            ramp_minutes: 10,
+            hold_minutes: 30,
+            decay_minutes: 20,
+            item_bytes: 700,
+            consumer_records_per_second: Some(peak * 4.0),
+            updated_at: "2026-11-20T09:00:00Z".parse().unwrap(),
+            updated_by: "alice".into(),
+        }
+    }
+
+    fn settings(warm: Option<i64>) -> Vec<ThroughputSettings> {
+        ["orders", "orders/GSI1", "orders/GSI2", "metrics"]
+            .into_iter()
+            .map(|resource| ThroughputSettings {
+                resource: resource.into(),
+                billing_mode: Some("PAY_PER_REQUEST".into()),
+                warm_write_units: warm,
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    struct Case {
+        plan: SalePlan,
+        recorded: Vec<(NaiveDate, Option<u32>)>,
+        throughput: Vec<ThroughputSettings>,
+        hot: Vec<HotObservation>,
+        on_aws: bool,
+        alarms: Vec<Alarm>,
+    }
+
+    impl Case {
+        fn new(peak: f64, recorded: Option<u32>) -> Self {
+            let plan = plan(peak);
+            let recorded = plan.days().into_iter().map(|d| (d, recorded)).collect();
+            Case { plan, recorded, throughput: settings(None), hot: vec![], on_aws: false, alarms: vec![] }
+        }
+
+        fn assess(&self) -> Readiness {
+            assess(&Inputs {
+                plan: &self.plan,
+                now: "2026-11-20T10:00:00Z".parse().unwrap(),
+                on_aws: self.on_aws,
+                orders_table: "orders",
+                metrics_table: "metrics",
+                configured_shards: 10,
+                recorded: &self.recorded,
+                gsi2_entry_bytes: 300,
+                audit_bytes: 300,
+                throughput: Some(&self.throughput),
+                stream_shards: Some(1),
+                hot: &self.hot,
+                observed_minutes: 600,
+                hot_window_days: 7,
+                alarms: self.on_aws.then_some(&self.alarms[..]),
+            })
+        }
+    }
+
+    fn verdict_of(readiness: &Readiness, id: &str) -> Verdict {
+        readiness.checks.iter().find(|c| c.id == id).unwrap().verdict
+    }
+
+    #[test]
+    fn a_peak_the_design_holds_on_written_days_is_ready() {
+        let readiness = Case::new(100.0, Some(10)).assess();
+        assert_eq!(readiness.verdict, Verdict::Ready, "{readiness:#?}");
+        let warm = readiness.checks.iter().find(|c| c.id == "warm-throughput").unwrap();
+        assert!(warm.figures.iter().any(|f| f.value.starts_with("unknown")), "{warm:?}");
+    }
+
+    #[test]
+    fn an_unwritten_day_is_an_action_and_a_low_one_a_no_go() {
+        let readiness = Case::new(100.0, None).assess();
+        assert_eq!(readiness.verdict, Verdict::Act, "this server's 10 shards would do");
+        let readiness = Case::new(2000.0, None).assess();
+        assert_eq!(verdict_of(&readiness, "shards"), Verdict::NoGo, "this server's 10 would not");
+        let shards = readiness.checks.iter().find(|c| c.id == "shards").unwrap();
+        assert_eq!(shards.fix.as_ref().unwrap().action.as_deref(), Some("write-shards"));
+        // 1,000 orders a second needs 4 WCU × 2 × ... more than 2 shards.
+        let readiness = Case::new(1000.0, Some(2)).assess();
+        assert_eq!(verdict_of(&readiness, "shards"), Verdict::NoGo);
+        assert_eq!(readiness.verdict, Verdict::NoGo);
+        let needed = shards_needed(&plan(1000.0), 300).unwrap();
+        assert!(needed > 2, "{needed}");
+        assert_eq!(verdict_of(&Case::new(1000.0, Some(needed)).assess(), "shards"), Verdict::Ready);
+    }
+
+    #[test]
+    fn a_peak_over_a_hundred_shards_is_a_no_go() {
+        let readiness = Case::new(100_000.0, Some(100)).assess();
+        let shards = readiness.checks.iter().find(|c| c.id == "shards").unwrap();
+        assert_eq!(shards.verdict, Verdict::NoGo);
+        assert!(shards.reason.contains("more than the 100"), "{}", shards.reason);
+    }
+
+    #[test]
+    fn warm_throughput_under_the_peak_asks_for_the_templates_parameter() {
+        let mut case = Case::new(2000.0, Some(100));
+        case.throughput = settings(Some(4000));
+        case.on_aws = true;
+        let readiness = case.assess();
+        let warm = readiness.checks.iter().find(|c| c.id == "warm-throughput").unwrap();
+        assert_eq!(warm.verdict, Verdict::Act, "{warm:?}");
+        let parameter = warm.fix.as_ref().unwrap().parameter.clone().unwrap();
+        assert!(
+            parameter.contains("OrdersWarmWrite=8000") && parameter.contains("OrdersGSI1WarmWrite=8000"),
+            "{parameter}"
+        );
+        // On AWS, a figure not reported is unknown, and that is an action.
+        case.throughput = settings(None);
+        assert_eq!(verdict_of(&case.assess(), "warm-throughput"), Verdict::Act);
+    }
+
+    #[test]
+    fn an_on_demand_maximum_under_the_peak_is_a_no_go() {
+        let mut case = Case::new(1000.0, Some(100));
+        case.on_aws = true;
+        case.throughput = settings(Some(100_000));
+        case.throughput[1].on_demand_max_write_units = Some(1000);
+        let warm = case.assess().checks.into_iter().find(|c| c.id == "warm-throughput").unwrap();
+        assert_eq!(warm.verdict, Verdict::NoGo);
+        assert!(warm.fix.unwrap().parameter.unwrap().contains("OrdersGSI1OnDemandMaxWrite=8000"));
+    }
+
+    #[test]
+    fn a_consumer_never_measured_is_unknown_and_a_slow_one_a_no_go() {
+        let mut case = Case::new(100.0, Some(10));
+        case.plan.consumer_records_per_second = None;
+        let readiness = case.assess();
+        let consumer = readiness.checks.iter().find(|c| c.id == "consumer").unwrap();
+        assert_eq!(consumer.verdict, Verdict::Act);
+        assert!(consumer.reason.starts_with("unknown"), "{}", consumer.reason);
+        case.plan.consumer_records_per_second = Some(150.0);
+        assert_eq!(verdict_of(&case.assess(), "consumer"), Verdict::NoGo);
+        case.plan.consumer_records_per_second = Some(250.0);
+        assert_eq!(verdict_of(&case.assess(), "consumer"), Verdict::Act, "no headroom");
+    }
+
+    #[test]
+    fn counters_at_a_late_large_peak_are_a_no_go() {
+        let mut case = Case::new(1000.0, Some(100));
+        case.plan.start = "2026-11-27T22:00:00Z".parse().unwrap();
+        let readiness = case.assess();
+        let counters = readiness.checks.iter().find(|c| c.id == "counters").unwrap();
+        assert_eq!(counters.verdict, Verdict::NoGo, "{counters:#?}");
+        assert_eq!(verdict_of(&Case::new(50.0, Some(10)).assess(), "counters"), Verdict::Ready);
+    }
+
+    #[test]
+    fn a_customer_with_a_large_share_of_gsi1_is_named() {
+        let mut case = Case::new(1000.0, Some(100));
+        let at = "2026-11-19T12:00:00Z".parse().unwrap();
+        case.hot = vec![
+            HotObservation { key: "CUSTOMER#bot".into(), at, units: 40.0, index_units: 80.0 },
+            HotObservation { key: "CUSTOMER#quiet".into(), at, units: 11.0, index_units: 12.0 },
+        ];
+        let readiness = case.assess();
+        let hot = readiness.checks.iter().find(|c| c.id == "hot-keys").unwrap();
+        assert_eq!(hot.verdict, Verdict::NoGo, "{hot:#?}");
+        assert!(hot.reason.contains("CUSTOMER#bot") && hot.fix.as_ref().unwrap().text.contains("bot"));
+        assert!(!hot.figures.iter().any(|f| f.label.contains("quiet")), "a quiet minute is not scaled");
+        // At a small peak the same share holds.
+        let mut small = Case::new(50.0, Some(10));
+        small.hot = case.hot.clone();
+        assert_eq!(verdict_of(&small.assess(), "hot-keys"), Verdict::Ready);
+    }
+
+    #[test]
+    fn alarms_are_not_applicable_locally_and_read_on_aws() {
+        let local = Case::new(100.0, Some(10)).assess();
+        assert_eq!(verdict_of(&local, "alarms"), Verdict::Ready);
+        let mut aws = Case::new(100.0, Some(10));
+        aws.on_aws = true;
+        aws.throughput = settings(Some(100_000));
+        assert_eq!(verdict_of(&aws.assess(), "alarms"), Verdict::Act, "no alarm at all");
+        aws.alarms = vec![Alarm { name: "orders-throttles".into(), state: "OK".into() }];
+        assert_eq!(aws.assess().verdict, Verdict::Ready);
+        aws.alarms[0].state = "ALARM".into();
+        assert_eq!(verdict_of(&aws.assess(), "alarms"), Verdict::Act);
+    }
+
+    #[test]
+    fn the_sale_days_cross_midnight() {
+        let mut late = plan(10.0);
+        late.start = "2026-11-27T23:30:00Z".parse().unwrap();
+        assert_eq!(late.days().len(), 2);
+        assert_eq!(plan(10.0).days().len(), 1);
+        assert_eq!(shell_quote("black friday"), "'black friday'");
+    }
+}

@@ -1,0 +1,85 @@
+//! `ready --plan NAME [--json] [--write-shards]`: a sale plan's go/no-go,
+//! each check with its verdict, figures and fix, through the same service
+//! as `GET /api/ready`. Exits 0 when ready, 3 when something must be done
+//! first (act), 2 on a no-go (1 is any error).
+
+use super::CliError;
+use crate::model::{Actor, Readiness, Role, Verdict};
+use crate::server::auth::Principal;
+use crate::server::cli::config::ReadyArgs;
+use crate::server::cursor::CursorCodec;
+use crate::server::service::Service;
+use crate::server::store::Store;
+use crate::server::stream::live::{LiveHub, LiveLimits};
+use std::sync::Arc;
+
+/// Exit codes of `ready`: what a script branches on.
+pub const EXIT_NO_GO: u8 = 2;
+pub const EXIT_ACT: u8 = 3;
+
+pub(super) async fn run_ready(store: Store, args: &ReadyArgs) -> Result<(), CliError> {
+    // `ready` signs no cursor: a throwaway secret, and nothing written to disk.
+    let secret = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+    let live = LiveHub::new(LiveLimits { total: 0, per_client: 0 });
+    let service = Service::new(Arc::new(store), Arc::new(CursorCodec::new(secret.into_bytes())), live);
+    if args.write_shards {
+        // The command line holds the store's own credentials.
+        let by = Principal { actor: Actor::cli("ready"), role: Role::Admin };
+        let written = service.write_sale_shards(&args.plan, &by).await.map_err(api_error)?;
+        for day in &written.days {
+            eprintln!("{}: shard count {} ({})", day.date, written.shards, day.outcome);
+        }
+    }
+    let readiness = service.readiness(Some(&args.plan)).await.map_err(api_error)?;
+    if args.json {
+        let json = serde_json::to_string_pretty(&readiness).map_err(|e| CliError::Usage(e.to_string()))?;
+        println!("{json}");
+    } else {
+        print!("{}", text(&readiness));
+    }
+    match readiness.verdict {
+        Verdict::Ready => Ok(()),
+        verdict => Err(CliError::NotReady { plan: args.plan.clone(), verdict }),
+    }
+}
+
+/// The service's error as the command line says it.
+fn api_error(err: crate::server::error::ApiError) -> CliError {
+    CliError::Usage(err.to_string())
+}
+
+/// The report as text: the go/no-go, then each check.
+pub fn text(readiness: &Readiness) -> String {
+    let plan = &readiness.plan;
+    let mut out = format!(
+        "Sale plan {}: {} orders a second at the peak, from {} UTC (ramp {} min, hold {} min, decay {} min), \
+         items of {} bytes\n",
+        plan.name,
+        plan.peak_orders_per_second,
+        plan.start.format("%Y-%m-%d %H:%M"),
+        plan.ramp_minutes,
+        plan.hold_minutes,
+        plan.decay_minutes,
+        plan.item_bytes
+    );
+    out.push_str(&format!("GO/NO-GO: {}\n", readiness.verdict.as_str().to_uppercase()));
+    for check in &readiness.checks {
+        out.push_str(&format!("\n[{}] {}: {}\n", check.verdict, check.title, check.reason));
+        for figure in &check.figures {
+            out.push_str(&format!("    {}: {}\n", figure.label, figure.value));
+        }
+        if let Some(fix) = &check.fix {
+            out.push_str(&format!("  fix: {}\n", fix.text));
+            if let Some(command) = &fix.command {
+                out.push_str(&format!("    command: {command}\n"));
+            }
+            if let Some(parameter) = &fix.parameter {
+                out.push_str(&format!("    template parameters: {parameter}\n"));
+            }
+            if fix.action.as_deref() == Some("write-shards") {
+                out.push_str("    or: POST /api/sales/{name}/shards, or the Sales page's button\n");
+            }
+        }
+    }
+    out
+}
