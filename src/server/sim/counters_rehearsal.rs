@@ -320,22 +320,23 @@ async fn prefill(store: &Arc<Store>, day: NaiveDate) -> Result<usize, RehearseEr
 fn phantom(id: &str, at: DateTime<Utc>, shards: u32, first: usize) -> Result<Vec<Record>, RehearseError> {
     let pending = Order {
         order_id: id.to_string(),
-        customer_id: "c-prefill".into(),
-        status: Status::Pending,
-        created_at: at,
-        updated_at: at,
-        total: 1999,
-        currency: "USD".into(),
-        items: vec![crate::model::LineItem {
+        customer_id: Some("c-prefill".into()),
+        status: Some(Status::Pending.into()),
+        created_at: Some(at),
+        updated_at: Some(at),
+        total: Some(1999),
+        currency: Some("USD".into()),
+        items: Some(vec![crate::model::LineItem {
             sku: "TENT-2P".into(),
             name: "Tent".into(),
             quantity: 1,
             unit_price: 1999,
-        }],
-        shipping_city: "Denver".into(),
-        shipping_country: "US".into(),
+        }]),
+        shipping_city: Some("Denver".into()),
+        shipping_country: Some("US".into()),
+        problems: Vec::new(),
     };
-    let confirmed = Order { status: Status::Confirmed, ..pending.clone() };
+    let confirmed = Order { status: Some(Status::Confirmed.into()), ..pending.clone() };
     let image = |order: &Order| -> Result<_, RehearseError> {
         let item = order_item(order, shards)?;
         let json = crate::server::rules::units::item_to_json(&item);
@@ -705,7 +706,9 @@ mod tests {
         let records = phantom("prefill-1439", at, 10, 0).unwrap();
         let names: Vec<&str> = records.iter().map(|r| r.event_name().unwrap().as_str()).collect();
         assert_eq!(names, ["INSERT", "MODIFY", "REMOVE"]);
-        let changes: Vec<_> = records.iter().map(|r| crate::server::stream::consumer::change(r).unwrap()).collect();
+        let shards = crate::server::stream::consumer::Shards::new([(at.date_naive(), Some(10))].into());
+        let changes: Vec<_> =
+            records.iter().map(|r| crate::server::stream::consumer::change(r, &shards).unwrap()).collect();
         assert!(changes[0].old.is_none() && changes[0].new.as_ref().unwrap().pending.is_some(), "enters PENDING");
         assert_eq!(changes[1].new.as_ref().unwrap().status, "CONFIRMED");
         assert!(changes[1].new.as_ref().unwrap().pending.is_none(), "and leaves it");
