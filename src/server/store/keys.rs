@@ -104,6 +104,8 @@ const METRIC_PENDING: &str = "METRIC#PENDING#";
 const METRIC_DAY: &str = "METRIC#DAY#";
 const METRIC_MINUTES: &str = "METRIC#MINUTES#";
 const METRIC_SK: &str = "COUNT";
+/// An hour's item of a day's minute counters (`metric_minutes_key`).
+const METRIC_HOUR_SK: &str = "HOUR#";
 const CHECKPOINT: &str = "CHECKPOINT#";
 const SHARD: &str = "SHARD#";
 const USERS: &str = "USERS";
@@ -362,10 +364,37 @@ pub fn metric_day_key(day: NaiveDate) -> (String, String) {
     (format!("{METRIC_DAY}{}", day.format("%Y-%m-%d")), METRIC_SK.to_string())
 }
 
-/// Counter item of `day` by minute: `c<HHMM>` created, `e<HHMM>` entered
-/// PENDING, `l<HHMM>` left PENDING (orders created that day).
-pub fn metric_minutes_key(day: NaiveDate) -> (String, String) {
-    (format!("{METRIC_MINUTES}{}", day.format("%Y-%m-%d")), METRIC_SK.to_string())
+/// Counter item of one hour of `day` by minute: `c<HHMM>` created,
+/// `e<HHMM>` entered PENDING, `l<HHMM>` left PENDING (orders created that
+/// day), for the minutes of `hour` (0 to 23). One item per hour, so that no
+/// item grows past about 1.5 KB (180 attributes) through the day: a
+/// consumer's update of the current minute is billed by the item's size, and
+/// the whole day's 4,320 attributes in one item (about 34 KB by midnight)
+/// cost 34 write units a commit. The day's hours share a partition
+/// (`metric_minutes_pk`), so one Query reads them all.
+pub fn metric_minutes_key(day: NaiveDate, hour: u32) -> (String, String) {
+    (metric_minutes_pk(day), format!("{METRIC_HOUR_SK}{hour:02}"))
+}
+
+/// The partition of a day's minute counter items: the hours'
+/// (`metric_minutes_key`) and the one whole-day item written before the
+/// split (`metric_minutes_day_key`). Readers sum every item of it.
+pub fn metric_minutes_pk(day: NaiveDate) -> String {
+    format!("{METRIC_MINUTES}{}", day.format("%Y-%m-%d"))
+}
+
+/// The whole day's minute counter item that versions before the hourly
+/// split wrote (same attributes): never written any more, but read (summed
+/// with the hours') and reconciled, so days counted before an upgrade stay
+/// right.
+pub fn metric_minutes_day_key(day: NaiveDate) -> (String, String) {
+    (metric_minutes_pk(day), METRIC_SK.to_string())
+}
+
+/// Every minute counter item a day may have: the old whole-day item, then
+/// the 24 hours'.
+pub fn metric_minutes_keys(day: NaiveDate) -> Vec<(String, String)> {
+    std::iter::once(metric_minutes_day_key(day)).chain((0..24).map(|hour| metric_minutes_key(day, hour))).collect()
 }
 
 /// The day a counter item of `metric_pending_key`, `metric_day_key` or
@@ -791,7 +820,16 @@ mod tests {
         let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
         assert_eq!(metric_pending_key(day), ("METRIC#PENDING#2026-11-29".into(), "COUNT".into()));
         assert_eq!(metric_day_key(day).0, "METRIC#DAY#2026-11-29");
-        assert_eq!(metric_minutes_key(day).0, "METRIC#MINUTES#2026-11-29");
+        assert_eq!(metric_minutes_key(day, 7), ("METRIC#MINUTES#2026-11-29".to_string(), "HOUR#07".to_string()));
+        assert_eq!(metric_minutes_key(day, 23).1, "HOUR#23");
+        assert_eq!(metric_minutes_day_key(day), ("METRIC#MINUTES#2026-11-29".to_string(), "COUNT".to_string()));
+        let all = metric_minutes_keys(day);
+        assert_eq!(
+            (all.len(), all[0].clone(), all[24].clone()),
+            (25, metric_minutes_day_key(day), metric_minutes_key(day, 23))
+        );
+        assert!(all.iter().all(|(pk, _)| pk == &metric_minutes_pk(day)), "one partition: one Query reads the day");
+        assert_eq!(metric_day_of(&metric_minutes_key(day, 5).0), Some(day));
         assert_eq!(shard_attribute(3), "shard3");
         assert_eq!(status_attribute("PENDING"), "statusPENDING");
         assert_eq!(minute_attribute('c', 0), "c0000");
@@ -847,12 +885,13 @@ mod tests {
             (shard_count_key(day).0, SHARDS),
             (metric_pending_key(day).0, METRIC_PENDING),
             (metric_day_key(day).0, METRIC_DAY),
-            (metric_minutes_key(day).0, METRIC_MINUTES),
+            (metric_minutes_key(day, 12).0, METRIC_MINUTES),
             (checkpoint_key("arn:aws:dynamodb:x:1:table/t/stream/s", "shardId-1").0, CHECKPOINT),
             (applied_key("e1").0, APPLIED),
             (reconcile_reader_key("arn:s").0, RECONCILE),
             (capacity_pk(day), CAPACITY),
             (heat_key(day, 7).0, HEAT),
+            (quality_pk(day), QUALITY),
             (user_key("alice").0, USERS),
             (token_key("loadgen").0, TOKENS),
             (session_key("abc").0, SESSION),
