@@ -844,3 +844,100 @@ async fn mapping_failures(engine: &Engine) {
     sim.stop().await;
     tables.stop().await;
 }
+
+// ---- Counter transactions in conflict --------------------------------------
+
+/// Commits of each kind, and commits each task makes.
+const COMMITTERS: usize = 4;
+const COMMITS: usize = 12;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counter_transactions_in_conflict_are_sent_again_until_they_apply_once_each() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    for engine in common::engines() {
+        conflicting_commits(&engine).await;
+    }
+}
+
+/// Lambda invocations (markers) and in-process consumers (a checkpoint per
+/// shard) all adding to the same counter items at once, through the proxy
+/// that cancels a transaction touching an item another one is writing, as
+/// DynamoDB does: every commit applies once, none is reported failed.
+async fn conflicting_commits(engine: &Engine) {
+    let tables = Tables::new(engine).await.behind_the_proxy().await;
+    let config = common::store_config(
+        &Engine::DynamoDbLocal(tables.tables_url()),
+        tables.dir.path(),
+        &[
+            "--orders-table",
+            &tables.config.orders_table,
+            "--metrics-table",
+            &tables.config.metrics_table,
+            "--store-timeout-ms",
+            "20000",
+        ],
+    );
+    let proxied = Arc::new(store::connect(&config).await.unwrap().0);
+    let day = Utc::now().date_naive();
+    let make_deltas = || {
+        let mut deltas = northwind_ops::server::stream::counters::Deltas::default();
+        deltas.add(keys::metric_day_key(day), "created".into(), 1);
+        deltas.add(keys::metric_pending_key(day), "pending".into(), 1);
+        deltas
+    };
+    let arn = "arn:aws:dynamodb:local:000000000000:table/orders/stream/conflicts";
+    let mut tasks = Vec::new();
+    for task in 0..COMMITTERS {
+        let (store, deltas) = (proxied.clone(), make_deltas());
+        tasks.push(tokio::spawn(async move {
+            let mut failed = Vec::new();
+            for i in 0..COMMITS {
+                let event = format!("e-{task}-{i}");
+                let marker = northwind_ops::server::store::Marker { event_id: &event, seq: None };
+                match store.commit_marked(&[marker], &deltas).await {
+                    Ok(northwind_ops::server::store::Marked::Applied) => {}
+                    other => failed.push(format!("marked {event}: {other:?}")),
+                }
+            }
+            failed
+        }));
+        let (store, deltas) = (proxied.clone(), make_deltas());
+        tasks.push(tokio::spawn(async move {
+            let (shard, owner) = (format!("shard-{task}"), format!("consumer-{task}"));
+            let now = Utc::now().timestamp_millis();
+            let lease = store::Lease { stream_arn: arn, shard_id: &shard, owner: &owner, until_ms: now + 120_000 };
+            store.take_lease(&lease, now).await.unwrap().expect("a free lease");
+            let (mut failed, mut prev) = (Vec::new(), None::<String>);
+            for i in 0..COMMITS {
+                let seq = format!("{i:021}");
+                match store.commit_batch(&lease, prev.as_deref(), Some(&seq), false, &deltas).await {
+                    Ok(()) => prev = Some(seq),
+                    Err(err) => failed.push(format!("batch {shard} {seq}: {err}")),
+                }
+            }
+            failed
+        }));
+    }
+    let mut failed = Vec::new();
+    for task in tasks {
+        failed.extend(task.await.unwrap());
+    }
+    let counters = tables.store.read_counters(day).await.unwrap();
+    let checkpoints = tables.store.checkpoints(arn).await.unwrap();
+    let tally = tables.stop().await.unwrap_or_default();
+    let conflicts: u64 = tally.conflicts.values().sum();
+    let expected = (2 * COMMITTERS * COMMITS) as i64;
+    println!(
+        "{engine:?}: {expected} counter transactions from {} tasks at once: {conflicts} cancelled in conflict by \
+         the proxy and sent again; created {}, pending {}; failures {failed:?}",
+        2 * COMMITTERS,
+        counters.created,
+        counters.pending
+    );
+    assert!(failed.is_empty(), "{engine:?}: {failed:?}");
+    assert!(conflicts > 0, "{engine:?}: no transaction collided, nothing was tested: {tally}");
+    assert_eq!((counters.created, counters.pending), (expected, expected), "{engine:?}: each commit once");
+    let last = format!("{:021}", COMMITS - 1);
+    assert!(checkpoints.values().all(|c| c.seq.as_deref() == Some(last.as_str())), "{engine:?}: {checkpoints:?}");
+    assert_eq!(checkpoints.len(), COMMITTERS);
+}
