@@ -17,6 +17,7 @@ mod hardening;
 mod image;
 mod integration;
 mod lambda;
+mod minutes;
 mod oidc;
 mod reconcile;
 mod shards;
