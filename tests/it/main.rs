@@ -20,6 +20,7 @@ mod lambda;
 mod minutes;
 mod oidc;
 mod reconcile;
+mod registry;
 mod shards;
 mod throttle;
 mod workflows;

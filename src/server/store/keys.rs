@@ -76,6 +76,10 @@ pub mod attr {
     pub const PASSWORD_HASH: &str = "passwordHash";
     pub const DISABLED: &str = "disabled";
     pub const REVOKED: &str = "revoked";
+    /// The consumer registry: how an entry consumes, and when it was last
+    /// seen doing so (milliseconds since the epoch).
+    pub const MODE: &str = "mode";
+    pub const SEEN_AT: &str = "seenAt";
     /// Bulk operations: someone asked the run to stop.
     pub const CANCEL_REQUESTED: &str = "cancelRequested";
 
@@ -143,6 +147,8 @@ const QUALITY_HOUR: &str = "HOUR#";
 const QUALITY_LARGEST: &str = "LARGEST#";
 const QUALITY_SAMPLE: &str = "SAMPLE#";
 const APPLIED_SK: &str = "RECORD";
+/// The consumer registry: one partition, an item per consumer.
+const CONSUMERS: &str = "CONSUMERS";
 
 /// What one command reads and writes in the metrics table, by partition:
 /// each entry is a partition key prefix (ending in `#`, standing for every
@@ -163,7 +169,7 @@ pub struct MetricsAccess {
 }
 
 /// Every partition family of the metrics table.
-pub const METRICS_PARTITIONS: [&str; 17] = [
+pub const METRICS_PARTITIONS: [&str; 18] = [
     SHARDS,
     METRIC_PENDING,
     METRIC_DAY,
@@ -181,13 +187,14 @@ pub const METRICS_PARTITIONS: [&str; 17] = [
     AUDIT_ORDER,
     AUDIT_DAY,
     AUDIT_ACTOR,
+    CONSUMERS,
 ];
 
 /// `serve`: the pages and the API (accounts, sessions, tokens, bulk
 /// reports, the audit trail, the capacity page), orders' shard counts, and
 /// the in-process consumer and reconciliation. Not the Lambda consumer's
-/// markers.
-const SERVE_PARTITIONS: [&str; 16] = [
+/// markers. The consumer registry: who else consumes, and itself.
+const SERVE_PARTITIONS: [&str; 17] = [
     SHARDS,
     METRIC_PENDING,
     METRIC_DAY,
@@ -204,6 +211,7 @@ const SERVE_PARTITIONS: [&str; 16] = [
     AUDIT_ORDER,
     AUDIT_DAY,
     AUDIT_ACTOR,
+    CONSUMERS,
 ];
 
 /// What writes orders (`seed`, `loadgen`): the day's shard count, each
@@ -216,17 +224,19 @@ pub const METRICS_ACCESS: [MetricsAccess; 8] = [
     MetricsAccess { command: "serve", reads: &SERVE_PARTITIONS, writes: &SERVE_PARTITIONS },
     // The in-process consumer alone: leases and checkpoints, counters,
     // the stream's capacity figures and hot keys, the GSI2 shard heat, the
-    // data quality figures; the days' shard counts say how an order counts.
+    // data quality figures; the days' shard counts say how an order counts;
+    // the consumer registry (itself, and whether a Lambda consumes).
     MetricsAccess {
         command: "consume",
-        reads: &[CHECKPOINT, SHARDS],
-        writes: &[METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, CAPACITY, HEAT, QUALITY],
+        reads: &[CHECKPOINT, SHARDS, CONSUMERS],
+        writes: &[METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, CAPACITY, HEAT, QUALITY, CONSUMERS],
     },
-    // The Lambda consumer: markers instead of checkpoints.
+    // The Lambda consumer: markers instead of checkpoints; it records
+    // itself in the consumer registry.
     MetricsAccess {
         command: "lambda",
         reads: &[APPLIED, SHARDS],
-        writes: &[APPLIED, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY],
+        writes: &[APPLIED, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY, CONSUMERS],
     },
     // Counters against the index and the checkpoints, its own lease.
     MetricsAccess {
@@ -463,6 +473,24 @@ pub fn parse_checkpoint_sk(sk: &str) -> Option<&str> {
 /// metrics table's TTL attribute), well past the stream's 24 hours.
 pub fn applied_key(event_id: &str) -> (String, String) {
     (format!("{APPLIED}{event_id}"), APPLIED_SK.to_string())
+}
+
+/// An entry of the consumer registry: a consumer of the stream, by how it
+/// consumes (`in-process`, `lambda`) and its instance (a process's owner id,
+/// a Lambda function's name). A mode never contains `#`, so it is the sort
+/// key's part before the first one, whatever the instance holds.
+pub fn consumer_key(mode: &str, instance: &str) -> (String, String) {
+    (CONSUMERS.to_string(), format!("{mode}#{instance}"))
+}
+
+/// The partition holding every entry of the consumer registry.
+pub fn consumers_pk() -> &'static str {
+    CONSUMERS
+}
+
+/// The mode and instance a registry entry's sort key names.
+pub fn parse_consumer_sk(sk: &str) -> Option<(&str, &str)> {
+    sk.split_once('#').filter(|(mode, instance)| !mode.is_empty() && !instance.is_empty())
 }
 
 /// Every local account lives in one partition (a few hundred items at most),
@@ -816,6 +844,16 @@ mod tests {
     }
 
     #[test]
+    fn consumer_registry_keys_round_trip() {
+        let (pk, sk) = consumer_key("in-process", "host-12-ab#c");
+        assert_eq!((pk.as_str(), sk.as_str()), ("CONSUMERS", "in-process#host-12-ab#c"));
+        assert_eq!(parse_consumer_sk(&sk), Some(("in-process", "host-12-ab#c")));
+        assert_eq!(parse_consumer_sk("lambda#"), None);
+        assert_eq!(parse_consumer_sk("lambda"), None);
+        assert_eq!(partition_of(consumers_pk()), Some(CONSUMERS));
+    }
+
+    #[test]
     fn metric_keys() {
         let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
         assert_eq!(metric_pending_key(day), ("METRIC#PENDING#2026-11-29".into(), "COUNT".into()));
@@ -892,6 +930,7 @@ mod tests {
             (capacity_pk(day), CAPACITY),
             (heat_key(day, 7).0, HEAT),
             (quality_pk(day), QUALITY),
+            (consumer_key("lambda", "f").0, CONSUMERS),
             (user_key("alice").0, USERS),
             (token_key("loadgen").0, TOKENS),
             (session_key("abc").0, SESSION),

@@ -24,6 +24,7 @@ mod quality;
 pub mod reading;
 mod reconcile;
 mod recount;
+mod registry;
 mod stream;
 pub mod usage;
 
@@ -43,6 +44,7 @@ pub use pending::{Pace, PendingFilter, PendingRead};
 pub use provision::{IndexSpec, ProvisionReport, TableCapacity, TableDef, WarmThroughput};
 pub use reconcile::{CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot, TRANSACT_GET_MAX, Verdict};
 pub use recount::Recount;
+pub use registry::ConsumerEntry;
 pub use stream::{StreamBatch, StreamShard};
 
 use crate::server::store::config::{StoreConfig, StoreKind};

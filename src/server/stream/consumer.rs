@@ -95,6 +95,9 @@ pub struct ConsumerStatus {
     pub behind_ms: Option<i64>,
     /// When the last pass failed (what failed goes to the log, not the API).
     pub last_error_at: Option<DateTime<Utc>>,
+    /// Why this instance does not consume although asked to (another
+    /// consumer would count every change twice: `stream::registry`).
+    pub refused: Option<String>,
     /// The keys written most, per table and index, in the last minute this
     /// consumer finished (at most `TOP_KEYS` each): what `/metrics` shows.
     pub hot_keys: Vec<HotKey>,
