@@ -173,6 +173,11 @@ pub struct Freshness {
     /// When the consumer last failed a pass; why is in the server's log.
     #[serde(with = "iso_millis::option")]
     pub last_error_at: Option<DateTime<Utc>>,
+    /// When this instance's consumer last found stream records trimmed
+    /// before it read them: their changes are missing from the counters
+    /// until `reconcile --full` repairs them.
+    #[serde(with = "iso_millis::option")]
+    pub records_trimmed_at: Option<DateTime<Utc>>,
     /// Why this instance's consumer does not run although it was asked to
     /// (a Lambda consumer is live: both would count every change).
     pub consumer_refused: Option<String>,

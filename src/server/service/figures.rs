@@ -159,6 +159,7 @@ impl Service {
                 records_applied: status.records_applied,
                 bad_records: status.bad_records,
                 last_error_at: status.last_error_at,
+                records_trimmed_at: status.trimmed_at,
                 consumer_refused: status.refused,
                 consumers: consumers
                     .into_iter()

@@ -86,6 +86,28 @@ impl Store {
         Ok(unless_condition_failed(result)?.is_some())
     }
 
+    /// Records on a shard's checkpoint item that records after its
+    /// checkpoint were trimmed before they were read (`trimmedAt`).
+    pub async fn mark_trimmed(
+        &self,
+        stream_arn: &str,
+        shard_id: &str,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(), StoreError> {
+        let (pk, sk) = keys::checkpoint_key(stream_arn, shard_id);
+        self.client
+            .update_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .update_expression("SET #trimmed = :at")
+            .expression_attribute_names("#trimmed", attr::TRIMMED_AT)
+            .expression_attribute_values(":at", AttributeValue::S(crate::model::iso_millis::format(&at)))
+            .send()
+            .await?;
+        Ok(())
+    }
+
     /// An UpdateItem of a lease's checkpoint item.
     fn lease_update(
         &self,

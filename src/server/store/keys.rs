@@ -63,6 +63,8 @@ pub mod attr {
     pub const LEASE_UNTIL: &str = "leaseUntil";
     pub const SEQ: &str = "seq";
     pub const FINISHED: &str = "finished";
+    /// When records after the checkpoint were found trimmed, unread.
+    pub const TRIMMED_AT: &str = "trimmedAt";
     /// Sessions: the record, and its expiry (the metrics table's TTL
     /// attribute, in seconds since the epoch).
     pub const RECORD: &str = "record";
