@@ -173,4 +173,26 @@ pub struct Freshness {
     /// When the consumer last failed a pass; why is in the server's log.
     #[serde(with = "iso_millis::option")]
     pub last_error_at: Option<DateTime<Utc>>,
+    /// When this instance's consumer last found stream records trimmed
+    /// before it read them: their changes are missing from the counters
+    /// until `reconcile --full` repairs them.
+    #[serde(with = "iso_millis::option")]
+    pub records_trimmed_at: Option<DateTime<Utc>>,
+    /// Why this instance's consumer does not run although it was asked to
+    /// (a Lambda consumer is live: both would count every change).
+    pub consumer_refused: Option<String>,
+    /// Every consumer the registry knows, with when it was last seen.
+    pub consumers: Vec<ConsumerSeen>,
+}
+
+/// A consumer of the stream as the registry last saw it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsumerSeen {
+    /// `in-process` (serve, consume) or `lambda`.
+    pub mode: String,
+    /// The process's owner id, or the Lambda function's name.
+    pub instance: String,
+    #[serde(with = "iso_millis")]
+    pub seen_at: DateTime<Utc>,
 }

@@ -844,3 +844,234 @@ async fn mapping_failures(engine: &Engine) {
     sim.stop().await;
     tables.stop().await;
 }
+
+// ---- Counter transactions in conflict --------------------------------------
+
+/// Commits of each kind, and commits each task makes.
+const COMMITTERS: usize = 4;
+const COMMITS: usize = 12;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counter_transactions_in_conflict_are_sent_again_until_they_apply_once_each() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    for engine in common::engines() {
+        conflicting_commits(&engine).await;
+    }
+}
+
+/// Lambda invocations (markers) and in-process consumers (a checkpoint per
+/// shard) all adding to the same counter items at once, through the proxy
+/// that cancels a transaction touching an item another one is writing, as
+/// DynamoDB does: every commit applies once, none is reported failed.
+async fn conflicting_commits(engine: &Engine) {
+    let tables = Tables::new(engine).await.behind_the_proxy().await;
+    let config = common::store_config(
+        &Engine::DynamoDbLocal(tables.tables_url()),
+        tables.dir.path(),
+        &[
+            "--orders-table",
+            &tables.config.orders_table,
+            "--metrics-table",
+            &tables.config.metrics_table,
+            "--store-timeout-ms",
+            "20000",
+        ],
+    );
+    let proxied = Arc::new(store::connect(&config).await.unwrap().0);
+    let day = Utc::now().date_naive();
+    let make_deltas = || {
+        let mut deltas = northwind_ops::server::stream::counters::Deltas::default();
+        deltas.add(keys::metric_day_key(day), "created".into(), 1);
+        deltas.add(keys::metric_pending_key(day), "pending".into(), 1);
+        deltas
+    };
+    let arn = "arn:aws:dynamodb:local:000000000000:table/orders/stream/conflicts";
+    let mut tasks = Vec::new();
+    for task in 0..COMMITTERS {
+        let (store, deltas) = (proxied.clone(), make_deltas());
+        tasks.push(tokio::spawn(async move {
+            let mut failed = Vec::new();
+            for i in 0..COMMITS {
+                let event = format!("e-{task}-{i}");
+                let marker = northwind_ops::server::store::Marker { event_id: &event, seq: None };
+                match store.commit_marked(&[marker], &deltas).await {
+                    Ok(northwind_ops::server::store::Marked::Applied) => {}
+                    other => failed.push(format!("marked {event}: {other:?}")),
+                }
+            }
+            failed
+        }));
+        let (store, deltas) = (proxied.clone(), make_deltas());
+        tasks.push(tokio::spawn(async move {
+            let (shard, owner) = (format!("shard-{task}"), format!("consumer-{task}"));
+            let now = Utc::now().timestamp_millis();
+            let lease = store::Lease { stream_arn: arn, shard_id: &shard, owner: &owner, until_ms: now + 120_000 };
+            store.take_lease(&lease, now).await.unwrap().expect("a free lease");
+            let (mut failed, mut prev) = (Vec::new(), None::<String>);
+            for i in 0..COMMITS {
+                let seq = format!("{i:021}");
+                match store.commit_batch(&lease, prev.as_deref(), Some(&seq), false, &deltas).await {
+                    Ok(()) => prev = Some(seq),
+                    Err(err) => failed.push(format!("batch {shard} {seq}: {err}")),
+                }
+            }
+            failed
+        }));
+    }
+    let mut failed = Vec::new();
+    for task in tasks {
+        failed.extend(task.await.unwrap());
+    }
+    let counters = tables.store.read_counters(day).await.unwrap();
+    let checkpoints = tables.store.checkpoints(arn).await.unwrap();
+    let tally = tables.stop().await.unwrap_or_default();
+    let conflicts: u64 = tally.conflicts.values().sum();
+    let expected = (2 * COMMITTERS * COMMITS) as i64;
+    println!(
+        "{engine:?}: {expected} counter transactions from {} tasks at once: {conflicts} cancelled in conflict by \
+         the proxy and sent again; created {}, pending {}; failures {failed:?}",
+        2 * COMMITTERS,
+        counters.created,
+        counters.pending
+    );
+    assert!(failed.is_empty(), "{engine:?}: {failed:?}");
+    assert!(conflicts > 0, "{engine:?}: no transaction collided, nothing was tested: {tally}");
+    assert_eq!((counters.created, counters.pending), (expected, expected), "{engine:?}: each commit once");
+    let last = format!("{:021}", COMMITS - 1);
+    assert!(checkpoints.values().all(|c| c.seq.as_deref() == Some(last.as_str())), "{engine:?}: {checkpoints:?}");
+    assert_eq!(checkpoints.len(), COMMITTERS);
+}
+
+// ---- A shard that fails, and records trimmed before they were read ---------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_shard_stops_no_other_and_a_trimmed_checkpoint_resumes_at_the_oldest_record() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    for engine in common::engines() {
+        a_shard_fails_alone(&engine).await;
+        trimmed_checkpoint(&engine).await;
+        idle_describes(&engine).await;
+    }
+}
+
+/// An idle consumer passes every 200 ms; it describes the stream once, not
+/// at every pass (DynamoDB Streams takes 10 DescribeStream a second).
+async fn idle_describes(engine: &Engine) {
+    let tables = Tables::new(engine).await;
+    let sim = tables.sim(2, Limits::default()).await;
+    let through = tables.through(&sim).await;
+    let written = first_half(&tables.store, "i", 6).await;
+    ingested(&sim, written as u64).await;
+    let consumer = Consumer::new(through.clone(), ConsumerOptions::new("idle"), None);
+    let stop = CancellationToken::new();
+    let calls = |op: &str| sim.stats().calls.get(op).copied().unwrap_or(0);
+    let before = calls("DescribeStream");
+    let stopping = stop.clone();
+    let (_, ()) = tokio::join!(consumer.run(stop.cancelled()), async move {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        stopping.cancel();
+    });
+    let (describes, reads) = (calls("DescribeStream") - before, calls("GetRecords"));
+    let applied = consumer.status().lock().records_applied;
+    println!("{engine:?}: an idle consumer for 3 s: {describes} DescribeStream, {reads} GetRecords, {applied} records");
+    assert_eq!(applied, written as u64, "{engine:?}");
+    assert!(reads >= 10, "{engine:?}: it kept passing: {reads} GetRecords");
+    assert!(describes <= 2, "{engine:?}: {describes} DescribeStream in 3 s");
+    sim.stop().await;
+    tables.stop().await;
+}
+
+/// One shard's checkpoint holds no sequence number the stream knows: that
+/// shard's pass fails, every pass, and the others are read all the same.
+async fn a_shard_fails_alone(engine: &Engine) {
+    let tables = Tables::new(engine).await;
+    let sim = tables.sim(4, Limits::default()).await;
+    let through = tables.through(&sim).await;
+    let written = first_half(&tables.store, "f", 24).await;
+    ingested(&sim, written as u64).await;
+    let arn = tables.store.stream_arn().await.unwrap().unwrap();
+    let shards = through.stream_shards(&arn).await.unwrap();
+    let bad = shards[0].id.clone();
+    let (pk, sk) = keys::checkpoint_key(&arn, &bad);
+    let damaged = [("PK", pk), ("SK", sk), ("seq", "not-a-sequence-number".into())];
+    let mut put = tables.store.client().put_item().table_name(&tables.config.metrics_table);
+    for (name, value) in damaged {
+        put = put.item(name, AttributeValue::S(value));
+    }
+    put.send().await.unwrap();
+
+    let consumer = Consumer::new(through.clone(), ConsumerOptions::new("alone"), None);
+    let mut applied = 0;
+    for _ in 0..5 {
+        applied += consumer.poll().await.expect("a pass with one failing shard is no failed pass");
+    }
+    let status = consumer.status().lock().clone();
+    let checkpoints = tables.store.checkpoints(&arn).await.unwrap();
+    let read: Vec<&String> = checkpoints.iter().filter(|(_, c)| c.seq.is_some()).map(|(id, _)| id).collect();
+    println!("{engine:?}: one of 4 shards failing: {applied} of {written} records applied, checkpoints {read:?}");
+    assert!(applied > 0 && (applied as usize) < written, "{engine:?}: {applied} of {written}");
+    assert_eq!(read.len(), 4, "{engine:?}: 3 shards read, the bad one as it was: {checkpoints:?}");
+    assert_eq!(checkpoints[&bad].seq.as_deref(), Some("not-a-sequence-number"));
+    assert!(status.last_error_at.is_some() && status.shards_held == 3, "{engine:?}: {status:?}");
+    sim.stop().await;
+    tables.stop().await;
+}
+
+/// The records after a checkpoint are trimmed (a 3 s retention here, 24 h
+/// on AWS) before the consumer reads them: it resumes at the oldest record
+/// kept instead of failing every pass, says so, and counts what comes next.
+async fn trimmed_checkpoint(engine: &Engine) {
+    let tables = Tables::new(engine).await;
+    let sim = tables.sim(2, Limits { retention: Duration::from_secs(3), ..Limits::default() }).await;
+    let through = tables.through(&sim).await;
+    let consumer = Consumer::new(through.clone(), ConsumerOptions::new("trimmed"), None);
+    let drain = async |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut applied = 0;
+        while applied < n as u64 {
+            applied += consumer.poll().await.expect("a pass");
+            assert!(Instant::now() < deadline, "{engine:?}: {applied} of {n} records applied");
+        }
+    };
+    let before = first_half(&tables.store, "a", 10).await;
+    ingested(&sim, before as u64).await;
+    drain(before).await;
+    // Written while the consumer is away, and trimmed before it is back.
+    let lost = first_half(&tables.store, "b", 10).await;
+    ingested(&sim, (before + lost) as u64).await;
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    let after = first_half(&tables.store, "c", 10).await;
+    ingested(&sim, (before + lost + after) as u64).await;
+    drain(after).await;
+
+    let status = consumer.status().lock().clone();
+    let arn = tables.store.stream_arn().await.unwrap().unwrap();
+    let marked = tables
+        .store
+        .client()
+        .query()
+        .table_name(&tables.config.metrics_table)
+        .key_condition_expression("PK = :pk")
+        .expression_attribute_values(":pk", AttributeValue::S(keys::checkpoint_key(&arn, "x").0))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .items
+        .unwrap_or_default()
+        .iter()
+        .filter(|item| item.contains_key(keys::attr::TRIMMED_AT))
+        .count();
+    let day = Utc::now().date_naive();
+    let counters = tables.store.read_counters(day).await.unwrap();
+    println!(
+        "{engine:?}: {lost} records trimmed unread: resumed at the oldest kept, {marked} checkpoint(s) marked, \
+         trimmed_at {:?}; created {} (20 of the 30 orders: the trimmed ten are missing until `reconcile --full`)",
+        status.trimmed_at, counters.created
+    );
+    assert!(status.trimmed_at.is_some(), "{engine:?}: {status:?}");
+    assert!(marked >= 1, "{engine:?}: the loss is recorded on the checkpoint");
+    assert_eq!(counters.created, 20, "{engine:?}: what came after the trim is counted");
+    sim.stop().await;
+    tables.stop().await;
+}

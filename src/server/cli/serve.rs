@@ -13,6 +13,7 @@ use crate::server::store::error::{StoreError, Unavailable};
 use crate::server::stream::consumer::{Consumer, ConsumerOptions};
 use crate::server::stream::live::{LiveHub, LiveLimits};
 use crate::server::stream::reconcile::{ReconcileOptions, Reconciler};
+use crate::server::stream::registry;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -78,11 +79,13 @@ pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &Cance
     // Whichever instance applies a change, this one's live connections hear of it.
     tasks.spawn(follower::run(service.clone(), follower::FOLLOW_EVERY, stop.clone().cancelled_owned()));
     if !args.no_consumer {
+        // Runs while no Lambda consumer is live: both would count every change.
+        let owner = owner_id();
         let consumer =
-            Consumer::new(service.store.clone(), ConsumerOptions::new(owner_id()), Some(service.live.clone()));
+            Consumer::new(service.store.clone(), ConsumerOptions::new(owner.clone()), Some(service.live.clone()));
         *service.consumer.lock() = Some(consumer.status());
-        let stop = stop.clone();
-        tasks.spawn(async move { consumer.run(stop.cancelled()).await });
+        let (store, stop) = (service.store.clone(), stop.clone());
+        tasks.spawn(registry::run_in_process(Arc::new(consumer), store, owner, registry::HEARTBEAT, stop));
     }
     if args.reconcile_minutes > 0 {
         let reconciler = Reconciler::new(service.store.clone(), ReconcileOptions::new(owner_id()));

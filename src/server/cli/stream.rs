@@ -11,14 +11,26 @@ use crate::server::sim::lambda::{Mapping, function_env};
 use crate::server::store::Store;
 use crate::server::stream::consumer::{Consumer, ConsumerOptions};
 use crate::server::stream::reconcile::{FullOptions, FullOutcome, PendingOutcome, ReconcileOptions, Reconciler};
+use crate::server::stream::registry;
 use std::sync::Arc;
 
 pub(super) async fn run_consume(store: Store) -> Result<(), CliError> {
     let owner = owner_id();
     println!("consuming the stream of {} as {owner} (Ctrl-C to stop)", store.orders_table());
-    let consumer = Consumer::new(Arc::new(store), ConsumerOptions::new(owner), None);
-    consumer.run(shutdown_signal()).await;
+    let store = Arc::new(store);
+    let consumer = Arc::new(Consumer::new(store.clone(), ConsumerOptions::new(owner.clone()), None));
+    // Not beside a live Lambda consumer: both would count every change.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let guarded = registry::run_in_process(consumer.clone(), store, owner, registry::HEARTBEAT, stop.clone());
+    let signal = async {
+        shutdown_signal().await;
+        stop.cancel();
+    };
+    tokio::join!(guarded, signal);
     let status = consumer.status().lock().clone();
+    if let Some(why) = &status.refused {
+        println!("{why}");
+    }
     println!("applied {} records ({} unreadable)", status.records_applied, status.bad_records);
     Ok(())
 }

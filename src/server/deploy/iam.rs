@@ -190,7 +190,7 @@ mod tests {
             ("lambda", keys::metric_pending_key(day).0),
             ("lambda", keys::capacity_pk(day)),
             ("consume", keys::checkpoint_key("arn:aws:dynamodb:x", "s").0),
-            ("consume", keys::metric_minutes_key(day).0),
+            ("consume", keys::metric_minutes_key(day, 23).0),
             ("consume", keys::heat_key(day, 3).0),
             ("seed", keys::audit_day_pk(day, 1)),
             ("admin", keys::capacity_pk(day)),

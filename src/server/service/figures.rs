@@ -5,8 +5,8 @@
 use super::Service;
 use super::checks::parse_date;
 use crate::model::{
-    CapacityReport, Checked, Freshness, LiveCounters, LiveFigures, PendingMetrics, PerMinute, QualityReport,
-    Verification,
+    CapacityReport, Checked, ConsumerSeen, Freshness, LiveCounters, LiveFigures, PendingMetrics, PerMinute,
+    QualityReport, Verification,
 };
 use crate::server::capacity::history;
 use crate::server::capacity::report;
@@ -142,7 +142,7 @@ impl Service {
 
     pub async fn pending_metrics(&self, date: Option<&str>) -> Result<PendingMetrics, ApiError> {
         let date = parse_date(date, Utc::now())?;
-        let counters = self.store.read_counters(date).await?;
+        let (counters, consumers) = futures::try_join!(self.store.read_counters(date), self.store.consumers())?;
         let status = self.consumer_status();
         Ok(PendingMetrics {
             counts: counters.day_counts(),
@@ -159,6 +159,12 @@ impl Service {
                 records_applied: status.records_applied,
                 bad_records: status.bad_records,
                 last_error_at: status.last_error_at,
+                records_trimmed_at: status.trimmed_at,
+                consumer_refused: status.refused,
+                consumers: consumers
+                    .into_iter()
+                    .map(|c| ConsumerSeen { mode: c.mode, instance: c.instance, seen_at: c.seen_at })
+                    .collect(),
             },
             verification: Verification {
                 pending: counters.pending_verdict.as_ref().map(Checked::from),

@@ -297,14 +297,17 @@ async fn run_sale(store: Arc<Store>, options: &CountersOptions, sim: &StreamSim)
 /// layout). The state counters (created, PENDING, each status, the minute's
 /// `c`) end where they began, so a recount still agrees; the history (the
 /// minute's entered and left), the items' attributes and their size are a
-/// whole day's. The records applied.
-async fn prefill(store: &Arc<Store>, day: NaiveDate) -> Result<usize, RehearseError> {
+/// whole day's. The day's shard count is recorded first, as the first
+/// order's writer records it: without it no phantom order would be on a
+/// PENDING list the consumer counts, so no minute would get its entered and
+/// left figures. The records applied.
+pub async fn prefill(store: &Arc<Store>, day: NaiveDate) -> Result<usize, RehearseError> {
     let consumer = Consumer::new(store.clone(), ConsumerOptions::new("rehearsal-prefill"), None);
     let (arn, shard) = ("arn:northwind:rehearsal:prefill", format!("prefill-{day}"));
     let failed = |e: &dyn std::fmt::Display| RehearseError::Designs(format!("filling the day: {e}"));
     consumer.lease(arn, &shard).await.map_err(|e| failed(&e))?;
     let mut records = Vec::new();
-    let shards = store.shards_for(day).await?;
+    let shards = store.ensure_shards_recorded(day).await?;
     for minute in 0..24 * 60 {
         let at = day.and_hms_opt(minute / 60, minute % 60, 30).expect("a time of the day").and_utc();
         records.extend(phantom(&format!("prefill-{minute:04}"), at, shards, records.len())?);
@@ -316,8 +319,9 @@ async fn prefill(store: &Arc<Store>, day: NaiveDate) -> Result<usize, RehearseEr
     Ok(records.len())
 }
 
-/// An order's creation, confirmation and deletion at `at`, as stream records.
-fn phantom(id: &str, at: DateTime<Utc>, shards: u32, first: usize) -> Result<Vec<Record>, RehearseError> {
+/// An order's creation, confirmation and deletion at `at`, as stream records
+/// numbered from `first + 1`.
+pub fn phantom(id: &str, at: DateTime<Utc>, shards: u32, first: usize) -> Result<Vec<Record>, RehearseError> {
     let pending = Order {
         order_id: id.to_string(),
         customer_id: Some("c-prefill".into()),

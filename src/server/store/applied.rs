@@ -5,6 +5,7 @@
 //! because its marker is written with its increments, or not at all.
 
 use super::Store;
+use super::conflicts::send_retrying_conflicts;
 use crate::server::store::error::StoreError;
 use crate::server::store::keys::{self, attr};
 use crate::server::stream::counters::Deltas;
@@ -40,8 +41,10 @@ impl Store {
     /// One transaction: a marker per record, each conditioned on not
     /// existing, and the counter increments of those records. A marker that
     /// exists cancels the whole transaction: the caller drops its record and
-    /// tries the rest again. Any other cancellation is an error and writes
-    /// nothing (throttled or in conflict: `Unavailable`; refused, e.g. a
+    /// tries the rest again. A cancellation by conflicts with other
+    /// transactions alone is sent again, with backoff (`conflicts`). Any
+    /// other cancellation is an error and writes nothing (throttled, or
+    /// still in conflict after those retries: `Unavailable`; refused, e.g. a
     /// counter that is not a number: `Rejected`).
     pub async fn commit_marked(&self, markers: &[Marker<'_>], deltas: &Deltas) -> Result<Marked, StoreError> {
         let expires = chrono::Utc::now().timestamp() + KEEP_SECS;
@@ -63,7 +66,7 @@ impl Store {
             transaction = transaction
                 .transact_items(TransactWriteItem::builder().update(self.increments(key, &increments)?).build());
         }
-        match transaction.send().await {
+        match send_retrying_conflicts(transaction, "commit_marked").await {
             Ok(_) => Ok(Marked::Applied),
             Err(err) => match err.as_service_error() {
                 Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {

@@ -1,6 +1,7 @@
 //! The stream consumer's leases and checkpoints, and the transaction that
 //! applies a batch of counter increments together with its checkpoint.
 
+use super::conflicts::send_retrying_conflicts;
 use super::items::{LEASE_FREE, lease_names, lease_values};
 use super::{Item, Store};
 use crate::server::store::error::{StoreError, Unavailable, unless_condition_failed};
@@ -85,6 +86,28 @@ impl Store {
         Ok(unless_condition_failed(result)?.is_some())
     }
 
+    /// Records on a shard's checkpoint item that records after its
+    /// checkpoint were trimmed before they were read (`trimmedAt`).
+    pub async fn mark_trimmed(
+        &self,
+        stream_arn: &str,
+        shard_id: &str,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(), StoreError> {
+        let (pk, sk) = keys::checkpoint_key(stream_arn, shard_id);
+        self.client
+            .update_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .update_expression("SET #trimmed = :at")
+            .expression_attribute_names("#trimmed", attr::TRIMMED_AT)
+            .expression_attribute_values(":at", AttributeValue::S(crate::model::iso_millis::format(&at)))
+            .send()
+            .await?;
+        Ok(())
+    }
+
     /// An UpdateItem of a lease's checkpoint item.
     fn lease_update(
         &self,
@@ -102,9 +125,11 @@ impl Store {
     /// checkpoint moved from `prev` to `seq` by the lease holder (renewing
     /// the lease). A checkpoint that is not at `prev`, or a lease someone
     /// else holds, is a `Conflict` and changes nothing: so a batch is
-    /// applied exactly once, whoever replays it. A transaction cancelled for
-    /// any other reason (throttled, or in conflict with another one) changes
-    /// nothing either, and is `Unavailable`: the same batch goes again later.
+    /// applied exactly once, whoever replays it. A transaction in conflict
+    /// with another one is sent again, with backoff (`conflicts`); one
+    /// cancelled for any other reason (throttled, or still in conflict after
+    /// those retries) changes nothing either, and is `Unavailable`: the same
+    /// batch goes again later.
     pub async fn commit_batch(
         &self,
         lease: &Lease<'_>,
@@ -120,7 +145,7 @@ impl Store {
             transaction = transaction
                 .transact_items(TransactWriteItem::builder().update(self.increments(key, &increments)?).build());
         }
-        match transaction.send().await {
+        match send_retrying_conflicts(transaction, "commit_batch").await {
             Ok(_) => Ok(()),
             Err(err) => match err.as_service_error() {
                 Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {

@@ -63,6 +63,8 @@ pub mod attr {
     pub const LEASE_UNTIL: &str = "leaseUntil";
     pub const SEQ: &str = "seq";
     pub const FINISHED: &str = "finished";
+    /// When records after the checkpoint were found trimmed, unread.
+    pub const TRIMMED_AT: &str = "trimmedAt";
     /// Sessions: the record, and its expiry (the metrics table's TTL
     /// attribute, in seconds since the epoch).
     pub const RECORD: &str = "record";
@@ -76,6 +78,10 @@ pub mod attr {
     pub const PASSWORD_HASH: &str = "passwordHash";
     pub const DISABLED: &str = "disabled";
     pub const REVOKED: &str = "revoked";
+    /// The consumer registry: how an entry consumes, and when it was last
+    /// seen doing so (milliseconds since the epoch).
+    pub const MODE: &str = "mode";
+    pub const SEEN_AT: &str = "seenAt";
     /// Bulk operations: someone asked the run to stop.
     pub const CANCEL_REQUESTED: &str = "cancelRequested";
 
@@ -104,6 +110,8 @@ const METRIC_PENDING: &str = "METRIC#PENDING#";
 const METRIC_DAY: &str = "METRIC#DAY#";
 const METRIC_MINUTES: &str = "METRIC#MINUTES#";
 const METRIC_SK: &str = "COUNT";
+/// An hour's item of a day's minute counters (`metric_minutes_key`).
+const METRIC_HOUR_SK: &str = "HOUR#";
 const CHECKPOINT: &str = "CHECKPOINT#";
 const SHARD: &str = "SHARD#";
 const USERS: &str = "USERS";
@@ -144,6 +152,8 @@ const APPLIED_SK: &str = "RECORD";
 /// Sale plans: one partition, a plan per item (a handful, read whole).
 const SALES: &str = "SALES";
 const SALE_PLAN: &str = "PLAN#";
+/// The consumer registry: one partition, an item per consumer.
+const CONSUMERS: &str = "CONSUMERS";
 
 /// What one command reads and writes in the metrics table, by partition:
 /// each entry is a partition key prefix (ending in `#`, standing for every
@@ -164,7 +174,7 @@ pub struct MetricsAccess {
 }
 
 /// Every partition family of the metrics table.
-pub const METRICS_PARTITIONS: [&str; 18] = [
+pub const METRICS_PARTITIONS: [&str; 19] = [
     SHARDS,
     METRIC_PENDING,
     METRIC_DAY,
@@ -183,13 +193,15 @@ pub const METRICS_PARTITIONS: [&str; 18] = [
     AUDIT_DAY,
     AUDIT_ACTOR,
     SALES,
+    CONSUMERS,
 ];
 
 /// `serve`: the pages and the API (accounts, sessions, tokens, bulk
 /// reports, the audit trail, the capacity page, sale plans), orders' shard
 /// counts (written ahead for a sale too), and the in-process consumer and
-/// reconciliation. Not the Lambda consumer's markers.
-const SERVE_PARTITIONS: [&str; 17] = [
+/// reconciliation. Not the Lambda consumer's markers. The consumer
+/// registry: who else consumes, and itself.
+const SERVE_PARTITIONS: [&str; 18] = [
     SHARDS,
     METRIC_PENDING,
     METRIC_DAY,
@@ -207,6 +219,7 @@ const SERVE_PARTITIONS: [&str; 17] = [
     AUDIT_DAY,
     AUDIT_ACTOR,
     SALES,
+    CONSUMERS,
 ];
 
 /// What writes orders (`seed`, `loadgen`): the day's shard count, each
@@ -219,17 +232,19 @@ pub const METRICS_ACCESS: [MetricsAccess; 8] = [
     MetricsAccess { command: "serve", reads: &SERVE_PARTITIONS, writes: &SERVE_PARTITIONS },
     // The in-process consumer alone: leases and checkpoints, counters,
     // the stream's capacity figures and hot keys, the GSI2 shard heat, the
-    // data quality figures; the days' shard counts say how an order counts.
+    // data quality figures; the days' shard counts say how an order counts;
+    // the consumer registry (itself, and whether a Lambda consumes).
     MetricsAccess {
         command: "consume",
-        reads: &[CHECKPOINT, SHARDS],
-        writes: &[METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, CAPACITY, HEAT, QUALITY],
+        reads: &[CHECKPOINT, SHARDS, CONSUMERS],
+        writes: &[METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, CAPACITY, HEAT, QUALITY, CONSUMERS],
     },
-    // The Lambda consumer: markers instead of checkpoints.
+    // The Lambda consumer: markers instead of checkpoints; it records
+    // itself in the consumer registry.
     MetricsAccess {
         command: "lambda",
         reads: &[APPLIED, SHARDS],
-        writes: &[APPLIED, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY],
+        writes: &[APPLIED, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY, CONSUMERS],
     },
     // Counters against the index and the checkpoints, its own lease.
     MetricsAccess {
@@ -377,10 +392,37 @@ pub fn metric_day_key(day: NaiveDate) -> (String, String) {
     (format!("{METRIC_DAY}{}", day.format("%Y-%m-%d")), METRIC_SK.to_string())
 }
 
-/// Counter item of `day` by minute: `c<HHMM>` created, `e<HHMM>` entered
-/// PENDING, `l<HHMM>` left PENDING (orders created that day).
-pub fn metric_minutes_key(day: NaiveDate) -> (String, String) {
-    (format!("{METRIC_MINUTES}{}", day.format("%Y-%m-%d")), METRIC_SK.to_string())
+/// Counter item of one hour of `day` by minute: `c<HHMM>` created,
+/// `e<HHMM>` entered PENDING, `l<HHMM>` left PENDING (orders created that
+/// day), for the minutes of `hour` (0 to 23). One item per hour, so that no
+/// item grows past about 1.5 KB (180 attributes) through the day: a
+/// consumer's update of the current minute is billed by the item's size, and
+/// the whole day's 4,320 attributes in one item (about 34 KB by midnight)
+/// cost 34 write units a commit. The day's hours share a partition
+/// (`metric_minutes_pk`), so one Query reads them all.
+pub fn metric_minutes_key(day: NaiveDate, hour: u32) -> (String, String) {
+    (metric_minutes_pk(day), format!("{METRIC_HOUR_SK}{hour:02}"))
+}
+
+/// The partition of a day's minute counter items: the hours'
+/// (`metric_minutes_key`) and the one whole-day item written before the
+/// split (`metric_minutes_day_key`). Readers sum every item of it.
+pub fn metric_minutes_pk(day: NaiveDate) -> String {
+    format!("{METRIC_MINUTES}{}", day.format("%Y-%m-%d"))
+}
+
+/// The whole day's minute counter item that versions before the hourly
+/// split wrote (same attributes): never written any more, but read (summed
+/// with the hours') and reconciled, so days counted before an upgrade stay
+/// right.
+pub fn metric_minutes_day_key(day: NaiveDate) -> (String, String) {
+    (metric_minutes_pk(day), METRIC_SK.to_string())
+}
+
+/// Every minute counter item a day may have: the old whole-day item, then
+/// the 24 hours'.
+pub fn metric_minutes_keys(day: NaiveDate) -> Vec<(String, String)> {
+    std::iter::once(metric_minutes_day_key(day)).chain((0..24).map(|hour| metric_minutes_key(day, hour))).collect()
 }
 
 /// The day a counter item of `metric_pending_key`, `metric_day_key` or
@@ -449,6 +491,24 @@ pub fn parse_checkpoint_sk(sk: &str) -> Option<&str> {
 /// metrics table's TTL attribute), well past the stream's 24 hours.
 pub fn applied_key(event_id: &str) -> (String, String) {
     (format!("{APPLIED}{event_id}"), APPLIED_SK.to_string())
+}
+
+/// An entry of the consumer registry: a consumer of the stream, by how it
+/// consumes (`in-process`, `lambda`) and its instance (a process's owner id,
+/// a Lambda function's name). A mode never contains `#`, so it is the sort
+/// key's part before the first one, whatever the instance holds.
+pub fn consumer_key(mode: &str, instance: &str) -> (String, String) {
+    (CONSUMERS.to_string(), format!("{mode}#{instance}"))
+}
+
+/// The partition holding every entry of the consumer registry.
+pub fn consumers_pk() -> &'static str {
+    CONSUMERS
+}
+
+/// The mode and instance a registry entry's sort key names.
+pub fn parse_consumer_sk(sk: &str) -> Option<(&str, &str)> {
+    sk.split_once('#').filter(|(mode, instance)| !mode.is_empty() && !instance.is_empty())
 }
 
 /// Every local account lives in one partition (a few hundred items at most),
@@ -802,11 +862,30 @@ mod tests {
     }
 
     #[test]
+    fn consumer_registry_keys_round_trip() {
+        let (pk, sk) = consumer_key("in-process", "host-12-ab#c");
+        assert_eq!((pk.as_str(), sk.as_str()), ("CONSUMERS", "in-process#host-12-ab#c"));
+        assert_eq!(parse_consumer_sk(&sk), Some(("in-process", "host-12-ab#c")));
+        assert_eq!(parse_consumer_sk("lambda#"), None);
+        assert_eq!(parse_consumer_sk("lambda"), None);
+        assert_eq!(partition_of(consumers_pk()), Some(CONSUMERS));
+    }
+
+    #[test]
     fn metric_keys() {
         let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
         assert_eq!(metric_pending_key(day), ("METRIC#PENDING#2026-11-29".into(), "COUNT".into()));
         assert_eq!(metric_day_key(day).0, "METRIC#DAY#2026-11-29");
-        assert_eq!(metric_minutes_key(day).0, "METRIC#MINUTES#2026-11-29");
+        assert_eq!(metric_minutes_key(day, 7), ("METRIC#MINUTES#2026-11-29".to_string(), "HOUR#07".to_string()));
+        assert_eq!(metric_minutes_key(day, 23).1, "HOUR#23");
+        assert_eq!(metric_minutes_day_key(day), ("METRIC#MINUTES#2026-11-29".to_string(), "COUNT".to_string()));
+        let all = metric_minutes_keys(day);
+        assert_eq!(
+            (all.len(), all[0].clone(), all[24].clone()),
+            (25, metric_minutes_day_key(day), metric_minutes_key(day, 23))
+        );
+        assert!(all.iter().all(|(pk, _)| pk == &metric_minutes_pk(day)), "one partition: one Query reads the day");
+        assert_eq!(metric_day_of(&metric_minutes_key(day, 5).0), Some(day));
         assert_eq!(shard_attribute(3), "shard3");
         assert_eq!(status_attribute("PENDING"), "statusPENDING");
         assert_eq!(minute_attribute('c', 0), "c0000");
@@ -863,13 +942,14 @@ mod tests {
             (shard_count_key(day).0, SHARDS),
             (metric_pending_key(day).0, METRIC_PENDING),
             (metric_day_key(day).0, METRIC_DAY),
-            (metric_minutes_key(day).0, METRIC_MINUTES),
+            (metric_minutes_key(day, 12).0, METRIC_MINUTES),
             (checkpoint_key("arn:aws:dynamodb:x:1:table/t/stream/s", "shardId-1").0, CHECKPOINT),
             (applied_key("e1").0, APPLIED),
             (reconcile_reader_key("arn:s").0, RECONCILE),
             (capacity_pk(day), CAPACITY),
             (heat_key(day, 7).0, HEAT),
             (quality_pk(day), QUALITY),
+            (consumer_key("lambda", "f").0, CONSUMERS),
             (user_key("alice").0, USERS),
             (token_key("loadgen").0, TOKENS),
             (session_key("abc").0, SESSION),

@@ -10,6 +10,9 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 use chrono::NaiveDate;
 use std::collections::BTreeMap;
 
+/// Items per page of a day's minute counter items (25 at most: a page or two).
+const MINUTE_ITEMS_PAGE: i32 = 25;
+
 /// A day's counter items as stored: signed, since a repair may pass through
 /// negative values.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -65,12 +68,34 @@ impl Store {
         let (pending, daily, minutes, shards) = futures::try_join!(
             self.metric_item(keys::metric_pending_key(day), true),
             self.metric_item(keys::metric_day_key(day), false),
-            self.metric_item(keys::metric_minutes_key(day), false),
+            self.minute_items(day),
             self.shards_for(day),
         )?;
         let counters = counters(day, pending, daily, minutes, shards);
         self.saw_counts(&counters.day_counts());
         Ok(counters)
+    }
+
+    /// Every minute counter item of `day` (the hours', and the whole-day
+    /// item versions before the split wrote): one paginated Query of their
+    /// partition, 25 items at most.
+    async fn minute_items(&self, day: NaiveDate) -> Result<Vec<Item>, StoreError> {
+        let mut pages = self
+            .client
+            .query()
+            .table_name(&self.metrics_table)
+            .key_condition_expression("#pk = :pk")
+            .expression_attribute_names("#pk", keys::PK)
+            .expression_attribute_values(":pk", AttributeValue::S(keys::metric_minutes_pk(day)))
+            .limit(MINUTE_ITEMS_PAGE)
+            .into_paginator()
+            .items()
+            .send();
+        let mut items = Vec::new();
+        while let Some(item) = pages.next().await {
+            items.push(item?);
+        }
+        Ok(items)
     }
 
     /// Leaves the per-shard PENDING counts for sizing the list's reads.
@@ -89,7 +114,7 @@ impl Store {
             self.metric_item(keys::metric_day_key(day), true),
             self.shards_for(day),
         )?;
-        let counters = counters(day, pending, daily, None, shards);
+        let counters = counters(day, pending, daily, Vec::new(), shards);
         let counts = counters.day_counts();
         self.saw_counts(&counts);
         Ok((counts, counters.version))
@@ -119,18 +144,21 @@ impl Store {
     }
 }
 
-fn counters(
-    day: NaiveDate,
-    pending: Option<Item>,
-    daily: Option<Item>,
-    minutes: Option<Item>,
-    shards: u32,
-) -> Counters {
+fn counters(day: NaiveDate, pending: Option<Item>, daily: Option<Item>, minutes: Vec<Item>, shards: u32) -> Counters {
     let empty = Item::new();
     let pending_item = pending.as_ref().unwrap_or(&empty);
     let daily = daily.unwrap_or_default();
-    let minutes = minutes.unwrap_or_default();
-    let per_minute = |kind: char| (0..1440).map(|m| number(&minutes, &keys::minute_attribute(kind, m))).collect();
+    let per_minute = |kind: char| {
+        let mut figures = vec![0; 1440];
+        for (name, value) in minutes.iter().flatten() {
+            if let Some((k, minute)) = keys::parse_minute_attribute(name)
+                && k == kind
+            {
+                figures[minute as usize] += value.as_n().ok().and_then(|n| n.parse::<i64>().ok()).unwrap_or(0);
+            }
+        }
+        figures
+    };
     Counters {
         date: day,
         exists: pending.is_some(),
@@ -144,5 +172,32 @@ fn counters(
         pending_verdict: pending.as_ref().and_then(verdict_of),
         daily_verdict: verdict_of(&daily),
         version: number(pending_item, attr::VERSION),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(pairs: &[(&str, i64)]) -> Item {
+        pairs.iter().map(|(name, n)| (name.to_string(), AttributeValue::N(n.to_string()))).collect()
+    }
+
+    #[test]
+    fn minute_figures_are_summed_over_the_hours_and_the_old_whole_day_item() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+        // Counted before the split (the whole-day item), then after it: an
+        // order of 10:15 removed after the upgrade takes its hour's item to -1.
+        let whole_day = item(&[("c1015", 3), ("e1015", 3), ("l2359", 1)]);
+        let hours = [item(&[("c1015", -1), ("c1016", 2)]), item(&[("l2359", 4), ("e2300", 1)])];
+        let minutes = [vec![whole_day], hours.to_vec()].concat();
+        let counters = counters(day, None, None, minutes, 4);
+        assert_eq!(counters.created_per_minute[615], 2);
+        assert_eq!(counters.created_per_minute[616], 2);
+        assert_eq!(counters.entered_per_minute[615], 3);
+        assert_eq!(counters.entered_per_minute[1380], 1);
+        assert_eq!(counters.left_per_minute[1439], 5);
+        assert_eq!(counters.created_per_minute.iter().sum::<i64>(), 4);
+        assert_eq!(counters.left_per_minute.len(), 1440);
     }
 }

@@ -10,6 +10,7 @@ mod capacity;
 mod checkpoints;
 pub mod cloudwatch;
 pub mod config;
+mod conflicts;
 pub mod embedded;
 pub mod error;
 mod interceptor;
@@ -24,6 +25,7 @@ pub mod reading;
 mod reconcile;
 mod recount;
 mod sales;
+mod registry;
 mod stream;
 pub mod usage;
 
@@ -33,6 +35,7 @@ pub use audit::{AuditPage, AuditScope};
 pub use breaker::PROBE_EVERY;
 pub use capacity::{CapacityDay, HeatDay, UsageFlusher, day_minute};
 pub use checkpoints::{Checkpoint, Lease};
+pub use conflicts::CONFLICT_RETRIES;
 pub use interceptor::units_of;
 pub use metrics::{Counters, VersionRead};
 pub use orders::{BatchPut, HistoryPage, Transition, order_item};
@@ -43,6 +46,7 @@ pub use provision::{IndexSpec, ProvisionReport, TableCapacity, TableDef, WarmThr
 pub use reconcile::{CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot, TRANSACT_GET_MAX, Verdict};
 pub use recount::Recount;
 pub use sales::{Alarm, Recorded, ThroughputSettings};
+pub use registry::ConsumerEntry;
 pub use stream::{StreamBatch, StreamShard};
 
 use crate::server::store::config::{StoreConfig, StoreKind};

@@ -56,6 +56,15 @@ const MAX_COUNTER_ITEMS: usize = 90;
 const MAX_ATTRIBUTES: usize = 120;
 /// Batches read from one shard in one pass before moving to the next shard.
 const BATCHES_PER_PASS: u32 = 20;
+/// How long the stream's description is reused (see `Consumer::described`).
+const DESCRIBE_EVERY: Duration = Duration::from_secs(10);
+
+/// The stream as last described.
+struct Described {
+    arn: String,
+    shards: Vec<StreamShard>,
+    at: Instant,
+}
 
 #[derive(Clone, Debug)]
 pub struct ConsumerOptions {
@@ -95,6 +104,12 @@ pub struct ConsumerStatus {
     pub behind_ms: Option<i64>,
     /// When the last pass failed (what failed goes to the log, not the API).
     pub last_error_at: Option<DateTime<Utc>>,
+    /// When this consumer last found records trimmed before it read them
+    /// (their changes are missing from the counters: `reconcile --full`).
+    pub trimmed_at: Option<DateTime<Utc>>,
+    /// Why this instance does not consume although asked to (another
+    /// consumer would count every change twice: `stream::registry`).
+    pub refused: Option<String>,
     /// The keys written most, per table and index, in the last minute this
     /// consumer finished (at most `TOP_KEYS` each): what `/metrics` shows.
     pub hot_keys: Vec<HotKey>,
@@ -109,6 +124,8 @@ pub enum ConsumerError {
     Store(#[from] StoreError),
     #[error("the orders table has no stream: run `northwind-ops provision` on a table with one")]
     NoStream,
+    #[error("every shard's pass failed ({0} shards; each named in the log)")]
+    ShardsFailed(usize),
 }
 
 /// Where this consumer is in one shard.
@@ -125,6 +142,8 @@ pub struct Consumer {
     /// What records mean and how they are committed.
     core: Applier,
     cursors: tokio::sync::Mutex<HashMap<String, ShardCursor>>,
+    /// The stream's ARN and shards as last described (`described`).
+    described: tokio::sync::Mutex<Option<Described>>,
     /// Until when this consumer surely holds each lease (by its own clock).
     held: Mutex<HashMap<String, Instant>>,
     /// The last minute marked observed, by this consumer.
@@ -327,6 +346,7 @@ impl Consumer {
             store,
             options,
             cursors: tokio::sync::Mutex::new(HashMap::new()),
+            described: tokio::sync::Mutex::new(None),
             held: Mutex::new(HashMap::new()),
             observed_to: tokio::sync::Mutex::new(None),
         }
@@ -395,33 +415,75 @@ impl Consumer {
         self.store.stream_arn().await?.ok_or(ConsumerError::NoStream)
     }
 
+    /// The stream's ARN (DescribeTable) and shards (DescribeStream, a call
+    /// per 100 shards), described again after `DESCRIBE_EVERY`, or at once
+    /// once a shard has been read to its close (its children are to be
+    /// found) or a shard's pass failed: a pass every 200 ms need not ask
+    /// DynamoDB Streams (10 DescribeStream a second per stream) every time.
+    async fn described(&self) -> Result<(String, Vec<StreamShard>), ConsumerError> {
+        let mut described = self.described.lock().await;
+        if let Some(d) = described.as_ref().filter(|d| d.at.elapsed() < DESCRIBE_EVERY) {
+            return Ok((d.arn.clone(), d.shards.clone()));
+        }
+        let arn = self.stream_arn().await?;
+        let shards = self.store.stream_shards(&arn).await?;
+        *described = Some(Described { arn: arn.clone(), shards: shards.clone(), at: Instant::now() });
+        Ok((arn, shards))
+    }
+
+    /// The stream is described again at the next pass.
+    async fn describe_again(&self) {
+        *self.described.lock().await = None;
+    }
+
     /// One pass over every shard of the stream: the records applied.
     pub async fn poll(&self) -> Result<u64, ConsumerError> {
-        let stream_arn = self.stream_arn().await?;
-        let shards = self.store.stream_shards(&stream_arn).await?;
+        let (stream_arn, shards) = self.described().await?;
         let checkpoints = self.store.checkpoints(&stream_arn).await?;
-        let (mut applied, mut held, mut caught_up) = (0, 0, true);
+        let (mut applied, mut held, mut caught_up, mut failed) = (0, 0, true, 0);
         for shard in readable(&shards, &checkpoints) {
-            // A lease with more than half its time left is not renewed on
-            // every pass: an idle stream costs a write per shard per half-lease.
-            let checkpoint = if self.holds(&shard.id) {
-                None
-            } else {
-                match self.lease(&stream_arn, &shard.id).await? {
-                    Some(checkpoint) => Some(checkpoint),
-                    None => continue,
+            // Each shard fails alone: one that cannot be read or committed
+            // (its checkpoint refused, its partition throttled) is tried
+            // again at the next pass while the others go on.
+            match self.pass_shard(&stream_arn, &shard.id).await {
+                Ok(None) => {}
+                Ok(Some((records, at_end))) => {
+                    held += 1;
+                    applied += records;
+                    caught_up &= at_end;
                 }
-            };
-            held += 1;
-            let (records, at_end) = self.read_shard(&stream_arn, &shard.id, checkpoint).await?;
-            applied += records;
-            caught_up &= at_end;
+                Err(err) => {
+                    tracing::warn!(shard_id = shard.id, error = %err, "stream consumer: this shard's pass failed");
+                    self.describe_again().await;
+                    self.update_status(|s| s.last_error_at = Some(Utc::now()));
+                    (failed, caught_up) = (failed + 1, false);
+                }
+            }
         }
         self.update_status(|s| s.shards_held = held);
         if caught_up && held > 0 {
             self.observe().await;
         }
+        if failed > 0 && applied == 0 && held == 0 {
+            return Err(ConsumerError::ShardsFailed(failed));
+        }
         Ok(applied)
+    }
+
+    /// One shard's part of a pass: `None` while another consumer holds it,
+    /// else the records applied and whether it was read to its current end.
+    async fn pass_shard(&self, stream_arn: &str, shard_id: &str) -> Result<Option<(u64, bool)>, ConsumerError> {
+        // A lease with more than half its time left is not renewed on
+        // every pass: an idle stream costs a write per shard per half-lease.
+        let checkpoint = if self.holds(shard_id) {
+            None
+        } else {
+            match self.lease(stream_arn, shard_id).await? {
+                Some(checkpoint) => Some(checkpoint),
+                None => return Ok(None),
+            }
+        };
+        Ok(Some(self.read_shard(stream_arn, shard_id, checkpoint).await?))
     }
 
     /// Marks the minutes since this consumer's last mark, up to now, as
@@ -495,17 +557,19 @@ impl Consumer {
         for _ in 0..BATCHES_PER_PASS {
             let iterator = match cursor.iterator.take() {
                 Some(iterator) => iterator,
-                None => self.store.shard_iterator(stream_arn, shard_id, cursor.seq.as_deref()).await?,
+                None => match self.store.shard_iterator(stream_arn, shard_id, cursor.seq.as_deref()).await {
+                    Ok(iterator) => iterator,
+                    // The records after the checkpoint are gone: asking for
+                    // them again would fail forever.
+                    Err(StoreError::Trimmed(_)) => self.resume_after_trim(stream_arn, shard_id).await?,
+                    Err(err) => return Err(err.into()),
+                },
             };
             let (records, next) = match self.store.get_records(&iterator, self.options.batch).await? {
                 StreamBatch::Records { records, next } => (records, next),
                 StreamBatch::Expired => continue,
                 StreamBatch::Trimmed => {
-                    tracing::error!(
-                        shard_id,
-                        "stream records were trimmed before they were read: counters need `reconcile`"
-                    );
-                    cursor.iterator = Some(self.store.shard_iterator(stream_arn, shard_id, None).await?);
+                    cursor.iterator = Some(self.resume_after_trim(stream_arn, shard_id).await?);
                     continue;
                 }
             };
@@ -532,11 +596,34 @@ impl Consumer {
                 Err(err) => return Err(err.into()),
             }
             if closed {
+                // Its children are to be read next: find them.
+                self.describe_again().await;
                 at_end = true;
                 break;
             }
         }
         Ok((applied, at_end))
+    }
+
+    /// Records written to a shard after its checkpoint were trimmed (the
+    /// stream keeps them 24 hours) before this consumer read them: their
+    /// changes are lost to the counters. Reading goes on from the oldest
+    /// record kept (TRIM_HORIZON), the checkpoint moving on from where it
+    /// was with the next commit; the loss is logged, shown in the status
+    /// (`trimmed_at`) and recorded on the checkpoint item (`trimmedAt`), for
+    /// `reconcile --full` to repair the state counters.
+    async fn resume_after_trim(&self, stream_arn: &str, shard_id: &str) -> Result<String, ConsumerError> {
+        let now = Utc::now();
+        tracing::error!(
+            shard_id,
+            "stream records were trimmed before they were read: resuming at the oldest record kept; the counters \
+             need `reconcile --full` over the days before it"
+        );
+        self.update_status(|s| s.trimmed_at = Some(now));
+        if let Err(err) = self.store.mark_trimmed(stream_arn, shard_id, now).await {
+            tracing::warn!(shard_id, error = %err, "could not record the trimmed records on the checkpoint");
+        }
+        Ok(self.store.shard_iterator(stream_arn, shard_id, None).await?)
     }
 
     /// Applies records of one shard, read after checkpoint `prev`, in as few

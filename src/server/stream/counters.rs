@@ -112,6 +112,11 @@ fn minute_of(at: &DateTime<Utc>) -> u32 {
     at.hour() * 60 + at.minute()
 }
 
+/// The minute counter item (of its day and hour) an event at `at` counts in.
+fn minutes_key(at: &DateTime<Utc>) -> Key {
+    keys::metric_minutes_key(at.date_naive(), at.hour())
+}
+
 /// The state counters one existing order adds one to: a state counter is
 /// the number of existing orders that name it, so a recount can check it.
 /// An order counts towards its day's `created`, its status and the minute it
@@ -122,7 +127,7 @@ pub fn state_counters(image: &Image) -> Vec<(Key, String)> {
     let mut counters = vec![
         (keys::metric_day_key(day), attr::CREATED.to_string()),
         (keys::metric_day_key(day), keys::status_attribute(&image.status)),
-        (keys::metric_minutes_key(day), keys::minute_attribute('c', minute_of(&image.created_at))),
+        (minutes_key(&image.created_at), keys::minute_attribute('c', minute_of(&image.created_at))),
     ];
     if let Some((day, shard)) = image.pending {
         counters.extend(pending_counters(day, shard));
@@ -207,11 +212,13 @@ impl Deltas {
         if let (Some((day, _)), None) = (old_pending, new_pending)
             && change.at.date_naive() == day
         {
-            self.add(keys::metric_minutes_key(day), keys::minute_attribute('l', minute_of(&change.at)), 1);
+            let key = keys::metric_minutes_key(day, change.at.hour());
+            self.add(key, keys::minute_attribute('l', minute_of(&change.at)), 1);
         }
         if let (None, Some((day, _))) = (old_pending, new_pending) {
             let created = change.new.as_ref().map(|i| i.created_at).unwrap_or(change.at);
-            self.add(keys::metric_minutes_key(day), keys::minute_attribute('e', minute_of(&created)), 1);
+            let key = keys::metric_minutes_key(day, created.hour());
+            self.add(key, keys::minute_attribute('e', minute_of(&created)), 1);
         }
     }
 
@@ -323,12 +330,51 @@ mod tests {
         }
     }
 
+    /// The increment of `attribute` over every item of partition `pk`.
     fn value(deltas: &Deltas, pk: &str, attribute: &str) -> i64 {
         deltas
             .items()
-            .find(|((p, _), _)| p == pk)
-            .and_then(|(_, attrs)| attrs.into_iter().find(|(a, _)| a.as_str() == attribute).map(|(_, v)| v))
-            .unwrap_or(0)
+            .filter(|((p, _), _)| p == pk)
+            .flat_map(|(_, attrs)| attrs.into_iter().filter(|(a, _)| a.as_str() == attribute).map(|(_, v)| v))
+            .sum()
+    }
+
+    #[test]
+    fn minute_figures_go_to_the_item_of_their_hour() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+        let mut deltas = Deltas::default();
+        deltas.record(&Change { old: None, new: Some(image("PENDING", Some(3))), at: at("2026-11-29T10:15:31Z") });
+        deltas.record(&Change {
+            old: Some(image("PENDING", Some(3))),
+            new: Some(image("CONFIRMED", None)),
+            at: at("2026-11-29T23:59:10Z"),
+        });
+        let hour = |h: u32| deltas.get(&keys::metric_minutes_key(day, h)).cloned().unwrap_or_default();
+        assert_eq!(hour(10), BTreeMap::from([("c1015".to_string(), 1), ("e1015".to_string(), 1)]));
+        assert_eq!(hour(23), BTreeMap::from([("l2359".to_string(), 1)]), "left at 23:59: the last hour's item");
+        assert!(deltas.get(&keys::metric_minutes_day_key(day)).is_none(), "the whole-day item is never written");
+    }
+
+    #[test]
+    fn a_busy_day_keeps_every_minute_item_small() {
+        // An order created, and one confirmed, every minute of the day: the
+        // largest minute item holds one hour's 180 attributes, not 4,320.
+        let mut deltas = Deltas::default();
+        for minute in 0..1440i64 {
+            let created = at("2026-11-29T00:00:30Z") + chrono::Duration::minutes(minute);
+            let order =
+                Image { created_at: created, pending: Some((created.date_naive(), 1)), ..image("PENDING", None) };
+            deltas.record(&Change { old: None, new: Some(order.clone()), at: created });
+            let confirmed = Image { status: "CONFIRMED".into(), pending: None, ..order.clone() };
+            let left = Change { old: Some(order), new: Some(confirmed), at: created + chrono::Duration::seconds(20) };
+            deltas.record(&left);
+        }
+        let minute_items: Vec<usize> = deltas
+            .items()
+            .filter(|((pk, _), _)| pk.starts_with("METRIC#MINUTES#"))
+            .map(|(_, attrs)| attrs.len())
+            .collect();
+        assert_eq!(minute_items, vec![180; 24], "24 hours of 60 minutes × (c, e, l)");
     }
 
     #[test]

@@ -21,6 +21,7 @@
 
 use crate::server::store::{Marked, Marker, Store, TRANSACTION_ITEMS};
 use crate::server::stream::consumer::{Applier, Batch, Guard, Increments, Reading};
+use crate::server::stream::registry::LambdaBeat;
 use aws_lambda_events::dynamodb::EventRecord;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use aws_sdk_dynamodbstreams::primitives::DateTime as SdkDateTime;
@@ -117,16 +118,21 @@ pub struct Outcome {
 /// environment is reused): the consumer's core, hot keys included.
 pub struct LambdaConsumer {
     core: Applier,
+    store: Arc<Store>,
+    /// Its entry in the consumer registry: an in-process consumer does not
+    /// run beside it (`registry`).
+    beat: LambdaBeat,
 }
 
 impl LambdaConsumer {
     pub fn new(store: Arc<Store>) -> Self {
-        Self { core: Applier::new(store, None, true) }
+        Self { core: Applier::new(store.clone(), None, true), store, beat: LambdaBeat::from_env() }
     }
 
     /// Applies a batch's records in order, as few transactions as the limits
     /// allow; each record at most once, whoever delivered it before.
     pub async fn apply(&self, records: &[Delivered]) -> Outcome {
+        self.beat.beat(&self.store).await;
         let table = self.core.table().to_string();
         let stream_records: Vec<Record> = records.iter().filter_map(|d| d.record.clone()).collect();
         let shards = match self.core.shards(&stream_records).await {

@@ -10,3 +10,4 @@ pub mod live;
 pub mod pricing;
 pub mod quality;
 pub mod reconcile;
+pub mod registry;

@@ -118,7 +118,7 @@ mod tests {
 
     #[test]
     fn daily_counters_use_the_scan_for_untouched_orders_and_the_stream_for_the_rest() {
-        let (day_key, minutes_key) = (keys::metric_day_key(day()), keys::metric_minutes_key(day()));
+        let (day_key, minutes_key) = (keys::metric_day_key(day()), keys::metric_minutes_key(day(), 10));
         let scanned =
             [state("o-1", "SHIPPED", None), state("o-2", "CONFIRMED", None), state("o-4", "PENDING", Some(0))];
         // After the snapshot: o-2 was created, o-3 deleted, o-4 changed (and was PENDING before).

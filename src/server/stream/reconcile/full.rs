@@ -11,7 +11,7 @@ use super::drift::{Touched, drift, expected};
 use super::{Plan, ReconcileError, Reconciler};
 use crate::server::store::error::{StoreError, Unavailable};
 use crate::server::store::keys::{self, attr};
-use crate::server::store::{ReadCapacity, backoff};
+use crate::server::store::{CounterItem, ReadCapacity, backoff};
 use crate::server::stream::counters::{Image, Key, image_of, state_counters};
 use chrono::{NaiveDate, Utc};
 use futures::future::try_join_all;
@@ -46,7 +46,8 @@ pub struct DayOutcome {
     pub expected_created: i64,
     /// Attributes of the day's item (`created`, `status<S>`) that were off.
     pub off: BTreeMap<String, i64>,
-    /// `c<HHMM>` attributes that were off.
+    /// `c<HHMM>` attributes that were off, summed over the day's minute
+    /// items (what a reader sees).
     pub minutes_off: BTreeMap<String, i64>,
     pub repaired: bool,
     /// Another reconciliation repaired the day first: nothing was written; run again.
@@ -81,19 +82,16 @@ impl Reconciler {
     pub async fn full(&self, options: &FullOptions, repair: bool) -> Result<FullOutcome, ReconcileError> {
         let started = Instant::now();
         let days = days(options)?;
-        let keys: Vec<Key> =
-            days.iter().flat_map(|d| [keys::metric_day_key(*d), keys::metric_minutes_key(*d)]).collect();
-        let anchor = self.anchor(&keys, 2).await?;
+        let keys: Vec<Key> = days.iter().flat_map(|d| day_keys(*d)).collect();
+        // Each item is judged against the snapshot that read it, so a day's
+        // items need not share one.
+        let anchor = self.anchor(&keys, 1).await?;
         let scan = self.scan(options).await?;
         let stream = self.read_stream(&anchor, Utc::now()).await?;
+        let judged = judge(&anchor.taken, &stream.touched, &scan.orders);
         let mut outcomes = Vec::new();
-        let mut day_of = days.iter();
-        for (taken, touched) in anchor.taken.iter().zip(&stream.touched) {
-            for (pair, counters) in taken.keys.chunks(2).zip(taken.counters.chunks(2)) {
-                let day = *day_of.next().expect("two keys per day");
-                let judged = judge(taken, touched, &scan.orders, pair);
-                outcomes.push(self.settle(day, pair, counters, judged, repair).await?);
-            }
+        for day in days {
+            outcomes.push(self.settle(day, &judged, repair).await?);
         }
         Ok(FullOutcome {
             days: outcomes,
@@ -106,33 +104,33 @@ impl Reconciler {
         })
     }
 
-    /// Repairs one day's two items in one transaction, the verdict on the day's.
-    async fn settle(
-        &self,
-        day: NaiveDate,
-        pair: &[Key],
-        counters: &[crate::server::store::CounterItem],
-        (off, minutes_off): (BTreeMap<String, i64>, BTreeMap<String, i64>),
-        repair: bool,
-    ) -> Result<DayOutcome, ReconcileError> {
+    /// Repairs one day's items (the day's, its minutes') in one
+    /// transaction, the verdict on the day's.
+    async fn settle(&self, day: NaiveDate, judged: &Judged, repair: bool) -> Result<DayOutcome, ReconcileError> {
+        let (day_key, minute_keys) = (keys::metric_day_key(day), keys::metric_minutes_keys(day));
+        let (counter, off) = &judged[&day_key];
         let created_drift = off.get(attr::CREATED).copied().unwrap_or(0);
-        let damaged = !off.is_empty() || !minutes_off.is_empty();
+        let minutes = minute_keys.iter().map(|key| (key, &judged[key]));
+        let damaged = !off.is_empty() || minute_keys.iter().any(|key| !judged[key].1.is_empty());
         let mut outcome = DayOutcome {
             day,
-            created: counters[0].values.get(attr::CREATED).copied().unwrap_or(0),
-            expected_created: counters[0].values.get(attr::CREATED).copied().unwrap_or(0) - created_drift,
-            off,
-            minutes_off,
+            created: counter.values.get(attr::CREATED).copied().unwrap_or(0),
+            expected_created: counter.values.get(attr::CREATED).copied().unwrap_or(0) - created_drift,
+            off: off.clone(),
+            minutes_off: merged(minutes.clone().map(|(_, (_, off))| off)),
             repaired: false,
             raced: false,
         };
-        if !repair || !(damaged || counters[0].exists) {
+        if !repair || !(damaged || counter.exists) {
             return Ok(outcome);
         }
         let verdict = self.verdict(created_drift, damaged);
-        let mut minutes = Plan::undo(pair[1].clone(), &counters[1], &outcome.minutes_off, verdict.clone());
-        minutes.verdict = None;
-        let plans = [Plan::undo(pair[0].clone(), &counters[0], &outcome.off, verdict), minutes];
+        let mut plans = vec![Plan::undo(day_key.clone(), counter, off, verdict.clone())];
+        for (key, (counter, off)) in minutes.filter(|(_, (_, off))| !off.is_empty()) {
+            let mut plan = Plan::undo(key.clone(), counter, off, verdict.clone());
+            plan.verdict = None;
+            plans.push(plan);
+        }
         match self.repair(&plans).await {
             Ok(()) => outcome.repaired = damaged,
             Err(StoreError::Conflict(_)) => outcome.raced = true,
@@ -229,18 +227,40 @@ impl Reconciler {
     }
 }
 
-/// The drift of one day's two items (day, minutes) against its own snapshot.
-fn judge(
-    taken: &Taken,
-    touched: &Touched,
-    orders: &HashMap<String, Image>,
-    pair: &[Key],
-) -> (BTreeMap<String, i64>, BTreeMap<String, i64>) {
-    let read = orders.iter().map(|(id, image)| (id.as_str(), state_counters(image)));
-    let expected = expected(read, touched, pair);
-    let index = |key: &Key| taken.keys.iter().position(|k| k == key).expect("a key of this snapshot");
-    let off = |key: &Key| drift(&taken.counters[index(key)].values, expected.get(key));
-    (off(&pair[0]), off(&pair[1]))
+/// Each snapshot item as it was read, with its drift against its own
+/// snapshot.
+type Judged = HashMap<Key, (CounterItem, BTreeMap<String, i64>)>;
+
+/// The items a full reconciliation checks for `day`: the day's, then every
+/// minute item (`keys::metric_minutes_keys`: the old whole-day one, which
+/// nothing should hold any more state counts in, and the hours').
+fn day_keys(day: NaiveDate) -> Vec<Key> {
+    std::iter::once(keys::metric_day_key(day)).chain(keys::metric_minutes_keys(day)).collect()
+}
+
+/// The drift of every item of every snapshot against that snapshot.
+fn judge(taken: &[Taken], touched: &[Touched], orders: &HashMap<String, Image>) -> Judged {
+    let mut judged = Judged::new();
+    for (taken, touched) in taken.iter().zip(touched) {
+        let read = orders.iter().map(|(id, image)| (id.as_str(), state_counters(image)));
+        let expected = expected(read, touched, &taken.keys);
+        for (key, counter) in taken.keys.iter().zip(&taken.counters) {
+            judged.insert(key.clone(), (counter.clone(), drift(&counter.values, expected.get(key))));
+        }
+    }
+    judged
+}
+
+/// The drift of the minute figures as a reader sees them: summed over the
+/// items (an order counted in the old whole-day item and missing from its
+/// hour's is no drift there), non-zero only.
+fn merged<'a>(offs: impl Iterator<Item = &'a BTreeMap<String, i64>>) -> BTreeMap<String, i64> {
+    let mut merged = BTreeMap::<String, i64>::new();
+    for (attribute, d) in offs.flatten() {
+        *merged.entry(attribute.clone()).or_default() += d;
+    }
+    merged.retain(|_, d| *d != 0);
+    merged
 }
 
 /// The read capacity units per second a Scan may use: a share of a

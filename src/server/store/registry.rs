@@ -1,0 +1,74 @@
+//! The consumer registry: who applies the orders table's stream to the
+//! counters (`stream::registry` decides what the entries mean).
+
+use super::Store;
+use crate::server::store::error::StoreError;
+use crate::server::store::keys::{self, attr};
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{DateTime, Utc};
+
+/// Entries per page of the registry (a handful of instances, a function or two).
+const REGISTRY_PAGE: i32 = 100;
+/// How long an entry is kept after it was last seen (the metrics table's TTL).
+const KEEP_SECS: i64 = 7 * 24 * 3600;
+
+/// One consumer as the registry last saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerEntry {
+    /// `in-process` or `lambda`.
+    pub mode: String,
+    pub instance: String,
+    pub seen_at: DateTime<Utc>,
+}
+
+impl Store {
+    /// Records that `instance` consumes in `mode` as of `at` (one small
+    /// UpdateItem: the heartbeat).
+    pub async fn record_consumer(&self, mode: &str, instance: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        let (pk, sk) = keys::consumer_key(mode, instance);
+        self.client
+            .update_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .update_expression("SET #mode = :mode, #seen = :seen, #expires = :expires")
+            .expression_attribute_names("#mode", attr::MODE)
+            .expression_attribute_names("#seen", attr::SEEN_AT)
+            .expression_attribute_names("#expires", attr::EXPIRES_AT)
+            .expression_attribute_values(":mode", AttributeValue::S(mode.to_string()))
+            .expression_attribute_values(":seen", AttributeValue::N(at.timestamp_millis().to_string()))
+            .expression_attribute_values(":expires", AttributeValue::N((at.timestamp() + KEEP_SECS).to_string()))
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    /// Every entry of the registry, read strongly consistent. An item that
+    /// cannot be read as one (another writer's) is left out.
+    pub async fn consumers(&self) -> Result<Vec<ConsumerEntry>, StoreError> {
+        let mut pages = self
+            .client
+            .query()
+            .table_name(&self.metrics_table)
+            .key_condition_expression("#pk = :pk")
+            .expression_attribute_names("#pk", keys::PK)
+            .expression_attribute_values(":pk", AttributeValue::S(keys::consumers_pk().to_string()))
+            .consistent_read(true)
+            .limit(REGISTRY_PAGE)
+            .into_paginator()
+            .items()
+            .send();
+        let mut entries = Vec::new();
+        while let Some(item) = pages.next().await {
+            let item = item?;
+            let sk = item.get(keys::SK).and_then(|v| v.as_s().ok());
+            let seen = item.get(attr::SEEN_AT).and_then(|v| v.as_n().ok()).and_then(|n| n.parse::<i64>().ok());
+            let Some(((mode, instance), seen)) = sk.and_then(|sk| keys::parse_consumer_sk(sk)).zip(seen) else {
+                continue;
+            };
+            let Some(seen_at) = DateTime::from_timestamp_millis(seen) else { continue };
+            entries.push(ConsumerEntry { mode: mode.to_string(), instance: instance.to_string(), seen_at });
+        }
+        Ok(entries)
+    }
+}
