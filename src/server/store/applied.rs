@@ -6,9 +6,9 @@
 
 use super::Store;
 use super::conflicts::send_retrying_conflicts;
+use crate::server::store::deltas::Deltas;
 use crate::server::store::error::StoreError;
 use crate::server::store::keys::{self, attr};
-use crate::server::stream::counters::Deltas;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, CancellationReason, Put, TransactWriteItem};
 

@@ -4,9 +4,9 @@
 use super::conflicts::send_retrying_conflicts;
 use super::items::{LEASE_FREE, lease_names, lease_values};
 use super::{Item, Store};
+use crate::server::store::deltas::Deltas;
 use crate::server::store::error::{StoreError, Unavailable, unless_condition_failed};
 use crate::server::store::keys::{self, attr};
-use crate::server::stream::counters::Deltas;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, CancellationReason, ReturnValue, TransactWriteItem, Update};
 use std::collections::HashMap;

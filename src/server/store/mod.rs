@@ -11,6 +11,7 @@ mod checkpoints;
 pub mod cloudwatch;
 pub mod config;
 mod conflicts;
+pub mod deltas;
 pub mod embedded;
 pub mod error;
 mod interceptor;
@@ -24,8 +25,8 @@ mod quality;
 pub mod reading;
 mod reconcile;
 mod recount;
-mod sales;
 mod registry;
+mod sales;
 mod stream;
 pub mod usage;
 
@@ -45,8 +46,8 @@ pub use pending::{Pace, PendingFilter, PendingRead};
 pub use provision::{IndexSpec, ProvisionReport, TableCapacity, TableDef, WarmThroughput};
 pub use reconcile::{CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot, TRANSACT_GET_MAX, Verdict};
 pub use recount::Recount;
-pub use sales::{Alarm, Recorded, ThroughputSettings};
 pub use registry::ConsumerEntry;
+pub use sales::{Alarm, Recorded, ThroughputSettings};
 pub use stream::{StreamBatch, StreamShard};
 
 use crate::server::store::config::{StoreConfig, StoreKind};

@@ -6,9 +6,9 @@ use super::checkpoints::checkpoint_of;
 use super::items::{LEASE_FREE, keyed, lease_names, lease_values};
 use super::{Checkpoint, Item, Store, backoff, key_item};
 use crate::model::iso_millis;
+use crate::server::store::deltas::Key;
 use crate::server::store::error::{StoreError, unless_condition_failed};
 use crate::server::store::keys::{self, attr};
-use crate::server::stream::counters::Key;
 use aws_sdk_dynamodb::types::{
     AttributeValue, BillingMode, Get, ReturnConsumedCapacity, TransactGetItem, TransactWriteItem, Update,
 };

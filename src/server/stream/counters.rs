@@ -34,12 +34,12 @@
 //!   counter (the drift panel names it: `stream::quality`).
 
 use crate::model::{PendingOrder, iso_millis};
+pub use crate::server::store::deltas::{Deltas, Key};
 use crate::server::store::keys::{self, GSI2PK, PK, attr};
 use crate::server::store::usage::Resource;
 use crate::server::store::{Item, reading};
 use crate::server::stream::pricing::Write;
 use chrono::{DateTime, NaiveDate, Timelike, Utc};
-use std::collections::BTreeMap;
 
 /// The parts of an order image the counters and live events need.
 #[derive(Clone, Debug, PartialEq)]
@@ -98,16 +98,6 @@ pub enum OrderEvent {
     Left { day: NaiveDate, order_id: String },
 }
 
-/// Counter increments, summed per item and attribute, so that one write per
-/// counter item applies a whole batch.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Deltas {
-    items: BTreeMap<Key, BTreeMap<String, i64>>,
-}
-
-/// A counter item's key (`PK`, `SK`).
-pub type Key = (String, String);
-
 fn minute_of(at: &DateTime<Utc>) -> u32 {
     at.hour() * 60 + at.minute()
 }
@@ -143,21 +133,8 @@ pub fn pending_counters(day: NaiveDate, shard: u32) -> [(Key, String); 2] {
     ]
 }
 
+/// How a change counts: the counting rules, on the store's `Deltas`.
 impl Deltas {
-    /// Adds `by` to one counter; a sum back at zero is dropped, so every
-    /// increment kept is a write to make.
-    pub fn add(&mut self, key: Key, attribute: String, by: i64) {
-        let attributes = self.items.entry(key.clone()).or_default();
-        let value = attributes.entry(attribute.clone()).or_default();
-        *value += by;
-        if *value == 0 {
-            attributes.remove(&attribute);
-            if attributes.is_empty() {
-                self.items.remove(&key);
-            }
-        }
-    }
-
     /// Adds the effect of one change: the old state's counters down, the
     /// new state's up (they cancel where nothing counted changed), the
     /// history of the minute, and one on the `version` of every day whose
@@ -175,22 +152,7 @@ impl Deltas {
         for day in own.days() {
             own.add(keys::metric_pending_key(day), attr::VERSION.to_string(), 1);
         }
-        for (key, attributes) in own.items {
-            for (attribute, by) in attributes {
-                self.add(key.clone(), attribute, by);
-            }
-        }
-    }
-
-    /// How much this batch raises each day's `version`.
-    pub fn versions(&self) -> Vec<(NaiveDate, i64)> {
-        self.days()
-            .into_iter()
-            .filter_map(|day| {
-                let by = self.items.get(&keys::metric_pending_key(day))?.get(attr::VERSION)?;
-                Some((day, *by))
-            })
-            .collect()
+        self.merge(own);
     }
 
     /// Writes to GSI2 shards during their own day, by minute (`HEAT#`).
@@ -237,41 +199,6 @@ impl Deltas {
             self.add(key, attribute.clone(), i64::from(write.units));
         }
     }
-
-    /// Adds `by` to each of `adds` (the hot keys a transaction carries).
-    pub fn extend(&mut self, adds: &[(Key, String, i64)]) {
-        for (key, attribute, by) in adds {
-            self.add(key.clone(), attribute.clone(), *by);
-        }
-    }
-
-    /// The increments of one counter item.
-    pub fn get(&self, key: &Key) -> Option<&BTreeMap<String, i64>> {
-        self.items.get(key)
-    }
-
-    /// Counter items touched, each with its non-zero increments.
-    pub fn items(&self) -> impl Iterator<Item = (&Key, Vec<(&String, i64)>)> {
-        self.items.iter().map(|(key, attributes)| (key, attributes.iter().map(|(a, by)| (a, *by)).collect()))
-    }
-
-    pub fn item_count(&self) -> usize {
-        self.items().count()
-    }
-
-    /// The most attributes any one item gets: DynamoDB caps the size of an
-    /// update expression, so a batch is cut before this grows too large.
-    pub fn widest_item(&self) -> usize {
-        self.items.values().map(BTreeMap::len).max().unwrap_or(0)
-    }
-
-    /// Days whose PENDING counters this batch changes.
-    pub fn days(&self) -> Vec<NaiveDate> {
-        let mut days: Vec<NaiveDate> = self.items.keys().filter_map(|(pk, _)| keys::metric_day_of(pk)).collect();
-        days.sort_unstable();
-        days.dedup();
-        days
-    }
 }
 
 /// The GSI2 partitions (day, shard) one change writes to, once per write:
@@ -314,6 +241,7 @@ pub fn events(change: &Change) -> Vec<OrderEvent> {
 mod tests {
     use super::*;
     use crate::model::iso_millis;
+    use std::collections::BTreeMap;
 
     fn at(s: &str) -> DateTime<Utc> {
         iso_millis::parse(s).unwrap()
