@@ -23,3 +23,8 @@ pub const ON_DEMAND_WARM_READ_UNITS: f64 = 12000.0;
 /// write units alike: an on-demand maximum above it is refused until the
 /// account's quota is raised.
 pub const TABLE_QUOTA_UNITS: f64 = 40_000.0;
+
+/// The target utilisation DynamoDB auto scaling is set to here, in percent:
+/// AWS's default for a table's target tracking, the seed's ~70%, which the
+/// template sets and the advisor replays.
+pub const AUTO_SCALING_TARGET_PERCENT: f64 = 70.0;

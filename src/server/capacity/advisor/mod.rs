@@ -59,9 +59,8 @@ use floor::{RAISE_AHEAD_MINUTES, with_floor};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// Auto scaling's target utilisation, in percent (the template's target
-/// tracking uses it too).
-pub const TARGET_PERCENT: f64 = 70.0;
+/// Auto scaling's target utilisation, in percent, as the template sets it.
+pub const TARGET_PERCENT: f64 = crate::server::rules::AUTO_SCALING_TARGET_PERCENT;
 const MINUTES_PER_DAY: usize = 24 * 60;
 const MONTH_MINUTES: f64 = 30.0 * MINUTES_PER_DAY as f64;
 

@@ -20,7 +20,7 @@
 use super::{
     Deployment, TableOrIndex, TableRole, billing_mode, if_, no_value, provisioned_condition, reference, side_name, sub,
 };
-use crate::server::capacity::advisor::TARGET_PERCENT;
+use crate::server::rules::AUTO_SCALING_TARGET_PERCENT;
 use crate::server::store::TableCapacity;
 use crate::server::store::usage::ReadWrite;
 use serde_json::{Map, Value, json};
@@ -283,7 +283,7 @@ fn tracking_policy(sized: &TableOrIndex<'_>, side: ReadWrite) -> Value {
             "PolicyType": "TargetTrackingScaling",
             "ScalingTargetId": reference(&scaling_target(&prefix, side)),
             "TargetTrackingScalingPolicyConfiguration": {
-                "TargetValue": TARGET_PERCENT,
+                "TargetValue": AUTO_SCALING_TARGET_PERCENT,
                 "PredefinedMetricSpecification": {
                     "PredefinedMetricType": format!("DynamoDB{}CapacityUtilization", side_name(side))
                 }
