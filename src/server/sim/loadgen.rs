@@ -8,6 +8,7 @@ use crate::server::sim::orders::random_order;
 use crate::server::store::error::{NOT_NAMED, StoreError, Throttle, Unavailable};
 use crate::server::store::{Store, Transition, backoff};
 use aws_sdk_dynamodb::types::ConsumedCapacity;
+use backon::Retryable;
 use chrono::Utc;
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
@@ -416,25 +417,24 @@ async fn write_one_by_one(
 ) {
     loop {
         let Some(order) = rx.lock().await.recv().await else { return };
-        for attempt in 0..MAX_ATTEMPTS {
-            match store.create_order(&order, &actor()).await {
-                Ok(capacity) => {
-                    for capacity in &capacity {
-                        tally.consumed(Some(capacity));
-                    }
-                    tally.written(&order);
-                    after_write(&order.order_id);
-                    break;
+        let by = actor();
+        let written = (|| store.create_order(&order, &by))
+            .retry(backoff(MAX_ATTEMPTS - 1))
+            .sleep(tokio::time::sleep)
+            .when(|err| matches!(err, StoreError::Unavailable { kind: Unavailable::Throttled, .. }))
+            .notify(|_, _| tally.surfaced())
+            .await;
+        match written {
+            Ok(capacity) => {
+                for capacity in &capacity {
+                    tally.consumed(Some(capacity));
                 }
-                Err(StoreError::Unavailable { kind: Unavailable::Throttled, .. }) if attempt + 1 < MAX_ATTEMPTS => {
-                    tally.surfaced();
-                    tokio::time::sleep(backoff(attempt)).await;
-                }
-                Err(err) => {
-                    tracing::warn!(order = order.order_id, error = %err, "write failed");
-                    tally.errors.fetch_add(1, Ordering::Relaxed);
-                    break;
-                }
+                tally.written(&order);
+                after_write(&order.order_id);
+            }
+            Err(err) => {
+                tracing::warn!(order = order.order_id, error = %err, "write failed");
+                tally.errors.fetch_add(1, Ordering::Relaxed);
             }
         }
     }

@@ -372,13 +372,14 @@ impl Store {
     async fn batch_get(&self, table: &str, request: KeysAndAttributes) -> Result<Vec<Item>, StoreError> {
         let mut items = Vec::new();
         let mut request = Some(request);
-        for attempt in 0..8u32 {
+        let mut pauses = backon::BackoffBuilder::build(backoff(7));
+        for _ in 0..8u32 {
             let Some(keys) = request.take() else { return Ok(items) };
             let out = self.client.batch_get_item().request_items(table, keys).send().await?;
             items.extend(out.responses.and_then(|mut r| r.remove(table)).unwrap_or_default());
             request = out.unprocessed_keys.and_then(|mut u| u.remove(table)).filter(|k| !k.keys().is_empty());
-            if request.is_some() {
-                tokio::time::sleep(backoff(attempt)).await;
+            if let (Some(_), Some(pause)) = (&request, pauses.next()) {
+                tokio::time::sleep(pause).await;
             }
         }
         match request {
@@ -413,11 +414,20 @@ impl Store {
     }
 }
 
-/// A jittered exponential pause before retry `attempt` (0-based): 12 to 25 ms
-/// first, doubling up to about 3 s.
-pub fn backoff(attempt: u32) -> Duration {
-    let cap = 25u64 << attempt.min(7);
-    Duration::from_millis(rand::random_range(cap / 2..=cap))
+/// The pauses before each of up to `retries` sends again of what DynamoDB
+/// left undone or refused for the moment (unprocessed keys and items,
+/// throttles, a snapshot colliding with a transaction): exponential from
+/// 12 ms, doubling up to 1.6 s, each with up to as much again of jitter, so
+/// that callers that failed together do not retry in step. The one retry
+/// policy of the store and of what retries through it (conflicts have
+/// their own, `conflicts`).
+pub fn backoff(retries: u32) -> backon::ExponentialBuilder {
+    backon::ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(12))
+        .with_factor(2.0)
+        .with_max_delay(Duration::from_millis(1600))
+        .with_max_times(retries as usize)
+        .with_jitter()
 }
 
 fn key_item((pk, sk): (String, String)) -> Item {

@@ -278,7 +278,8 @@ impl Store {
         mut requests: Vec<aws_sdk_dynamodb::types::WriteRequest>,
         report: &mut BatchPut,
     ) -> Result<(), StoreError> {
-        for attempt in 0..BATCH_ATTEMPTS {
+        let mut pauses = backon::BackoffBuilder::build(super::backoff(BATCH_ATTEMPTS - 1));
+        for _ in 0..BATCH_ATTEMPTS {
             let out = self
                 .client
                 .batch_write_item()
@@ -292,7 +293,9 @@ impl Store {
                 return Ok(());
             }
             report.retries += 1;
-            tokio::time::sleep(super::backoff(attempt)).await;
+            if let Some(pause) = pauses.next() {
+                tokio::time::sleep(pause).await;
+            }
         }
         Err(StoreError::unavailable(
             crate::server::store::error::Unavailable::Throttled,

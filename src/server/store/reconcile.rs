@@ -9,9 +9,13 @@ use crate::model::iso_millis;
 use crate::server::store::deltas::Key;
 use crate::server::store::error::{StoreError, unless_condition_failed};
 use crate::server::store::keys::{self, attr};
+use aws_sdk_dynamodb::operation::transact_get_items::TransactGetItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, BillingMode, Get, ReturnConsumedCapacity, TransactGetItem, TransactWriteItem, Update,
 };
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+use aws_smithy_runtime_api::client::result::SdkError;
+use backon::Retryable;
 use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::{BTreeMap, HashMap};
 
@@ -102,20 +106,24 @@ impl Store {
             let get = Get::builder().table_name(&self.metrics_table).set_key(Some(key_item(key))).build()?;
             request = request.transact_items(TransactGetItem::builder().get(get).build());
         }
-        for attempt in 0..SNAPSHOT_ATTEMPTS {
-            match request.clone().send().await {
-                Ok(out) => {
-                    let items: Vec<Option<Item>> =
-                        out.responses.unwrap_or_default().into_iter().map(|r| r.item).collect();
-                    return Ok(snapshot_of(items, counters.len(), shards));
-                }
-                Err(err) if err.as_service_error().is_some_and(|e| e.is_transaction_canceled_exception()) => {
-                    tokio::time::sleep(backoff(attempt)).await;
-                }
-                Err(err) => return Err(err.into()),
+        let cancelled = |err: &SdkError<TransactGetItemsError, HttpResponse>| {
+            err.as_service_error().is_some_and(|e| e.is_transaction_canceled_exception())
+        };
+        let sent = (|| request.clone().send())
+            .retry(backoff(SNAPSHOT_ATTEMPTS - 1))
+            .sleep(tokio::time::sleep)
+            .when(cancelled)
+            .await;
+        match sent {
+            Ok(out) => {
+                let items: Vec<Option<Item>> = out.responses.unwrap_or_default().into_iter().map(|r| r.item).collect();
+                Ok(snapshot_of(items, counters.len(), shards))
             }
+            Err(err) if cancelled(&err) => {
+                Err(StoreError::Conflict("the snapshot kept colliding with the consumer's transactions".into()))
+            }
+            Err(err) => Err(err.into()),
         }
-        Err(StoreError::Conflict("the snapshot kept colliding with the consumer's transactions".into()))
     }
 
     /// The ids of the orders in one GSI2 partition: every page, keys only.

@@ -13,6 +13,7 @@ use crate::server::store::error::{StoreError, Unavailable};
 use crate::server::store::keys::{self, attr};
 use crate::server::store::{CounterItem, ReadCapacity, backoff};
 use crate::server::stream::counters::{Image, Key, image_of, state_counters};
+use backon::Retryable;
 use chrono::{NaiveDate, Utc};
 use futures::future::try_join_all;
 use parking_lot::Mutex;
@@ -199,16 +200,11 @@ impl Reconciler {
         start: Option<crate::server::store::Item>,
         limit: i32,
     ) -> Result<crate::server::store::ScanPage, StoreError> {
-        let mut attempt = 0;
-        loop {
-            match self.store.scan_orders(segment, segments, start.clone(), limit).await {
-                Err(StoreError::Unavailable { kind: Unavailable::Throttled, .. }) if attempt + 1 < SCAN_ATTEMPTS => {
-                    tokio::time::sleep(backoff(attempt)).await;
-                    attempt += 1;
-                }
-                other => return other,
-            }
-        }
+        (|| self.store.scan_orders(segment, segments, start.clone(), limit))
+            .retry(backoff(SCAN_ATTEMPTS - 1))
+            .sleep(tokio::time::sleep)
+            .when(|err| matches!(err, StoreError::Unavailable { kind: Unavailable::Throttled, .. }))
+            .await
     }
 
     async fn progress_bar(&self, options: &FullOptions) -> Result<indicatif::ProgressBar, StoreError> {
