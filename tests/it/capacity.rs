@@ -294,8 +294,7 @@ async fn metrics_parse_as_prometheus_text_and_move_with_the_work() {
     for engine in engines() {
         let app = TestApp::spawn(engine.clone()).await;
         let viewer = app.client_as(Some(northwind_ops::model::Role::Viewer));
-        let running = consumer(&app.store, "metrics-1", 5_000);
-        *app.service.consumer.lock() = Some(running.status());
+        let running = consumer(&app.store, "metrics-1", 5_000).reporting_to(app.service.consumer.clone());
         let before = scrape(&app, &viewer).await;
         let posts = 7;
         for i in 0..posts {
@@ -506,8 +505,7 @@ async fn hot_keys_name_a_customer_ordering_in_a_loop() {
         let store = app.store.clone();
         let table = app.config.orders_table.clone();
         let outside = outside_client(&app);
-        let running = consumer(&store, "hot-1", 5_000);
-        *app.service.consumer.lock() = Some(running.status());
+        let running = consumer(&store, "hot-1", 5_000).reporting_to(app.service.consumer.clone());
         let now = Utc::now();
         let shards = store.shards_for(now.date_naive()).await.unwrap();
         // A bot orders 40 times; 40 other customers once each.

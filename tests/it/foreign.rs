@@ -375,9 +375,8 @@ async fn foreign_items_are_read_flagged_counted_and_shown() {
 /// Until the consumer has applied everything written so far (it found
 /// the stream's end, and nothing more came in a while).
 async fn settle(consumer: &Consumer) {
-    let status = consumer.status();
     let applied = || {
-        let status = status.lock();
+        let status = consumer.status();
         status.records_applied + status.bad_records
     };
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -385,10 +384,10 @@ async fn settle(consumer: &Consumer) {
     loop {
         tokio::time::sleep(Duration::from_millis(600)).await;
         let now = applied();
-        if now == last && status.lock().behind_ms == Some(0) {
+        if now == last && consumer.status().behind_ms == Some(0) {
             return;
         }
-        assert!(Instant::now() < deadline, "the consumer did not settle: {:?}", status.lock());
+        assert!(Instant::now() < deadline, "the consumer did not settle: {:?}", consumer.status());
         last = now;
     }
 }

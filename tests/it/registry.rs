@@ -21,10 +21,8 @@ const BEAT: Duration = Duration::from_millis(200);
 /// An in-process consumer run as serve runs it (guarded by the registry),
 /// its status shown by `app`'s metrics API when `shown`.
 fn guarded(app: &TestApp, owner: &str, shown: bool) -> (Arc<Consumer>, CancellationToken, tokio::task::JoinHandle<()>) {
-    let consumer = Arc::new(consumer(&app.store, owner, 15_000));
-    if shown {
-        *app.service.consumer.lock() = Some(consumer.status());
-    }
+    let consumer = consumer(&app.store, owner, 15_000);
+    let consumer = Arc::new(if shown { consumer.reporting_to(app.service.consumer.clone()) } else { consumer });
     let stop = CancellationToken::new();
     let task =
         tokio::spawn(registry::run_in_process(consumer.clone(), app.store.clone(), owner.into(), BEAT, stop.clone()));
@@ -59,7 +57,7 @@ async fn an_in_process_consumer_stops_beside_a_live_lambda_consumer_and_serve_ke
         .await;
         let entries = app.store.consumers().await.unwrap();
         assert!(entries.iter().any(|e| e.mode == IN_PROCESS && e.instance == "instance-a"), "{engine:?}: {entries:?}");
-        assert!(first.status().lock().refused.is_none());
+        assert!(first.status().refused.is_none());
 
         // The Lambda consumer applies a batch (here, an empty one): it records itself.
         LambdaConsumer::new(app.store.clone()).apply(&[]).await;
@@ -68,21 +66,21 @@ async fn an_in_process_consumer_stops_beside_a_live_lambda_consumer_and_serve_ke
 
         // Within a heartbeat the in-process consumer stops, and says why.
         wait_for("the in-process consumer stopped", async || {
-            let status = first.status().lock().clone();
+            let status = first.status();
             status.refused.is_some() && !status.running
         })
         .await;
-        let applied = first.status().lock().records_applied;
+        let applied = first.status().records_applied;
         create(&app, "r-002").await;
         tokio::time::sleep(BEAT * 5).await;
-        assert_eq!(first.status().lock().records_applied, applied, "{engine:?}: nothing applied beside the Lambda");
+        assert_eq!(first.status().records_applied, applied, "{engine:?}: nothing applied beside the Lambda");
         assert_eq!(app.store.read_counters(day).await.unwrap().created, 1, "{engine:?}: the Lambda's to count");
 
         // A second instance starting now refuses at once.
         let (second, stop_second, second_task) = guarded(&app, "instance-b", false);
-        wait_for("the second instance refused", async || second.status().lock().refused.is_some()).await;
+        wait_for("the second instance refused", async || second.status().refused.is_some()).await;
         tokio::time::sleep(BEAT * 3).await;
-        let status = second.status().lock().clone();
+        let status = second.status();
         assert!(!status.running && status.records_applied == 0, "{engine:?}: {status:?}");
 
         // The visible status, and pages served all the same.

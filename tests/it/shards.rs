@@ -584,12 +584,12 @@ async fn consumers_at(engine: &Engine, shards: u32) -> Result<(), String> {
         consumers.push((consumer, task));
     }
     let written = day_with_a_split(&tables, &sim, &format!("s{shards}")).await as u64;
-    let applied = || consumers.iter().map(|(c, _)| c.status().lock().records_applied).sum::<u64>();
+    let applied = || consumers.iter().map(|(c, _)| c.status().records_applied).sum::<u64>();
     let (took, off) = settle(&tables, || applied() >= written).await;
     let statuses: Vec<(u64, usize, u64)> = consumers
         .iter()
         .map(|(c, _)| {
-            let s = c.status().lock().clone();
+            let s = c.status();
             (s.records_applied, s.shards_held, s.bad_records)
         })
         .collect();
@@ -972,7 +972,7 @@ async fn idle_describes(engine: &Engine) {
         stopping.cancel();
     });
     let (describes, reads) = (calls("DescribeStream") - before, calls("GetRecords"));
-    let applied = consumer.status().lock().records_applied;
+    let applied = consumer.status().records_applied;
     println!("{engine:?}: an idle consumer for 3 s: {describes} DescribeStream, {reads} GetRecords, {applied} records");
     assert_eq!(applied, written as u64, "{engine:?}");
     assert!(reads >= 10, "{engine:?}: it kept passing: {reads} GetRecords");
@@ -1005,7 +1005,7 @@ async fn a_shard_fails_alone(engine: &Engine) {
     for _ in 0..5 {
         applied += consumer.poll().await.expect("a pass with one failing shard is no failed pass");
     }
-    let status = consumer.status().lock().clone();
+    let status = consumer.status();
     let checkpoints = tables.store.checkpoints(&arn).await.unwrap();
     let read: Vec<&String> = checkpoints.iter().filter(|(_, c)| c.seq.is_some()).map(|(id, _)| id).collect();
     println!("{engine:?}: one of 4 shards failing: {applied} of {written} records applied, checkpoints {read:?}");
@@ -1044,7 +1044,7 @@ async fn trimmed_checkpoint(engine: &Engine) {
     ingested(&sim, (before + lost + after) as u64).await;
     drain(after).await;
 
-    let status = consumer.status().lock().clone();
+    let status = consumer.status();
     let arn = tables.store.stream_arn().await.unwrap().unwrap();
     let marked = tables
         .store

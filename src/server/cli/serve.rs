@@ -82,8 +82,8 @@ pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &Cance
         // Runs while no Lambda consumer is live: both would count every change.
         let owner = owner_id();
         let consumer =
-            Consumer::new(service.store.clone(), ConsumerOptions::new(owner.clone()), Some(service.live.clone()));
-        *service.consumer.lock() = Some(consumer.status());
+            Consumer::new(service.store.clone(), ConsumerOptions::new(owner.clone()), Some(service.live.clone()))
+                .reporting_to(service.consumer.clone());
         let (store, stop) = (service.store.clone(), stop.clone());
         tasks.spawn(registry::run_in_process(Arc::new(consumer), store, owner, registry::HEARTBEAT, stop));
     }

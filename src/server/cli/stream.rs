@@ -27,7 +27,7 @@ pub(super) async fn run_consume(store: Store) -> Result<(), CliError> {
         stop.cancel();
     };
     tokio::join!(guarded, signal);
-    let status = consumer.status().lock().clone();
+    let status = consumer.status();
     if let Some(why) = &status.refused {
         println!("{why}");
     }

@@ -27,7 +27,6 @@ use crate::server::store::{Store, keys};
 use crate::server::stream::consumer::ConsumerStatus;
 use crate::server::stream::live::LiveHub;
 use chrono::{NaiveDate, Utc};
-use parking_lot::Mutex;
 use pending::{DashboardKey, SharedRead};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -52,7 +51,9 @@ pub struct Service {
     /// Where the stream consumer publishes, and `/api/live` listens.
     pub live: LiveHub,
     /// The running consumer's status, once one is started.
-    pub consumer: Arc<Mutex<Option<Arc<Mutex<ConsumerStatus>>>>>,
+    /// The in-process consumer's status, which it sends here
+    /// (`Consumer::reporting_to`); the default while none runs.
+    pub consumer: Arc<tokio::sync::watch::Sender<ConsumerStatus>>,
     /// Recent dashboard reads, shared by every viewer of the same view.
     dashboards: moka::future::Cache<DashboardKey, Arc<SharedRead>>,
     /// Bumped whenever the shared reads are cleared: a read begun before
@@ -74,7 +75,7 @@ impl Service {
             store,
             cursors,
             live,
-            consumer: Arc::new(Mutex::new(None)),
+            consumer: Arc::new(tokio::sync::watch::Sender::new(ConsumerStatus::default())),
             dashboards: moka::future::Cache::builder()
                 .max_capacity(DASHBOARD_VIEWS)
                 .time_to_live(DASHBOARD_STALE_LIMIT)
@@ -111,7 +112,7 @@ impl Service {
     }
 
     fn consumer_status(&self) -> ConsumerStatus {
-        self.consumer.lock().as_ref().map(|status| status.lock().clone()).unwrap_or_default()
+        self.consumer.borrow().clone()
     }
 
     pub fn parse_day(&self, date: Option<&str>) -> Result<NaiveDate, ApiError> {

@@ -157,7 +157,9 @@ pub struct Consumer {
 pub struct Applier {
     store: Arc<Store>,
     hub: Option<LiveHub>,
-    status: Arc<Mutex<ConsumerStatus>>,
+    /// Where the status goes: a watch channel, so a reader (the service)
+    /// always sees the latest without holding a lock the consumer takes.
+    status: Arc<tokio::sync::watch::Sender<ConsumerStatus>>,
     /// The orders table's key and indexes, to price each record.
     layout: Layout,
     /// Price every record (see `ConsumerOptions::pricing`).
@@ -352,11 +354,19 @@ impl Consumer {
         }
     }
 
-    pub fn status(&self) -> Arc<Mutex<ConsumerStatus>> {
+    /// Its status now.
+    pub fn status(&self) -> ConsumerStatus {
         self.core.status()
     }
 
-    fn update_status(&self, change: impl FnOnce(&mut ConsumerStatus)) {
+    /// Reports its status to `status` (the service's) instead of a channel
+    /// of its own.
+    pub fn reporting_to(mut self, status: Arc<tokio::sync::watch::Sender<ConsumerStatus>>) -> Self {
+        self.core.status = status;
+        self
+    }
+
+    pub fn update_status(&self, change: impl FnOnce(&mut ConsumerStatus)) {
         self.core.update_status(change);
     }
 
@@ -690,7 +700,7 @@ impl Applier {
         Self {
             store,
             hub,
-            status: Arc::new(Mutex::new(ConsumerStatus::default())),
+            status: Arc::new(tokio::sync::watch::Sender::new(ConsumerStatus::default())),
             layout: Layout::orders(),
             pricing,
             hot: Mutex::new(hotkeys::Tracker::default()),
@@ -698,12 +708,13 @@ impl Applier {
         }
     }
 
-    pub fn status(&self) -> Arc<Mutex<ConsumerStatus>> {
-        self.status.clone()
+    /// Its status now.
+    pub fn status(&self) -> ConsumerStatus {
+        self.status.borrow().clone()
     }
 
     fn update_status(&self, change: impl FnOnce(&mut ConsumerStatus)) {
-        change(&mut self.status.lock());
+        self.status.send_modify(change);
     }
 
     /// The orders table, whose stream this is.
@@ -811,7 +822,7 @@ impl Applier {
                 counters::OrderEvent::Left { day, order_id } => LiveEvent::Left { date: day, order_id },
             });
         }
-        let behind_ms = self.status.lock().behind_ms;
+        let behind_ms = self.status.borrow().behind_ms;
         // Counters are read only for days someone watches; a connection
         // opened after this check read them itself, after the commit.
         for day in batch.days.into_iter().filter(|day| hub.is_watched(*day)) {

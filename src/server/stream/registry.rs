@@ -63,7 +63,6 @@ pub async fn run_in_process(
     every: Duration,
     stop: CancellationToken,
 ) {
-    let status = consumer.status();
     let mut running: Option<(CancellationToken, tokio::task::JoinHandle<()>)> = None;
     loop {
         match store.consumers().await {
@@ -72,17 +71,19 @@ pub async fn run_in_process(
                 match live_lambda(&entries, now) {
                     Some(lambda) => {
                         let why = refusal(lambda);
-                        if status.lock().refused.as_deref() != Some(why.as_str()) {
+                        if consumer.status().refused.as_deref() != Some(why.as_str()) {
                             tracing::warn!(lambda = %lambda.instance, "{why}");
                         }
-                        status.lock().refused = Some(why);
+                        consumer.update_status(|status| status.refused = Some(why));
                         if let Some((halt, task)) = running.take() {
                             halt.cancel();
                             let _ = task.await;
                         }
                     }
                     None => {
-                        if status.lock().refused.take().is_some() {
+                        let mut was_refused = false;
+                        consumer.update_status(|status| was_refused = status.refused.take().is_some());
+                        if was_refused {
                             tracing::info!("no Lambda consumer is live any more: consuming the stream");
                         }
                         if running.is_none() {
