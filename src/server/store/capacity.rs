@@ -241,17 +241,8 @@ impl Store {
     /// its own reads left out.
     pub async fn persisted_capacity_day(&self, day: NaiveDate) -> Result<CapacityDay, StoreError> {
         let mut capacity = CapacityDay::empty(day);
-        let mut pages = self
-            .client
-            .query()
-            .table_name(&self.metrics_table)
-            .key_condition_expression("PK = :pk")
-            .expression_attribute_values(":pk", AttributeValue::S(keys::capacity_pk(day)))
-            .into_paginator()
-            .items()
-            .send();
-        while let Some(item) = pages.next().await {
-            add_item(&mut capacity, &item?);
+        for item in self.metrics_partition(keys::capacity_pk(day), false, usize::MAX).await? {
+            add_item(&mut capacity, &item);
         }
         Ok(capacity)
     }

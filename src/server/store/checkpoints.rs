@@ -32,19 +32,9 @@ pub struct Lease<'a> {
 impl Store {
     /// Every checkpoint of a stream, by shard id.
     pub async fn checkpoints(&self, stream_arn: &str) -> Result<HashMap<String, Checkpoint>, StoreError> {
-        let mut pages = self
-            .client
-            .query()
-            .table_name(&self.metrics_table)
-            .key_condition_expression("PK = :pk")
-            .expression_attribute_values(":pk", AttributeValue::S(keys::checkpoint_pk(stream_arn)))
-            .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send();
+        let items = self.metrics_partition(keys::checkpoint_pk(stream_arn), true, usize::MAX).await?;
         let mut checkpoints = HashMap::new();
-        while let Some(item) = pages.next().await {
-            let item = item?;
+        for item in items {
             let shard = item.get(keys::SK).and_then(|v| v.as_s().ok()).and_then(|sk| keys::parse_checkpoint_sk(sk));
             if let Some(shard) = shard {
                 checkpoints.insert(shard.to_string(), checkpoint_of(&item));

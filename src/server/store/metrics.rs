@@ -10,9 +10,6 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 use chrono::NaiveDate;
 use std::collections::BTreeMap;
 
-/// Items per page of a day's minute counter items (25 at most: a page or two).
-const MINUTE_ITEMS_PAGE: i32 = 25;
-
 /// A day's counter items as stored: signed, since a repair may pass through
 /// negative values.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -77,25 +74,10 @@ impl Store {
     }
 
     /// Every minute counter item of `day` (the hours', and the whole-day
-    /// item versions before the split wrote): one paginated Query of their
-    /// partition, 25 items at most.
+    /// item versions before the split wrote, 25 at most): one paginated
+    /// Query of their partition.
     async fn minute_items(&self, day: NaiveDate) -> Result<Vec<Item>, StoreError> {
-        let mut pages = self
-            .client
-            .query()
-            .table_name(&self.metrics_table)
-            .key_condition_expression("#pk = :pk")
-            .expression_attribute_names("#pk", keys::PK)
-            .expression_attribute_values(":pk", AttributeValue::S(keys::metric_minutes_pk(day)))
-            .limit(MINUTE_ITEMS_PAGE)
-            .into_paginator()
-            .items()
-            .send();
-        let mut items = Vec::new();
-        while let Some(item) = pages.next().await {
-            items.push(item?);
-        }
-        Ok(items)
+        self.metrics_partition(keys::metric_minutes_pk(day), false, usize::MAX).await
     }
 
     /// Leaves the per-shard PENDING counts for sizing the list's reads.

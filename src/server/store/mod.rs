@@ -414,6 +414,44 @@ impl Store {
     }
 }
 
+/// Items a page of a metrics-table partition's Query holds at most.
+const PARTITION_PAGE: i32 = 100;
+
+impl Store {
+    /// The items of one partition of the metrics table, `at_most` of them
+    /// (in sort key order): a Query paginated `PARTITION_PAGE` items a page,
+    /// strongly consistent when `consistent`. The one way the store reads a
+    /// whole metrics partition (an hour's items, a stream's checkpoints, the
+    /// registry, the sale plans).
+    pub(super) async fn metrics_partition(
+        &self,
+        pk: String,
+        consistent: bool,
+        at_most: usize,
+    ) -> Result<Vec<Item>, StoreError> {
+        let page = PARTITION_PAGE.min(i32::try_from(at_most).unwrap_or(i32::MAX)).max(1);
+        let mut pages = self
+            .client
+            .query()
+            .table_name(&self.metrics_table)
+            .key_condition_expression("#pk = :pk")
+            .expression_attribute_names("#pk", keys::PK)
+            .expression_attribute_values(":pk", AttributeValue::S(pk))
+            .consistent_read(consistent)
+            .limit(page)
+            .into_paginator()
+            .items()
+            .send();
+        let mut items = Vec::new();
+        while items.len() < at_most
+            && let Some(item) = pages.next().await
+        {
+            items.push(item?);
+        }
+        Ok(items)
+    }
+}
+
 /// The pauses before each of up to `retries` sends again of what DynamoDB
 /// left undone or refused for the moment (unprocessed keys and items,
 /// throttles, a snapshot colliding with a transaction): exponential from

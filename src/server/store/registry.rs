@@ -7,8 +7,6 @@ use crate::server::store::keys::{self, attr};
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
-/// Entries per page of the registry (a handful of instances, a function or two).
-const REGISTRY_PAGE: i32 = 100;
 /// How long an entry is kept after it was last seen (the metrics table's TTL).
 const KEEP_SECS: i64 = 7 * 24 * 3600;
 
@@ -46,21 +44,9 @@ impl Store {
     /// Every entry of the registry, read strongly consistent. An item that
     /// cannot be read as one (another writer's) is left out.
     pub async fn consumers(&self) -> Result<Vec<ConsumerEntry>, StoreError> {
-        let mut pages = self
-            .client
-            .query()
-            .table_name(&self.metrics_table)
-            .key_condition_expression("#pk = :pk")
-            .expression_attribute_names("#pk", keys::PK)
-            .expression_attribute_values(":pk", AttributeValue::S(keys::consumers_pk().to_string()))
-            .consistent_read(true)
-            .limit(REGISTRY_PAGE)
-            .into_paginator()
-            .items()
-            .send();
+        let items = self.metrics_partition(keys::consumers_pk().to_string(), true, usize::MAX).await?;
         let mut entries = Vec::new();
-        while let Some(item) = pages.next().await {
-            let item = item?;
+        for item in items {
             let sk = item.get(keys::SK).and_then(|v| v.as_s().ok());
             let seen = item.get(attr::SEEN_AT).and_then(|v| v.as_n().ok()).and_then(|n| n.parse::<i64>().ok());
             let Some(((mode, instance), seen)) = sk.and_then(|sk| keys::parse_consumer_sk(sk)).zip(seen) else {

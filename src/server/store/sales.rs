@@ -88,22 +88,9 @@ impl Store {
     /// Every plan, by name. An item that does not read as a plan (another
     /// writer's, a damaged one) is left out and logged, not an error.
     pub async fn list_sale_plans(&self) -> Result<Vec<SalePlan>, StoreError> {
-        let mut pages = self
-            .client
-            .query()
-            .table_name(&self.metrics_table)
-            .key_condition_expression("PK = :pk")
-            .expression_attribute_values(":pk", AttributeValue::S(keys::sales_pk().to_string()))
-            .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send();
+        let items = self.metrics_partition(keys::sales_pk().to_string(), true, MAX_PLANS).await?;
         let mut plans = Vec::new();
-        while let Some(item) = pages.next().await {
-            if plans.len() >= MAX_PLANS {
-                break;
-            }
-            let item = item?;
+        for item in items {
             let sk = item.get(keys::SK).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
             match read_plan(item) {
                 Some(plan) => plans.push(plan),
