@@ -241,7 +241,7 @@ impl Store {
     /// its own reads left out.
     pub async fn persisted_capacity_day(&self, day: NaiveDate) -> Result<CapacityDay, StoreError> {
         let mut capacity = CapacityDay::empty(day);
-        for item in self.metrics_partition(keys::capacity_pk(day), false, usize::MAX).await? {
+        for item in self.metrics_partition(keys::capacity_pk(day), false).await? {
             add_item(&mut capacity, &item);
         }
         Ok(capacity)

@@ -32,7 +32,7 @@ pub struct Lease<'a> {
 impl Store {
     /// Every checkpoint of a stream, by shard id.
     pub async fn checkpoints(&self, stream_arn: &str) -> Result<HashMap<String, Checkpoint>, StoreError> {
-        let items = self.metrics_partition(keys::checkpoint_pk(stream_arn), true, usize::MAX).await?;
+        let items = self.metrics_partition(keys::checkpoint_pk(stream_arn), true).await?;
         let mut checkpoints = HashMap::new();
         for item in items {
             let shard = item.get(keys::SK).and_then(|v| v.as_s().ok()).and_then(|sk| keys::parse_checkpoint_sk(sk));

@@ -77,7 +77,7 @@ impl Store {
     /// item versions before the split wrote, 25 at most): one paginated
     /// Query of their partition.
     async fn minute_items(&self, day: NaiveDate) -> Result<Vec<Item>, StoreError> {
-        self.metrics_partition(keys::metric_minutes_pk(day), false, usize::MAX).await
+        self.metrics_partition(keys::metric_minutes_pk(day), false).await
     }
 
     /// Leaves the per-shard PENDING counts for sizing the list's reads.

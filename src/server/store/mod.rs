@@ -418,18 +418,18 @@ impl Store {
 const PARTITION_PAGE: i32 = 100;
 
 impl Store {
-    /// The items of one partition of the metrics table, `at_most` of them
-    /// (in sort key order): a Query paginated `PARTITION_PAGE` items a page,
-    /// strongly consistent when `consistent`. The one way the store reads a
-    /// whole metrics partition (an hour's items, a stream's checkpoints, the
-    /// registry, the sale plans).
-    pub(super) async fn metrics_partition(
+    /// Hands each item of one partition of the metrics table to `each`, in
+    /// sort key order, until it breaks: a Query paginated `PARTITION_PAGE`
+    /// items a page, strongly consistent when `consistent`, no page read
+    /// after the break. The one way the store reads a whole metrics
+    /// partition (a day's minute items, a stream's checkpoints, the
+    /// registry, the sale plans, quality and capacity days).
+    pub(super) async fn for_each_in_metrics_partition(
         &self,
         pk: String,
         consistent: bool,
-        at_most: usize,
-    ) -> Result<Vec<Item>, StoreError> {
-        let page = PARTITION_PAGE.min(i32::try_from(at_most).unwrap_or(i32::MAX)).max(1);
+        mut each: impl FnMut(Item) -> std::ops::ControlFlow<()>,
+    ) -> Result<(), StoreError> {
         let mut pages = self
             .client
             .query()
@@ -438,16 +438,27 @@ impl Store {
             .expression_attribute_names("#pk", keys::PK)
             .expression_attribute_values(":pk", AttributeValue::S(pk))
             .consistent_read(consistent)
-            .limit(page)
+            .limit(PARTITION_PAGE)
             .into_paginator()
             .items()
             .send();
-        let mut items = Vec::new();
-        while items.len() < at_most
-            && let Some(item) = pages.next().await
-        {
-            items.push(item?);
+        while let Some(item) = pages.next().await {
+            if each(item?).is_break() {
+                break;
+            }
         }
+        Ok(())
+    }
+
+    /// Every item of one partition of the metrics table (see
+    /// `for_each_in_metrics_partition`).
+    pub(super) async fn metrics_partition(&self, pk: String, consistent: bool) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::new();
+        self.for_each_in_metrics_partition(pk, consistent, |item| {
+            items.push(item);
+            std::ops::ControlFlow::Continue(())
+        })
+        .await?;
         Ok(items)
     }
 }

@@ -10,6 +10,6 @@ impl Store {
     /// Every quality item of `day`: one Query of its partition, every page
     /// (an item per hour, per hour of largest items, per drift kind).
     pub async fn quality_items(&self, day: NaiveDate) -> Result<Vec<Item>, StoreError> {
-        self.metrics_partition(keys::quality_pk(day), false, usize::MAX).await
+        self.metrics_partition(keys::quality_pk(day), false).await
     }
 }

@@ -44,7 +44,7 @@ impl Store {
     /// Every entry of the registry, read strongly consistent. An item that
     /// cannot be read as one (another writer's) is left out.
     pub async fn consumers(&self) -> Result<Vec<ConsumerEntry>, StoreError> {
-        let items = self.metrics_partition(keys::consumers_pk().to_string(), true, usize::MAX).await?;
+        let items = self.metrics_partition(keys::consumers_pk().to_string(), true).await?;
         let mut entries = Vec::new();
         for item in items {
             let sk = item.get(keys::SK).and_then(|v| v.as_s().ok());

@@ -88,15 +88,20 @@ impl Store {
     /// Every plan, by name. An item that does not read as a plan (another
     /// writer's, a damaged one) is left out and logged, not an error.
     pub async fn list_sale_plans(&self) -> Result<Vec<SalePlan>, StoreError> {
-        let items = self.metrics_partition(keys::sales_pk().to_string(), true, MAX_PLANS).await?;
         let mut plans = Vec::new();
-        for item in items {
+        self.for_each_in_metrics_partition(keys::sales_pk().to_string(), true, |item| {
             let sk = item.get(keys::SK).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
             match read_plan(item) {
                 Some(plan) => plans.push(plan),
                 None => tracing::warn!(sk, "a sale plan item that does not read as a plan is left out"),
             }
-        }
+            if plans.len() >= MAX_PLANS {
+                std::ops::ControlFlow::Break(())
+            } else {
+                std::ops::ControlFlow::Continue(())
+            }
+        })
+        .await?;
         Ok(plans)
     }
 
