@@ -1013,6 +1013,10 @@ async fn a_shard_fails_alone(engine: &Engine) {
     assert_eq!(read.len(), 4, "{engine:?}: 3 shards read, the bad one as it was: {checkpoints:?}");
     assert_eq!(checkpoints[&bad].seq.as_deref(), Some("not-a-sequence-number"));
     assert!(status.last_error_at.is_some() && status.shards_held == 3, "{engine:?}: {status:?}");
+    // Five passes back to back read each shard at most four times a second:
+    // the stream's five a second is never exceeded.
+    let refused = sim.stats().refused;
+    assert!(!refused.contains_key("LimitExceededException"), "{engine:?}: {refused:?}");
     sim.stop().await;
     tables.stop().await;
 }

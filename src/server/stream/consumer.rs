@@ -58,6 +58,10 @@ const MAX_ATTRIBUTES: usize = 120;
 const BATCHES_PER_PASS: u32 = 20;
 /// How long the stream's description is reused (see `Consumer::described`).
 const DESCRIBE_EVERY: Duration = Duration::from_secs(10);
+/// The least time between two GetRecords on one shard: DynamoDB Streams
+/// refuses a shard's sixth call in a second (`LimitExceededException`), and
+/// Lambda's pollers read a shard four times a second; so does this consumer.
+const READ_SPACING: Duration = Duration::from_millis(250);
 
 /// The stream as last described.
 struct Described {
@@ -134,6 +138,15 @@ struct ShardCursor {
     iterator: Option<String>,
     /// The checkpoint this consumer last wrote or read.
     seq: Option<String>,
+    /// When this consumer last called GetRecords on the shard.
+    read_at: Option<Instant>,
+}
+
+impl ShardCursor {
+    /// How long until the shard may be read again (`READ_SPACING`).
+    fn wait(&self) -> Duration {
+        self.read_at.map_or(Duration::ZERO, |at| READ_SPACING.saturating_sub(at.elapsed()))
+    }
 }
 
 pub struct Consumer {
@@ -561,7 +574,7 @@ impl Consumer {
         {
             // Someone else moved this shard on (or this is a restart): resume
             // from the checkpoint, not from a stale iterator.
-            *cursor = ShardCursor { iterator: None, seq: checkpoint.seq };
+            *cursor = ShardCursor { iterator: None, seq: checkpoint.seq, read_at: cursor.read_at };
         }
         let (mut applied, mut at_end) = (0, false);
         for _ in 0..BATCHES_PER_PASS {
@@ -575,6 +588,16 @@ impl Consumer {
                     Err(err) => return Err(err.into()),
                 },
             };
+            let wait = cursor.wait();
+            if !wait.is_zero() {
+                if applied > 0 {
+                    // Read again at the next pass, after the other shards.
+                    cursor.iterator = Some(iterator);
+                    break;
+                }
+                tokio::time::sleep(wait).await;
+            }
+            cursor.read_at = Some(Instant::now());
             let (records, next) = match self.store.get_records(&iterator, self.options.batch).await? {
                 StreamBatch::Records { records, next } => (records, next),
                 StreamBatch::Expired => continue,
