@@ -22,6 +22,7 @@ mod oidc;
 mod ready;
 mod reconcile;
 mod registry;
+mod replay;
 mod shards;
 mod throttle;
 mod workflows;

@@ -52,6 +52,11 @@ pub enum Command {
     LambdaLocal(LambdaLocalArgs),
     /// Check the counters against the tables and repair any drift with a delta.
     Reconcile(ReconcileArgs),
+    /// Deliver again the records the Lambda consumer gave up on: the ranges
+    /// its on-failure destination's messages name, read from the stream
+    /// while it still keeps them (24 hours), applied once each (a record
+    /// applied before changes nothing). For the Lambda form only.
+    Replay(ReplayArgs),
     /// Simulate traffic: a steady rate, a flash sale or a month-end batch.
     Loadgen(crate::server::sim::loadgen::LoadgenArgs),
     /// Local accounts (passwords are read from standard input).
@@ -173,6 +178,15 @@ pub struct AdviseArgs {
     /// {"provisionedWcuHour": 0.00074}
     #[arg(long, env = "NORTHWIND_PRICES_FILE")]
     pub prices: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReplayArgs {
+    /// The dead-letter messages, one JSON message a line (`lambda-local`'s
+    /// dead-letters file, or SQS messages whose `Body` is one); `-` reads
+    /// standard input
+    #[arg(long, value_name = "FILE")]
+    pub messages: std::path::PathBuf,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -15,7 +15,7 @@ mod users;
 use capacity::{run_advise, run_plan};
 use serve::run_serve;
 use sim::{run_loadgen, run_rehearse, run_stream_proxy, run_throttle_proxy};
-use stream::{run_consume, run_lambda, run_lambda_local, run_reconcile};
+use stream::{run_consume, run_lambda, run_lambda_local, run_reconcile, run_replay};
 use tables::{run_provision, run_seed, run_template};
 use users::{run_token, run_user};
 
@@ -47,6 +47,8 @@ pub enum CliError {
     KeyFile(#[from] KeyFileError),
     #[error(transparent)]
     Reconcile(#[from] ReconcileError),
+    #[error(transparent)]
+    Replay(#[from] crate::server::stream::replay::ReplayError),
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]
@@ -149,6 +151,7 @@ async fn run_with_store(mut config: StoreConfig, command: Command) -> Result<(),
         Command::Lambda => run_lambda(store).await,
         Command::LambdaLocal(args) => run_lambda_local(&config, store, &args).await,
         Command::Reconcile(args) => run_reconcile(store, &args).await,
+        Command::Replay(args) => run_replay(store, &args).await,
         Command::Loadgen(args) => run_loadgen(store, &args).await,
         Command::Plan(args) => run_plan(&store, &args).await,
         Command::Ready(args) => ready::run_ready(store, &args).await,

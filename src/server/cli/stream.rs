@@ -1,17 +1,20 @@
-//! `consume`, `lambda`, `lambda-local` and `reconcile`: the stream consumer,
-//! in this process or as a Lambda function (and a local event source mapping
-//! to drive it), and the counters checked against the tables.
+//! `consume`, `lambda`, `lambda-local`, `replay` and `reconcile`: the stream
+//! consumer, in this process or as a Lambda function (and a local event
+//! source mapping to drive it, and a replay of what it gave up), and the
+//! counters checked against the tables.
 
 use super::serve::owner_id;
 use super::{CliError, cli_date, shutdown_signal};
-use crate::server::cli::config::{LambdaLocalArgs, ReconcileArgs, StoreConfig};
+use crate::server::cli::config::{LambdaLocalArgs, ReconcileArgs, ReplayArgs, StoreConfig};
 use crate::server::sim::lambda::dead_letters::DeadLetters;
 use crate::server::sim::lambda::runtime::FunctionConfig;
 use crate::server::sim::lambda::{Mapping, function_env};
 use crate::server::store::Store;
 use crate::server::stream::consumer::{Consumer, ConsumerOptions};
+use crate::server::stream::lambda::LambdaConsumer;
 use crate::server::stream::reconcile::{FullOptions, FullOutcome, PendingOutcome, ReconcileOptions, Reconciler};
 use crate::server::stream::registry;
+use crate::server::stream::replay::{self, Replayed};
 use std::sync::Arc;
 
 pub(super) async fn run_consume(store: Store) -> Result<(), CliError> {
@@ -175,4 +178,50 @@ pub(super) fn verdict_word(damaged: bool, repaired: bool, dry_run: bool) -> Stri
         (true, false, true) => "; dry run, nothing changed".into(),
         _ => String::new(),
     }
+}
+
+/// Every range the messages name, in order; stops at the first that fails
+/// (what was replayed before it stays applied: each record counts once).
+pub(super) async fn run_replay(store: Store, args: &ReplayArgs) -> Result<(), CliError> {
+    let what = format!("read {}", args.messages.display());
+    let text = if args.messages.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(&args.messages)
+    }
+    .map_err(|source| CliError::Io { what, source })?;
+    let ranges = replay::parse_messages(&text)?;
+    replay::check_no_in_process(&store).await?;
+    let store = Arc::new(store);
+    let consumer = LambdaConsumer::new(store.clone());
+    let mut total = Replayed::default();
+    for range in &ranges {
+        let done = replay::replay(&store, &consumer, range).await?;
+        println!(
+            "shard {} {}..{}: {} records read{}, {} applied, {} applied before, {} unreadable",
+            range.shard_id,
+            range.first,
+            range.last,
+            done.read,
+            range.batch_size.map_or(String::new(), |n| format!(" (the message says {n})")),
+            done.applied,
+            done.already,
+            done.skipped
+        );
+        total = Replayed {
+            read: total.read + done.read,
+            applied: total.applied + done.applied,
+            already: total.already + done.already,
+            skipped: total.skipped + done.skipped,
+        };
+    }
+    println!(
+        "replayed {} range(s): {} records, {} applied, {} applied before, {} unreadable",
+        ranges.len(),
+        total.read,
+        total.applied,
+        total.already,
+        total.skipped
+    );
+    Ok(())
 }

@@ -68,15 +68,31 @@ impl Store {
         shard_id: &str,
         after: Option<&str>,
     ) -> Result<String, StoreError> {
+        match after {
+            Some(seq) => self.iterator(stream_arn, shard_id, ShardIteratorType::AfterSequenceNumber, Some(seq)).await,
+            None => self.iterator(stream_arn, shard_id, ShardIteratorType::TrimHorizon, None).await,
+        }
+    }
+
+    /// An iterator at the record numbered `seq` (that record first);
+    /// `Trimmed` when it is no longer kept.
+    pub async fn shard_iterator_at(&self, stream_arn: &str, shard_id: &str, seq: &str) -> Result<String, StoreError> {
+        self.iterator(stream_arn, shard_id, ShardIteratorType::AtSequenceNumber, Some(seq)).await
+    }
+
+    async fn iterator(
+        &self,
+        stream_arn: &str,
+        shard_id: &str,
+        kind: ShardIteratorType,
+        seq: Option<&str>,
+    ) -> Result<String, StoreError> {
         let request = self.streams.get_shard_iterator().stream_arn(stream_arn).shard_id(shard_id);
-        let request = match after {
-            Some(seq) => request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).sequence_number(seq),
-            None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
-        };
+        let request = request.shard_iterator_type(kind.clone()).set_sequence_number(seq.map(str::to_string));
         let out = match request.send().await {
             Ok(out) => out,
             Err(err) if err.as_service_error().and_then(|e| e.code()) == Some("TrimmedDataAccessException") => {
-                return Err(StoreError::Trimmed(format!("shard {shard_id} after {after:?}")));
+                return Err(StoreError::Trimmed(format!("shard {shard_id} {} {seq:?}", kind.as_str())));
             }
             Err(err) => return Err(err.into()),
         };

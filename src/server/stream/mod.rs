@@ -11,3 +11,4 @@ pub mod pricing;
 pub mod quality;
 pub mod reconcile;
 pub mod registry;
+pub mod replay;

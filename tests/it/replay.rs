@@ -1,0 +1,208 @@
+//! `replay`: the records the Lambda consumer gave up on, delivered again from
+//! the stream, with the built binary, on both engines. The Lambda consumer
+//! (its own code, `LambdaConsumer`) applies the day's records but a range in
+//! the middle, which the on-failure destination names in a message (as the
+//! local event source mapping writes it, and as SQS hands it over): the
+//! counters are off by that range until `replay` applies it; a second replay
+//! changes nothing; a message of records already applied applies none; bad
+//! messages and a live in-process consumer are refused, naming the problem.
+//!
+//! Every process started is stopped by its pid (`Command::output` waits).
+
+use crate::common;
+
+use aws_sdk_dynamodbstreams::types::Record;
+use chrono::{Duration as Span, NaiveDate, Utc};
+use common::counters::{differences, read_batch};
+use common::{Engine, order, write_all};
+use northwind_ops::model::{Actor, Order, Status};
+use northwind_ops::server::sim::lambda::dead_letters::{Condition, GivenUp, message};
+use northwind_ops::server::store::{Store, TableCapacity, Transition};
+use northwind_ops::server::stream::lambda::{Delivered, LambdaConsumer};
+use northwind_ops::server::stream::registry::IN_PROCESS;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_northwind-ops");
+const CREATED: usize = 40;
+const CONFIRMED: usize = 15;
+/// The records the mapping gave up on: positions in the stream.
+const GIVEN_UP: std::ops::Range<usize> = 20..35;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_applies_what_the_lambda_gave_up_once_and_refuses_what_it_must() {
+    for engine in common::engines() {
+        replay_on(engine).await;
+    }
+}
+
+async fn replay_on(engine: Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::store_config(&engine, dir.path(), &[]);
+    let (store, embedded) = northwind_ops::server::store::connect(&config).await.unwrap();
+    let endpoint = match (&engine, &embedded) {
+        (Engine::DynamoDbLocal(url), _) => url.clone(),
+        (Engine::Dynoxide, Some(embedded)) => embedded.endpoint(),
+        (Engine::Dynoxide, None) => unreachable!("the embedded store runs in this process"),
+    };
+    store.provision(Some(TableCapacity::OnDemand)).await.unwrap();
+    let store = Arc::new(store);
+    let day = write_day(&store).await;
+    let (arn, shard, records) = read_stream(&store, CREATED + CONFIRMED).await;
+
+    // The Lambda consumer applies everything but the range it gave up on.
+    let lambda = LambdaConsumer::new(store.clone());
+    for part in [&records[..GIVEN_UP.start], &records[GIVEN_UP.end..]] {
+        let outcome = lambda.apply(&delivered(part)).await;
+        assert_eq!(outcome.failed_from, None, "{engine:?}: {outcome:?}");
+    }
+    let off = differences(&store, &config.orders_table, day).await;
+    assert!(!off.is_empty(), "{engine:?}: the range given up is missing from the counters");
+
+    let given_up = dead_letter(&arn, &shard, &records[GIVEN_UP]);
+    let sqs_form = serde_json::json!({"MessageId": "1", "Body": given_up.to_string()}).to_string();
+    let messages = dir.path().join("dead-letters.jsonl");
+    std::fs::write(&messages, format!("{given_up}\n")).unwrap();
+    let run = |file: &Path| replay(&endpoint, &config, dir.path(), file);
+
+    let (ok, out) = run(&messages);
+    assert!(ok, "{engine:?}: {out}");
+    let n = GIVEN_UP.len();
+    assert!(out.contains(&format!("{n} records read (the message says {n}), {n} applied, 0 applied before")), "{out}");
+    let off = differences(&store, &config.orders_table, day).await;
+    assert!(off.is_empty(), "{engine:?}: every counter equals its recount after the replay: {off:?}");
+    let settled = store.read_counters(day).await.unwrap();
+
+    // Again, in the form SQS hands it over, beside a range applied long ago.
+    let applied_before = dead_letter(&arn, &shard, &records[..5]);
+    std::fs::write(&messages, format!("{sqs_form}\n{applied_before}\n")).unwrap();
+    let (ok, out) = run(&messages);
+    assert!(ok, "{engine:?}: {out}");
+    assert!(out.contains(&format!("{} records, 0 applied, {} applied before", n + 5, n + 5)), "{out}");
+    assert_eq!(store.read_counters(day).await.unwrap(), settled, "{engine:?}: a second replay changed nothing");
+
+    // Bad messages: named by line, nothing applied.
+    std::fs::write(&messages, format!("{given_up}\n{{\"DDBStreamBatchInfo\": {{\"shardId\": \"x\"}}}}\n")).unwrap();
+    let (ok, out) = run(&messages);
+    assert!(!ok && out.contains("message 2: no DDBStreamBatchInfo.streamArn"), "{engine:?}: {out}");
+    let (ok, out) = run(&dir.path().join("absent.jsonl"));
+    assert!(!ok && out.contains("absent.jsonl"), "{engine:?}: {out}");
+
+    // Beside a live in-process consumer, a replay would count twice.
+    store.record_consumer(IN_PROCESS, "serve-1", Utc::now()).await.unwrap();
+    std::fs::write(&messages, format!("{given_up}\n")).unwrap();
+    let (ok, out) = run(&messages);
+    assert!(!ok && out.contains("in-process consumer (serve-1) is live"), "{engine:?}: {out}");
+    assert_eq!(store.read_counters(day).await.unwrap(), settled);
+    println!(
+        "{engine:?}: {} records, {n} given up and replayed: counters equal the recount (created {}, PENDING {}); \
+         replayed again: 0 applied",
+        records.len(),
+        settled.created,
+        settled.pending
+    );
+    drop(store);
+    if let Some(embedded) = embedded {
+        embedded.shutdown().await;
+    }
+}
+
+/// `northwind-ops replay --messages FILE` against the engine: whether it
+/// succeeded, and what it printed.
+fn replay(
+    endpoint: &str,
+    config: &northwind_ops::server::store::config::StoreConfig,
+    dir: &Path,
+    file: &Path,
+) -> (bool, String) {
+    let out = Command::new(BIN)
+        .args(["replay", "--messages"])
+        .arg(file)
+        .env("NORTHWIND_STORE", "endpoint")
+        .env("NORTHWIND_ENDPOINT_URL", endpoint)
+        .env("NORTHWIND_ORDERS_TABLE", &config.orders_table)
+        .env("NORTHWIND_METRICS_TABLE", &config.metrics_table)
+        .env("NORTHWIND_DATA_DIR", dir)
+        .env("NORTHWIND_LOG", "warn")
+        .output()
+        .expect("the binary runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// The on-failure record the mapping sends for `records`.
+fn dead_letter(arn: &str, shard: &str, records: &[Record]) -> serde_json::Value {
+    let given_up = GivenUp {
+        condition: Condition::RetryAttemptsExhausted,
+        request_id: "test".into(),
+        function_arn: "arn:aws:lambda:us-east-1:000000000000:function:northwind-stream",
+        invocations: 11,
+        response: None,
+        shard_id: shard,
+        stream_arn: arn,
+        records,
+    };
+    message(&given_up, Utc::now())
+}
+
+fn delivered(records: &[Record]) -> Vec<Delivered> {
+    records
+        .iter()
+        .map(|r| Delivered {
+            event_id: r.event_id().map(str::to_string),
+            seq: r.dynamodb().and_then(|d| d.sequence_number()).map(str::to_string),
+            record: Some(r.clone()),
+        })
+        .collect()
+}
+
+async fn write_day(store: &Store) -> NaiveDate {
+    let start = Utc::now() - Span::seconds(1);
+    let orders: Vec<Order> = (0..CREATED)
+        .map(|i| {
+            order(&format!("r-{i:03}"), &format!("c-{}", i % 7), Status::Pending, start + Span::milliseconds(i as i64))
+        })
+        .collect();
+    write_all(store, orders).await;
+    let actor = Actor::cli("replay-test");
+    for i in 0..CONFIRMED {
+        let order_id = format!("r-{i:03}");
+        let change = Transition {
+            order_id: &order_id,
+            from: Status::Pending,
+            to: Status::Confirmed,
+            at: Utc::now(),
+            actor: &actor,
+            reason: None,
+            bulk_id: None,
+        };
+        store.change_status(&change).await.unwrap();
+    }
+    start.date_naive()
+}
+
+/// The stream's ARN, its one shard and its `n` records, once all show.
+async fn read_stream(store: &Store, n: usize) -> (String, String, Vec<Record>) {
+    let arn = store.stream_arn().await.unwrap().expect("the orders table has a stream");
+    let shards = store.stream_shards(&arn).await.unwrap();
+    let shard = shards[0].id.clone();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (mut records, mut iterator) = (Vec::new(), None);
+        loop {
+            let (batch, next) = read_batch(store, &arn, &shard, iterator, 1000).await;
+            if batch.is_empty() {
+                break;
+            }
+            records.extend(batch);
+            iterator = next;
+        }
+        if records.len() >= n || Instant::now() > deadline {
+            assert_eq!(records.len(), n, "every write's record");
+            return (arn, shard, records);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
