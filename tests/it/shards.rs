@@ -1079,3 +1079,85 @@ async fn trimmed_checkpoint(engine: &Engine) {
     sim.stop().await;
     tables.stop().await;
 }
+
+// ---- Leases shared evenly between instances ---------------------------------
+
+/// The heartbeat of the guarded consumers below: short, to see them react.
+const BEAT: Duration = Duration::from_millis(200);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_share_the_shards_evenly_and_one_that_stops_leaves_its_shards_to_the_other() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    for engine in common::engines() {
+        balanced(&engine).await;
+    }
+}
+
+/// A consumer run as `serve` runs it (guarded by the registry, which says
+/// how many instances share the shards).
+fn guarded(store: Arc<Store>, owner: &str) -> (Arc<Consumer>, CancellationToken, tokio::task::JoinHandle<()>) {
+    let consumer = Arc::new(Consumer::new(store.clone(), ConsumerOptions::new(owner), None));
+    let stop = CancellationToken::new();
+    let run = northwind_ops::server::stream::registry::run_in_process(
+        consumer.clone(),
+        store,
+        owner.into(),
+        BEAT,
+        stop.clone(),
+    );
+    (consumer, stop, tokio::spawn(run))
+}
+
+/// Waits until `done`; how long it took.
+async fn until(what: &str, done: impl Fn() -> bool) -> Duration {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < Duration::from_secs(30), "not within 30 s: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    started.elapsed()
+}
+
+/// Eight shards: one instance holds them all; a second one starts and they
+/// hold four each; the day's writes are applied once between them; the
+/// second stops and the first holds all eight again, without waiting for a
+/// lease to expire.
+async fn balanced(engine: &Engine) {
+    let tables = Tables::new(engine).await;
+    let sim = tables.sim(8, Limits::default()).await;
+    let written = first_half(&tables.store, "e", 24).await;
+    ingested(&sim, written as u64).await;
+    let (a, stop_a, task_a) = guarded(tables.through(&sim).await, "instance-a");
+    until("a holds every shard", || a.status().shards_held == 8).await;
+
+    let (b, stop_b, task_b) = guarded(tables.through(&sim).await, "instance-b");
+    let shared = until("four shards each", || a.status().shards_held == 4 && b.status().shards_held == 4).await;
+    let more = first_half(&tables.store, "f", 24).await;
+    let applied = || a.status().records_applied + b.status().records_applied;
+    let (took, off) = settle(&tables, || applied() >= (written + more) as u64).await;
+    let (by_a, by_b) = (a.status().records_applied, b.status().records_applied);
+
+    stop_b.cancel();
+    task_b.await.unwrap();
+    let back = until("a holds every shard again", || a.status().shards_held == 8).await;
+    let last = first_half(&tables.store, "g", 6).await;
+    let total = (written + more + last) as u64;
+    let (_, off_after) = settle(&tables, || applied() >= total).await;
+    println!(
+        "{engine:?}: 8 shards; b started: 4 each after {:.1} s; {} records applied by a, {} by b (settled {:.1} s \
+         after the writes); b stopped: a held all 8 after {:.1} s",
+        shared.as_secs_f64(),
+        by_a,
+        by_b,
+        took.as_secs_f64(),
+        back.as_secs_f64()
+    );
+    assert!(off.is_empty() && off_after.is_empty(), "{engine:?}: {off:?} {off_after:?}");
+    assert_eq!(applied(), total, "{engine:?}: every record applied once between them");
+    assert!(by_b > 0, "{engine:?}: b read its shards");
+    assert!(back < Duration::from_secs(5), "{engine:?}: no lease waited out: {back:?}");
+    stop_a.cancel();
+    task_a.await.unwrap();
+    sim.stop().await;
+    tables.stop().await;
+}

@@ -85,7 +85,7 @@ pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &Cance
             Consumer::new(service.store.clone(), ConsumerOptions::new(owner.clone()), Some(service.live.clone()))
                 .reporting_to(service.consumer.clone());
         let (store, stop) = (service.store.clone(), stop.clone());
-        tasks.spawn(registry::run_in_process(Arc::new(consumer), store, owner, registry::HEARTBEAT, stop));
+        tasks.spawn(registry::run_in_process(Arc::new(consumer), store, owner, registry::IN_PROCESS_BEAT, stop));
     }
     if args.reconcile_minutes > 0 {
         let reconciler = Reconciler::new(service.store.clone(), ReconcileOptions::new(owner_id()));

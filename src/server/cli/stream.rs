@@ -24,7 +24,7 @@ pub(super) async fn run_consume(store: Store) -> Result<(), CliError> {
     let consumer = Arc::new(Consumer::new(store.clone(), ConsumerOptions::new(owner.clone()), None));
     // Not beside a live Lambda consumer: both would count every change.
     let stop = tokio_util::sync::CancellationToken::new();
-    let guarded = registry::run_in_process(consumer.clone(), store, owner, registry::HEARTBEAT, stop.clone());
+    let guarded = registry::run_in_process(consumer.clone(), store, owner, registry::IN_PROCESS_BEAT, stop.clone());
     let signal = async {
         shutdown_signal().await;
         stop.cancel();

@@ -46,6 +46,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Counter items one transaction may touch, leaving room for the checkpoint
@@ -161,6 +162,10 @@ pub struct Consumer {
     held: Mutex<HashMap<String, Instant>>,
     /// The last minute marked observed, by this consumer.
     observed_to: tokio::sync::Mutex<Option<i64>>,
+    /// In-process consumers reading the stream, this one included, as the
+    /// registry last said (`set_instances`); 1 until told: then every shard
+    /// is this consumer's to take.
+    instances: AtomicUsize,
 }
 
 /// What stream records mean for the counters, and how the increments of
@@ -364,7 +369,14 @@ impl Consumer {
             described: tokio::sync::Mutex::new(None),
             held: Mutex::new(HashMap::new()),
             observed_to: tokio::sync::Mutex::new(None),
+            instances: AtomicUsize::new(1),
         }
+    }
+
+    /// How many in-process consumers read the stream, this one included:
+    /// each takes at most its fair share of the shards (see `poll`).
+    pub fn set_instances(&self, instances: usize) {
+        self.instances.store(instances.max(1), Ordering::Relaxed);
     }
 
     /// Its status now.
@@ -425,12 +437,36 @@ impl Consumer {
             Err(err) => return tracing::warn!(error = %err, "could not hand the leases over; they expire instead"),
         };
         for shard_id in &shards {
-            let lease = self.lease_for(&stream_arn, shard_id);
-            match self.store.release_lease(&lease).await {
-                Ok(true) => tracing::info!(shard_id, "lease handed over"),
-                Ok(false) => tracing::info!(shard_id, "lease already taken over"),
-                Err(err) => tracing::warn!(shard_id, error = %err, "could not hand the lease over; it expires instead"),
-            }
+            self.release(&stream_arn, shard_id).await;
+        }
+    }
+
+    /// Gives one lease back, after this consumer's last checkpoint of it.
+    async fn release(&self, stream_arn: &str, shard_id: &str) {
+        let lease = self.lease_for(stream_arn, shard_id);
+        match self.store.release_lease(&lease).await {
+            Ok(true) => tracing::info!(shard_id, "lease handed over"),
+            Ok(false) => tracing::info!(shard_id, "lease already taken over"),
+            Err(err) => tracing::warn!(shard_id, error = %err, "could not hand the lease over; it expires instead"),
+        }
+    }
+
+    /// The shards of `readable` whose lease this consumer holds now.
+    fn leased<'a>(&self, readable: &[&'a StreamShard]) -> Vec<&'a StreamShard> {
+        let held = self.held.lock();
+        let now = Instant::now();
+        readable.iter().copied().filter(|s| held.get(&s.id).is_some_and(|until| *until > now)).collect()
+    }
+
+    /// Leases beyond this consumer's fair share are handed over (between
+    /// commits: the pass has ended), for a consumer that joined to take.
+    async fn shed_surplus(&self, stream_arn: &str, readable: &[&StreamShard], fair: usize) {
+        let leased = self.leased(readable);
+        for shard in leased.iter().skip(fair) {
+            tracing::info!(shard_id = shard.id, fair, "more than a fair share of the shards: handing one over");
+            self.cursors.lock().await.remove(&shard.id);
+            self.mark_held(&shard.id, false);
+            self.release(stream_arn, &shard.id).await;
         }
     }
 
@@ -464,7 +500,18 @@ impl Consumer {
         let (stream_arn, shards) = self.described().await?;
         let checkpoints = self.store.checkpoints(&stream_arn).await?;
         let (mut applied, mut held, mut caught_up, mut failed) = (0, 0, true, 0);
-        for shard in readable(&shards, &checkpoints) {
+        let readable = readable(&shards, &checkpoints);
+        // Leases are spread evenly: this consumer takes a free or expired
+        // lease only while it holds fewer than its share, and hands over
+        // what it holds beyond it, so a consumer that starts gets its share
+        // and one that stops (or dies: its registry entry goes stale as its
+        // leases expire) leaves its shards to the others.
+        let fair = readable.len().div_ceil(self.instances.load(Ordering::Relaxed));
+        for shard in readable.iter().copied() {
+            let mine = !self.leased(&[shard]).is_empty();
+            if !mine && self.leased(&readable).len() >= fair {
+                continue;
+            }
             // Each shard fails alone: one that cannot be read or committed
             // (its checkpoint refused, its partition throttled) is tried
             // again at the next pass while the others go on.
@@ -483,7 +530,8 @@ impl Consumer {
                 }
             }
         }
-        self.update_status(|s| s.shards_held = held);
+        self.shed_surplus(&stream_arn, &readable, fair).await;
+        self.update_status(|s| s.shards_held = held.min(fair));
         if caught_up && held > 0 {
             self.observe().await;
         }

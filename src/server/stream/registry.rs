@@ -28,9 +28,23 @@ pub const IN_PROCESS: &str = "in-process";
 pub const LAMBDA: &str = "lambda";
 /// How long after its last batch a Lambda consumer counts as live.
 pub const LAMBDA_LIVE: chrono::Duration = chrono::Duration::hours(24);
-/// How often an in-process consumer records itself and looks for a Lambda
-/// consumer; a Lambda environment records itself at most this often.
+/// How often a Lambda environment records itself, at most.
 pub const HEARTBEAT: Duration = Duration::from_secs(30);
+/// How often an in-process consumer records itself, counts its peers and
+/// looks for a Lambda consumer: within a lease (15 s), so that the count of
+/// peers the shards are shared among follows one that stops or dies about as
+/// fast as its leases expire.
+pub const IN_PROCESS_BEAT: Duration = Duration::from_secs(5);
+/// How long after its last heartbeat an in-process consumer counts as live.
+pub const IN_PROCESS_LIVE: Duration = Duration::from_secs(15);
+
+/// The in-process consumers live at `now`, `instance` (the asker) included
+/// whether or not it has recorded itself yet.
+pub fn live_in_process(entries: &[ConsumerEntry], instance: &str, now: DateTime<Utc>) -> usize {
+    let live = chrono::Duration::from_std(IN_PROCESS_LIVE).unwrap_or(chrono::Duration::seconds(15));
+    let others = entries.iter().filter(|e| e.mode == IN_PROCESS && e.instance != instance && now - e.seen_at < live);
+    others.count() + 1
+}
 
 /// The Lambda consumer that makes an in-process one double-count, if any:
 /// the one seen last.
@@ -52,7 +66,8 @@ pub fn refusal(lambda: &ConsumerEntry) -> String {
 
 /// Runs `consumer` (an in-process one, registered as `instance`) while no
 /// Lambda consumer is live, until `stop`: every `every`, reads the registry,
-/// then records this instance's heartbeat, or stops the consumer (handing
+/// then tells the consumer how many in-process consumers share the shards
+/// and records this instance's heartbeat, or stops the consumer (handing
 /// its leases over) and records why in its status. It starts only after a
 /// read of the registry found no Lambda consumer: a store that cannot be
 /// read is a store the consumer could not write to either.
@@ -81,6 +96,7 @@ pub async fn run_in_process(
                         }
                     }
                     None => {
+                        consumer.set_instances(live_in_process(&entries, &instance, now));
                         let mut was_refused = false;
                         consumer.update_status(|status| was_refused = status.refused.take().is_some());
                         if was_refused {
@@ -107,6 +123,11 @@ pub async fn run_in_process(
     if let Some((halt, task)) = running {
         halt.cancel();
         let _ = task.await;
+        // Its leases were handed over: its peers need not wait for its
+        // entry to go stale before they take them.
+        if let Err(err) = store.forget_consumer(IN_PROCESS, &instance).await {
+            tracing::warn!(error = %err, "the consumer registry: this instance's entry stays until it goes stale");
+        }
     }
 }
 

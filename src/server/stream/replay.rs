@@ -18,7 +18,7 @@ use crate::server::store::error::StoreError;
 use crate::server::store::{ConsumerEntry, Store, StreamBatch};
 use crate::server::stream::lambda::{Delivered, LambdaConsumer};
 use crate::server::stream::reconcile::compare_seq;
-use crate::server::stream::registry::{HEARTBEAT, IN_PROCESS};
+use crate::server::stream::registry::{IN_PROCESS, IN_PROCESS_LIVE};
 use aws_sdk_dynamodbstreams::types::Record;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -127,15 +127,15 @@ fn parse_message(line: usize, text: &str) -> Result<GivenUp, ReplayError> {
 
 /// The in-process consumer a replay must not run beside, if one is live
 /// (its heartbeat is at most three beats old).
-pub fn live_in_process(entries: &[ConsumerEntry], now: DateTime<Utc>) -> Option<&ConsumerEntry> {
-    let live = chrono::Duration::from_std(HEARTBEAT * 3).unwrap_or(chrono::Duration::seconds(90));
+pub fn in_process_consumer(entries: &[ConsumerEntry], now: DateTime<Utc>) -> Option<&ConsumerEntry> {
+    let live = chrono::Duration::from_std(IN_PROCESS_LIVE).unwrap_or(chrono::Duration::seconds(15));
     entries.iter().filter(|e| e.mode == IN_PROCESS && now - e.seen_at < live).max_by_key(|e| e.seen_at)
 }
 
 /// Refuses while an in-process consumer is live (see the module's words).
 pub async fn check_no_in_process(store: &Store) -> Result<(), ReplayError> {
     let entries = store.consumers().await?;
-    match live_in_process(&entries, Utc::now()) {
+    match in_process_consumer(&entries, Utc::now()) {
         Some(entry) => Err(ReplayError::InProcessConsumer { instance: entry.instance.clone() }),
         None => Ok(()),
     }
@@ -257,7 +257,10 @@ mod tests {
             instance: format!("{mode}-{secs}"),
             seen_at: now - chrono::Duration::seconds(secs),
         };
-        assert!(live_in_process(&[entry(IN_PROCESS, 600), entry("lambda", 1)], now).is_none());
-        assert_eq!(live_in_process(&[entry(IN_PROCESS, 20)], now).map(|e| e.instance.as_str()), Some("in-process-20"));
+        assert!(in_process_consumer(&[entry(IN_PROCESS, 60), entry("lambda", 1)], now).is_none());
+        assert_eq!(
+            in_process_consumer(&[entry(IN_PROCESS, 5)], now).map(|e| e.instance.as_str()),
+            Some("in-process-5")
+        );
     }
 }
