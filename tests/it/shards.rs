@@ -1161,3 +1161,106 @@ async fn balanced(engine: &Engine) {
     sim.stop().await;
     tables.stop().await;
 }
+
+// ---- The metrics table throttled for 10 s ------------------------------------
+
+/// How long the metrics table refuses every write.
+const OUTAGE: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_table_throttled_for_10_s_loses_nothing_in_either_form() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut failed = Vec::new();
+    for engine in common::engines() {
+        for lambda in [false, true] {
+            if let Err(why) = metrics_outage(&engine, lambda).await {
+                failed.push(why);
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// 8 shards; a consumer (two guarded instances, or the Lambda form through
+/// the local mapping) applies the day's first writes; then the proxy refuses
+/// every write to the metrics table for 10 s while orders go on being
+/// written; afterwards every record is applied once, the counters equal
+/// their recount, and nothing went to the dead-letter queue.
+async fn metrics_outage(engine: &Engine, lambda: bool) -> Result<(), String> {
+    let tables = Tables::new(engine).await.behind_the_proxy().await;
+    let sim = tables.sim(8, Limits::default()).await;
+    let form = if lambda { "the Lambda form" } else { "two instances" };
+    let (mut instances, mut mapping) = (Vec::new(), None);
+    if lambda {
+        let settings = MappingSettings::deployed().unwrap();
+        let function = FunctionConfig {
+            binary: env!("CARGO_BIN_EXE_northwind-ops").into(),
+            args: vec!["lambda".into()],
+            env: function_env(&store_config_at(&tables)).unwrap(),
+            name: "northwind-ops-consumer".into(),
+            memory_mb: settings.memory_mb,
+            timeout: settings.function_timeout,
+            work_dir: tables.dir.path().join("lambda"),
+        };
+        let letters = Arc::new(DeadLetters::new(None));
+        mapping = Some(Mapping::start(tables.through(&sim).await, settings, function, letters));
+    } else {
+        for owner in ["instance-a", "instance-b"] {
+            instances.push(guarded(tables.through(&sim).await, owner));
+        }
+    }
+    let done = |mapping: &Option<Mapping>| match mapping {
+        Some(mapping) => mapping.stats().records_done + mapping.stats().given_up,
+        None => instances.iter().map(|(c, ..)| c.status().records_applied).sum(),
+    };
+    let before = first_half(&tables.store, "o", 24).await as u64;
+    let (_, off) = settle(&tables, || done(&mapping) >= before).await;
+    assert!(off.is_empty(), "{engine:?}, {form}: before the outage: {off:?}");
+
+    let proxy = tables.tables_url();
+    let table = &tables.config.metrics_table;
+    let started = reqwest::Client::new()
+        .post(format!("{proxy}/_proxy/outage?table={table}&seconds={}", OUTAGE.as_secs()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), 200, "{engine:?}: the outage starts");
+    let outage_began = Instant::now();
+    let during = first_half(&tables.store, "p", 24).await as u64;
+    let applied_during = done(&mapping) - before;
+    tokio::time::sleep(OUTAGE.saturating_sub(outage_began.elapsed())).await;
+    let (took, off) = settle(&tables, || done(&mapping) >= before + during).await;
+
+    let errors_seen = instances.iter().filter(|(c, ..)| c.status().last_error_at.is_some()).count();
+    let (letters, stats) = match mapping.take() {
+        Some(mapping) => {
+            let letters = mapping.dead_letters().messages();
+            (letters, Some(mapping.stop(Duration::from_secs(5)).await.to_string()))
+        }
+        None => (Vec::new(), None),
+    };
+    let applied = instances.iter().map(|(c, ..)| c.status().records_applied).sum::<u64>();
+    for (_, stop, task) in instances {
+        stop.cancel();
+        let _ = task.await;
+    }
+    sim.stop().await;
+    let tally = tables.stop().await.unwrap_or_default();
+    let refused = tally.throttled_by("TableWriteMaxOnDemandThroughputExceeded");
+    let summary = format!(
+        "{engine:?}, {form}, 8 shards: the metrics table refused every write for {} s ({refused} requests \
+         refused); {during} records written meanwhile, {applied_during} applied during it; exact {:.1} s after it \
+         ended; {}{} dead letters",
+        OUTAGE.as_secs(),
+        took.as_secs_f64(),
+        stats.map(|s| format!("{s}; ")).unwrap_or_else(|| format!("{applied} records applied; ")),
+        letters.len()
+    );
+    println!("{summary}");
+    let exact = off.is_empty() && letters.is_empty() && refused > 0 && applied_during == 0;
+    let once = lambda || applied == before + during;
+    match (exact, once, lambda || errors_seen > 0) {
+        (true, true, true) => Ok(()),
+        _ => Err(format!("{summary}\n  off: {off:?}; errors seen by {errors_seen} instance(s)")),
+    }
+}

@@ -37,8 +37,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use parking_lot::Mutex;
 use protocol::{Action, Reason, Write};
-use schema::{Item, TableSchema};
-use serde_json::Value;
+use schema::{Billing, Item, TableSchema};
+use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
@@ -81,6 +81,8 @@ const MAX_BODY: usize = 16 * 1024 * 1024;
 /// Longest the proxy's own DescribeTable or GetItem may take upstream,
 /// retries included.
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(5);
+/// Where a rehearsal starts an outage of a table (see `Proxy::start_outage`).
+pub const OUTAGE_PATH: &str = "/_proxy/outage";
 
 #[derive(Debug, Clone)]
 pub struct ProxyOptions {
@@ -125,6 +127,7 @@ pub async fn start(
         told_unevaluable: AtomicBool::new(false),
         conflicts: options.transaction_conflicts,
         in_flight: Arc::default(),
+        outages: Mutex::new(HashMap::new()),
     });
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -228,6 +231,8 @@ struct Proxy {
     conflicts: bool,
     /// The items transactions in flight write: (table, key), and how many.
     in_flight: Arc<Mutex<HashMap<(String, String), usize>>>,
+    /// Tables whose every write is refused until then (`POST /_proxy/outage`).
+    outages: Mutex<HashMap<String, Instant>>,
 }
 
 /// The items of a transaction in flight, held until it is answered.
@@ -312,6 +317,9 @@ fn dynamodb_answer(status: StatusCode, body: &Value) -> Response<Body> {
 
 async fn handle(State(proxy): State<Arc<Proxy>>, request: Request<Body>) -> Response<Body> {
     let (parts, body) = request.into_parts();
+    if parts.uri.path() == OUTAGE_PATH {
+        return proxy.start_outage(&parts);
+    }
     let body = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(body) => body,
         Err(err) => return Fault(format!("cannot read the request: {err}")).into_response(),
@@ -341,6 +349,63 @@ async fn handle(State(proxy): State<Arc<Proxy>>, request: Request<Body>) -> Resp
 impl Proxy {
     fn tally(&self) -> Tally {
         self.tally.lock().clone()
+    }
+
+    // ---- outages
+
+    /// `POST /_proxy/outage?table=T&seconds=S`: every write to table `T`
+    /// refused as throttled for `S` seconds (a table whose partitions are all
+    /// over their limits, or capped by its maximum), for fault rehearsals.
+    fn start_outage(&self, parts: &Parts) -> Response<Body> {
+        let query = parts.uri.query().unwrap_or_default();
+        let param = |name: &str| {
+            query.split('&').filter_map(|pair| pair.split_once('=')).find(|(k, _)| *k == name).map(|(_, v)| v)
+        };
+        let seconds = param("seconds").and_then(|s| s.parse::<f64>().ok()).filter(|s| s.is_finite() && *s > 0.0);
+        let (Some(table), Some(seconds), true) =
+            (param("table").filter(|t| !t.is_empty()), seconds, parts.method == "POST")
+        else {
+            let error = json!({"error": "POST /_proxy/outage?table=NAME&seconds=S (S a number above 0)"});
+            return dynamodb_answer(StatusCode::BAD_REQUEST, &error);
+        };
+        self.outages.lock().insert(table.to_string(), Instant::now() + Duration::from_secs_f64(seconds.min(3600.0)));
+        tracing::info!(table, seconds, "throttle proxy: every write to the table refused");
+        dynamodb_answer(StatusCode::OK, &json!({"table": table, "seconds": seconds}))
+    }
+
+    fn in_outage(&self, table: &str) -> bool {
+        let mut outages = self.outages.lock();
+        match outages.get(table) {
+            Some(until) if *until > Instant::now() => true,
+            Some(_) => {
+                outages.remove(table);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// A write request that names a table in an outage: refused as DynamoDB
+    /// refuses a write over the table's capacity (a transaction cancelled,
+    /// the actions on that table marked throttled), and tallied.
+    fn outage_answer(&self, operation: &str, tables: &[&str], schemas: &[Arc<TableSchema>]) -> Option<Response<Body>> {
+        let out: Vec<bool> = tables.iter().map(|t| self.in_outage(t)).collect();
+        let schema = schemas.iter().find(|s| out.iter().zip(tables).any(|(o, t)| *o && s.name == *t))?;
+        let reason = match schema.billing {
+            Billing::OnDemand => "TableWriteMaxOnDemandThroughputExceeded",
+            Billing::Provisioned => "TableWriteProvisionedThroughputExceeded",
+        };
+        let reason = Reason { reason: reason.to_string(), resource: schema.arn.clone() };
+        {
+            let mut tally = self.tally.lock();
+            tally.throttled_requests += 1;
+            *tally.reasons.entry(reason.clone()).or_default() += 1;
+        }
+        let body = match operation {
+            "TransactWriteItems" => protocol::transaction_throttled(&out),
+            _ => protocol::throttled(schema.billing, &[reason]),
+        };
+        Some(dynamodb_answer(StatusCode::BAD_REQUEST, &body))
     }
 
     // ---- forwarding
@@ -553,6 +618,10 @@ impl Proxy {
             per_write.push(draws);
             schemas.push(schema);
         }
+        let tables: Vec<&str> = writes.iter().map(|w| w.table.as_str()).collect();
+        if let Some(refused) = self.outage_answer(operation, &tables, &schemas) {
+            return Ok(refused);
+        }
         let all: Vec<Draw> = per_write.iter().flatten().cloned().collect();
         if let Err(short) = self.take(&all) {
             let reasons = self.refused(&short, &schemas);
@@ -640,6 +709,10 @@ impl Proxy {
         let Some(schemas) = self.schemas_of(writes.iter().map(|(t, _, _)| t.as_str())).await else {
             return self.unmetered(parts, body, "unknown table").await;
         };
+        let tables: Vec<&str> = writes.iter().map(|(t, _, _)| t.as_str()).collect();
+        if let Some(refused) = self.outage_answer("BatchWriteItem", &tables, &schemas) {
+            return Ok(refused);
+        }
         let schema_of = |table: &str| schemas.iter().find(|s| s.name == table).expect("described above").clone();
         // The old items are read in parallel: a batch holds up to 25.
         let priced = futures::future::join_all(writes.iter().map(|(table, _, write)| {
