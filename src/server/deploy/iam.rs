@@ -14,7 +14,7 @@ pub const SERVE: &str = include_str!("../../../docs/iam/serve.json");
 pub const LAMBDA: &str = include_str!("../../../docs/iam/lambda.json");
 
 /// Every policy of `docs/iam/`, by file name.
-pub const POLICIES: [(&str, &str); 10] = [
+pub const POLICIES: [(&str, &str); 11] = [
     ("admin", include_str!("../../../docs/iam/admin.json")),
     ("advise", include_str!("../../../docs/iam/advise.json")),
     ("consume", include_str!("../../../docs/iam/consume.json")),
@@ -22,6 +22,7 @@ pub const POLICIES: [(&str, &str); 10] = [
     ("loadgen", include_str!("../../../docs/iam/loadgen.json")),
     ("provision", include_str!("../../../docs/iam/provision.json")),
     ("reconcile", include_str!("../../../docs/iam/reconcile.json")),
+    ("replay", include_str!("../../../docs/iam/replay.json")),
     ("seed", include_str!("../../../docs/iam/seed.json")),
     ("serve-provision", include_str!("../../../docs/iam/serve-provision.json")),
     ("serve", SERVE),
@@ -173,7 +174,7 @@ mod tests {
         let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
         let credentials = [keys::user_key("alice").0, keys::token_key("ci").0, keys::session_key("s-1").0];
         let items: Vec<&str> = READS.iter().chain(&WRITES).copied().collect();
-        for command in ["consume", "lambda", "reconcile", "seed", "loadgen", "advise"] {
+        for command in ["consume", "lambda", "replay", "reconcile", "seed", "loadgen", "advise"] {
             for pk in &credentials {
                 assert!(!allows(command, &items, pk), "{command} reaches {pk}");
             }

@@ -228,7 +228,7 @@ const ORDER_WRITER_WRITES: [&str; 5] = [SHARDS, AUDIT_ORDER, AUDIT_DAY, AUDIT_AC
 
 /// Each command's partitions of the metrics table (every command but
 /// `advise` adds the capacity it consumed, under `CAPACITY#`).
-pub const METRICS_ACCESS: [MetricsAccess; 8] = [
+pub const METRICS_ACCESS: [MetricsAccess; 9] = [
     MetricsAccess { command: "serve", reads: &SERVE_PARTITIONS, writes: &SERVE_PARTITIONS },
     // The in-process consumer alone: leases and checkpoints, counters,
     // the stream's capacity figures and hot keys, the GSI2 shard heat, the
@@ -244,6 +244,13 @@ pub const METRICS_ACCESS: [MetricsAccess; 8] = [
     MetricsAccess {
         command: "lambda",
         reads: &[APPLIED, SHARDS],
+        writes: &[APPLIED, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY, CONSUMERS],
+    },
+    // The Lambda consumer's records given up, applied again as it applies
+    // them; the registry read first (no in-process consumer may be live).
+    MetricsAccess {
+        command: "replay",
+        reads: &[APPLIED, SHARDS, CONSUMERS],
         writes: &[APPLIED, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY, CONSUMERS],
     },
     // Counters against the index and the checkpoints, its own lease.
