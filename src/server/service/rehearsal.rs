@@ -14,7 +14,7 @@ use crate::server::auth::Principal;
 use crate::server::capacity::readiness;
 use crate::server::error::ApiError;
 use crate::server::store::error::StoreError;
-use chrono::Utc;
+use chrono::{SubsecRound, Utc};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -84,7 +84,8 @@ impl Service {
             plan: plan.name.clone(),
             plan_updated_at: plan.updated_at,
             plan_peak_orders_per_second: plan.peak_orders_per_second,
-            started_at: Utc::now(),
+            // As stored (milliseconds): what the claim is matched on.
+            started_at: Utc::now().trunc_subsecs(3),
             finished_at: None,
             by: by.actor.name.clone(),
             state: RehearsalState::Running,
@@ -112,7 +113,7 @@ impl Service {
         rehearser: Arc<dyn Rehearser>,
     ) -> Result<Rehearsal, ApiError> {
         let result = rehearser.run(rehearsal.shape.clone()).await;
-        rehearsal.finished_at = Some(Utc::now());
+        rehearsal.finished_at = Some(Utc::now().trunc_subsecs(3));
         match result {
             Ok(figures) => {
                 let (verdict, reason) = readiness::rehearsal_verdict(&figures);
