@@ -288,9 +288,7 @@ async fn sample(app: &TestApp, route: &Declared, n: &mut u32) -> Request {
         ("POST", "/api/fn/start-rehearsal") => {
             post("/api/fn/start-rehearsal", json!({"name": rehearsing_plan(app).await}), StatusCode::CONFLICT)
         }
-        ("POST", "/api/fn/sale-outcome") => {
-            post("/api/fn/sale-outcome", json!({"name": fresh_plan(app, n).await}), ok)
-        }
+        ("POST", "/api/fn/sale-outcome") => post("/api/fn/sale-outcome", json!({"name": fresh_plan(app, n).await}), ok),
         ("POST", "/api/fn/sign-in-options") => post("/api/fn/sign-in-options", json!({}), ok),
         ("POST", "/api/fn/declared-with-nothing") => post("/api/fn/declared-with-nothing", json!({}), ok),
         (method, path) => panic!("the router has {method} {path}, and the matrix has no request for it: add one"),
