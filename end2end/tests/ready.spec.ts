@@ -19,12 +19,14 @@ function tomorrowNine(): string {
   return `${day}T09:00`;
 }
 
-test('ops make a plan on the page, see its go/no-go, and write the sale day\'s shard count', async ({ page }) => {
+test('ops make a plan on the page, see its go/no-go, write the sale day\'s shard count, run the scaled rehearsal, and see ready', async ({ page }) => {
+  // The rehearsal runs about 25 seconds on the server.
+  test.setTimeout(150_000);
   const name = `e2e-sale-${Date.now()}`;
   await page.goto('/sales');
   await expect(page.locator('html')).toHaveAttribute('data-hydrated', 'true');
   await page.getByTestId('plan-name').fill(name);
-  await page.getByTestId('plan-peak').fill('5000');
+  await page.getByTestId('plan-peak').fill('2000');
   await page.getByTestId('plan-start').fill(tomorrowNine());
   await page.getByTestId('plan-save').click();
   const row = page.locator(`[data-testid="plan-row"][data-plan="${name}"]`);
@@ -45,6 +47,21 @@ test('ops make a plan on the page, see its go/no-go, and write the sale day\'s s
   await shards.getByTestId('write-shards').click();
   await expect(page.getByTestId('write-done')).toBeVisible();
   await expect(shards).toHaveAttribute('data-verdict', 'ready');
+
+  // Never rehearsed: an action, until the scaled rehearsal has run.
+  const rehearsal = page.locator('[data-testid="check"][data-check="rehearsal"]');
+  await expect(rehearsal).toHaveAttribute('data-verdict', 'act');
+  await expect(rehearsal).toContainText('run the rehearsal');
+  await expect(page.getByTestId('rehearsal-none')).toBeVisible();
+  await page.getByTestId('rehearse-button').click();
+  await expect(page.getByTestId('rehearsal-running')).toBeVisible();
+  await expect(page.getByTestId('rehearse-button')).toBeDisabled();
+  const latest = page.getByTestId('rehearsal-latest');
+  await expect(latest).toHaveAttribute('data-verdict', 'ready', { timeout: 120_000 });
+  await expect(page.getByTestId('rehearsals')).toContainText('Attempts throttled');
+  await expect(rehearsal).toHaveAttribute('data-verdict', 'ready');
+  // The sale is tomorrow: nothing has happened yet, and the panel says so.
+  await expect(page.getByTestId('outcome')).toHaveAttribute('data-phase', 'not started');
 });
 
 test('a viewer sees plans and verdicts but no form and no buttons', async ({ browser, baseURL, request }) => {
@@ -60,6 +77,11 @@ test('a viewer sees plans and verdicts but no form and no buttons', async ({ bro
   await expect(page.getByTestId('plan-form')).toHaveCount(0);
   await expect(page.getByTestId('plan-delete')).toHaveCount(0);
   await expect(page.getByTestId('write-shards')).toHaveCount(0);
+  // The rehearsal panel, without its button.
+  await expect(page.getByTestId('rehearsal')).toBeVisible();
+  await expect(page.getByTestId('rehearse-button')).toHaveCount(0);
+  const rehearse = await page.request.post(`/api/sales/${name}/rehearsal`);
+  expect(rehearse.status()).toBe(403);
   const refused = await page.request.post('/api/sales', { data: { name: 'not-mine' } });
   expect(refused.status()).toBe(403);
 });

@@ -6,7 +6,8 @@
 pub use crate::model::ErrorKind;
 use crate::model::{
     AuditEntry, AuditListing, AuditParams, BulkReport, BulkRequest, CapacityReport, Dashboard, Me, Order, OrderPage,
-    PageParams, PendingParams, QualityReport, Readiness, SalePlan, SalePlanInput, SearchHit, ShardsWritten, Status,
+    PageParams, PendingParams, QualityReport, Readiness, Rehearsal, Rehearsals, SaleOutcome, SalePlan, SalePlanInput,
+    SearchHit, ShardsWritten, Status,
 };
 use leptos::prelude::*;
 use leptos::server_fn::codec::{Json, JsonEncoding};
@@ -309,3 +310,25 @@ pub async fn write_sale_shards(name: String) -> Result<ShardsWritten, PageError>
     boxed(Box::pin(service().write_sale_shards(&name, &by))).await
 }
 access!(WriteSaleShards, Needs(PlanSales));
+
+/// The plan's rehearsal running, if any, and the last two finished.
+#[server(prefix = "/api/fn", endpoint = "rehearsals", input = Json)]
+pub async fn get_rehearsals(name: String) -> Result<Rehearsals, PageError> {
+    boxed(Box::pin(service().rehearsals(&name))).await
+}
+access!(GetRehearsals, Needs(ViewOperations));
+
+/// Starts a rehearsal of the plan in the background.
+#[server(prefix = "/api/fn", endpoint = "start-rehearsal", input = Json)]
+pub async fn start_rehearsal(name: String) -> Result<Rehearsal, PageError> {
+    let by = signed_in()?;
+    boxed(Box::pin(service().start_rehearsal(&name, &by))).await
+}
+access!(StartRehearsal, Needs(PlanSales));
+
+/// The plan beside what happened in its window so far.
+#[server(prefix = "/api/fn", endpoint = "sale-outcome", input = Json)]
+pub async fn get_sale_outcome(name: String) -> Result<SaleOutcome, PageError> {
+    boxed(Box::pin(service().sale_outcome(&name))).await
+}
+access!(GetSaleOutcome, Needs(ViewOperations));

@@ -1,12 +1,20 @@
 //! The Sales page: the sale plans, a form to create or change one (ops and
 //! admin), and a plan's go/no-go (`?plan=NAME`) with each check's verdict,
 //! figures and fix, and a button that writes the sale days' shard count
-//! ahead. Viewers see everything and change nothing: the buttons are not
-//! offered, and the server refuses the calls anyway.
+//! ahead; the plan's rehearsal (the latest beside the previous, and a
+//! button that runs one, followed until it ends); and after the sale, the
+//! plan beside what happened. Viewers see everything and change nothing:
+//! the buttons are not offered, and the server refuses the calls anyway.
 
 use super::common::{ErrorView, TableHead, can, me};
-use super::data::{DeleteSalePlan, SaveSalePlan, WriteSaleShards, get_readiness, get_sale_plans};
-use crate::model::{Me, Permission, Readiness, ReadinessCheck, SalePlan, SalePlanInput, Verdict};
+use super::data::{
+    DeleteSalePlan, SaveSalePlan, StartRehearsal, WriteSaleShards, get_readiness, get_rehearsals, get_sale_outcome,
+    get_sale_plans,
+};
+use crate::model::{
+    Me, Permission, Readiness, ReadinessCheck, Rehearsal, Rehearsals, SaleOutcome, SalePhase, SalePlan, SalePlanInput,
+    Verdict,
+};
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 use serde_json::Value;
@@ -19,15 +27,36 @@ pub fn SalesPage() -> impl IntoView {
     let delete = ServerAction::<DeleteSalePlan>::new();
     let write = ServerAction::<WriteSaleShards>::new();
     let plans = Resource::new(move || (save.version().get(), delete.version().get()), |_| get_sale_plans());
+    let rehearse = ServerAction::<StartRehearsal>::new();
+    // Bumped when a rehearsal followed on this page ends: the go/no-go is
+    // checked again.
+    let rehearsed = RwSignal::new(0u32);
+    let rehearsing = RwSignal::new(false);
     let readiness = Resource::new(
-        move || (chosen(), save.version().get(), write.version().get()),
-        |(plan, _, _)| async move {
+        move || (chosen(), save.version().get(), write.version().get(), rehearsed.get()),
+        |(plan, _, _, _)| async move {
             match plan {
                 Some(plan) => Some(get_readiness(plan).await),
                 None => None,
             }
         },
     );
+    let rehearsals = Resource::new(
+        move || (chosen(), rehearse.version().get()),
+        |(plan, _)| async move {
+            match plan {
+                Some(plan) => Some(get_rehearsals(plan).await),
+                None => None,
+            }
+        },
+    );
+    let outcome = Resource::new(chosen, |plan| async move {
+        match plan {
+            Some(plan) => Some(get_sale_outcome(plan).await),
+            None => None,
+        }
+    });
+    follow_rehearsal(rehearsals, rehearsing, rehearsed);
     let form = PlanForm::default();
     view! {
         <div class="title-row">
@@ -61,7 +90,54 @@ pub fn SalesPage() -> impl IntoView {
                 }
             })}
         </Transition>
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                let me = me().await;
+                let plan = chosen()?;
+                Some(match rehearsals.await? {
+                    Ok(rehearsals) => view! { <RehearsalPanel rehearsals plan me rehearse/> }.into_any(),
+                    Err(error) => view! { <ErrorView error first_page="/sales"/> }.into_any(),
+                })
+            })}
+        </Transition>
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                Some(match outcome.await? {
+                    Ok(outcome) => view! { <OutcomePanel outcome/> }.into_any(),
+                    Err(error) => view! { <ErrorView error first_page="/sales"/> }.into_any(),
+                })
+            })}
+        </Transition>
     }
+}
+
+/// While a rehearsal runs, reads the plan's rehearsals every second; when
+/// it ends, bumps `rehearsed` so the go/no-go is checked again.
+fn follow_rehearsal(
+    rehearsals: Resource<Option<Result<Rehearsals, super::data::PageError>>>,
+    rehearsing: RwSignal<bool>,
+    rehearsed: RwSignal<u32>,
+) {
+    Effect::new(move |_| {
+        let running = matches!(rehearsals.get(), Some(Some(Ok(r))) if r.running.is_some());
+        if rehearsing.get_untracked() && !running {
+            rehearsed.update(|n| *n += 1);
+        }
+        rehearsing.set(running);
+    });
+    Effect::new(move |_| {
+        #[cfg(feature = "hydrate")]
+        {
+            let tick = move || {
+                if rehearsing.get_untracked() {
+                    rehearsals.refetch();
+                }
+            };
+            if let Ok(handle) = set_interval_with_handle(tick, std::time::Duration::from_secs(1)) {
+                on_cleanup(move || handle.clear());
+            }
+        }
+    });
 }
 
 /// The form's fields, shared by the list (whose Edit fills them) and the
@@ -350,5 +426,222 @@ fn CheckView(check: ReadinessCheck, plan: String, writer: bool, write: ServerAct
             </table>
             {fix}
         </article>
+    }
+}
+
+fn verdict_text(rehearsal: &Rehearsal) -> &'static str {
+    rehearsal.verdict.map_or("running", Verdict::as_str)
+}
+
+fn ms_text(ms: Option<f64>, none: &str) -> String {
+    ms.map_or(none.to_string(), |ms| format!("{ms:.0} ms"))
+}
+
+/// One figure of a rehearsal, as its row shows it.
+type Row = (&'static str, fn(&Rehearsal) -> String);
+
+const REHEARSAL_ROWS: [Row; 9] = [
+    ("Run", |r| format!("{} UTC by {}", r.started_at.format("%Y-%m-%d %H:%M:%S"), r.by)),
+    ("Shape rehearsed", |r| {
+        format!(
+            "{:.1} orders/s at the peak (the plan's {} × {}), {} shard(s), {} s ramp, {} s hold, {} s decay",
+            r.shape.peak_orders_per_second,
+            r.plan_peak_orders_per_second,
+            r.shape.scale,
+            r.shape.shards,
+            r.shape.ramp_seconds,
+            r.shape.hold_seconds,
+            r.shape.decay_seconds
+        )
+    }),
+    ("Orders/s: target (mean) → achieved", |r| match &r.figures {
+        Some(f) => format!("{:.1} → {:.1}", f.target_orders_per_second.unwrap_or(0.0), f.achieved_orders_per_second),
+        None => "none".into(),
+    }),
+    ("Orders created / failed", |r| {
+        r.figures.as_ref().map_or("none".into(), |f| format!("{} / {}", f.created, f.failed))
+    }),
+    ("Attempts throttled", |r| r.figures.as_ref().map_or("none".into(), |f| f.throttled.to_string())),
+    ("Throttles by reason", |r| match &r.figures {
+        Some(f) if !f.throttles.is_empty() => f
+            .throttles
+            .iter()
+            .map(|t| format!("{} on {}: {}", t.reason, t.place, t.total))
+            .collect::<Vec<_>>()
+            .join("; "),
+        Some(_) => "none".into(),
+        None => "none".into(),
+    }),
+    ("Write p50 / p99", |r| match &r.figures {
+        Some(f) => format!("{} / {}", ms_text(f.write_p50_ms, "none"), ms_text(f.write_p99_ms, "none")),
+        None => "none".into(),
+    }),
+    ("Dashboard stayed readable", |r| match &r.figures {
+        Some(f) => format!(
+            "{} ({} reads answered, {} failed, p99 {})",
+            if f.dashboard_readable { "yes" } else { "no" },
+            f.dashboard_answered,
+            f.dashboard_failed,
+            ms_text(f.dashboard_p99_ms, "none")
+        ),
+        None => "none".into(),
+    }),
+    ("Why", |r| r.reason.clone()),
+];
+
+#[component]
+fn RehearsalPanel(
+    rehearsals: Rehearsals,
+    plan: String,
+    me: Option<Me>,
+    rehearse: ServerAction<StartRehearsal>,
+) -> impl IntoView {
+    let writer = can(&me, Permission::PlanSales);
+    let running = rehearsals.running.clone();
+    let button = writer.then(|| {
+        let busy = running.is_some();
+        let plan = plan.clone();
+        view! {
+            <button type="button" data-testid="rehearse-button" disabled=move || busy || rehearse.pending().get()
+                on:click=move |_| { rehearse.dispatch(StartRehearsal { name: plan.clone() }); }>
+                "Run the scaled rehearsal"
+            </button>
+        }
+    });
+    let columns: Vec<(&'static str, Rehearsal)> = [("Latest", rehearsals.latest), ("Previous", rehearsals.previous)]
+        .into_iter()
+        .filter_map(|(label, r)| Some((label, r?)))
+        .collect();
+    let table = if columns.is_empty() {
+        view! { <p class="muted" data-testid="rehearsal-none">"Never rehearsed."</p> }.into_any()
+    } else {
+        view! {
+            <table class="orders figures" data-testid="rehearsals">
+                <thead>
+                    <tr>
+                        <th scope="col"></th>
+                        {columns
+                            .iter()
+                            .map(|(label, r)| view! {
+                                <th scope="col" data-testid=format!("rehearsal-{}", label.to_lowercase())
+                                    data-verdict=verdict_text(r)>
+                                    {format!("{label}: ")}
+                                    <span class=r.verdict.map_or("badge", verdict_class)>{verdict_text(r)}</span>
+                                </th>
+                            })
+                            .collect_view()}
+                    </tr>
+                </thead>
+                <tbody>
+                    {REHEARSAL_ROWS
+                        .iter()
+                        .map(|(label, show)| view! {
+                            <tr>
+                                <th scope="row">{*label}</th>
+                                {columns.iter().map(|(_, r)| view! { <td>{show(r)}</td> }).collect_view()}
+                            </tr>
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        }
+        .into_any()
+    };
+    view! {
+        <section aria-labelledby="rehearsal-heading" data-testid="rehearsal">
+            <h2 id="rehearsal-heading">"Rehearsal"</h2>
+            <p class="muted">
+                "The plan's shape, scaled down (about 25 seconds, the peak and the partition limits by the same \
+                 factor), through the throttle proxy on a scratch store at the sale day's shard count."
+            </p>
+            {button}
+            {running.map(|r| view! {
+                <p class="notice" data-testid="rehearsal-running" role="status">
+                    {format!(
+                        "Rehearsing since {} UTC ({} shard(s), {:.1} orders/s at the peak)…",
+                        r.started_at.format("%H:%M:%S"),
+                        r.shape.shards,
+                        r.shape.peak_orders_per_second
+                    )}
+                </p>
+            })}
+            {move || match rehearse.value().get() {
+                Some(Err(error)) => Some(view! { <p class="error" role="alert" data-testid="rehearsal-error">{error.message}</p> }),
+                _ => None,
+            }}
+            {table}
+        </section>
+    }
+}
+
+#[component]
+fn OutcomePanel(outcome: SaleOutcome) -> impl IntoView {
+    let plan = &outcome.plan;
+    let phase = match outcome.phase {
+        SalePhase::NotStarted => "not started",
+        SalePhase::UnderWay => "under way",
+        SalePhase::Over => "over",
+    };
+    let unknown = |note: &str| format!("unknown ({note})");
+    let peak = match (outcome.peak_orders_per_second, outcome.peak_minute) {
+        (Some(rate), Some(at)) => {
+            format!("{rate:.2} orders/s in {} UTC ({})", at.format("%Y-%m-%d %H:%M"), outcome.peak_note)
+        }
+        _ => unknown(&outcome.peak_note),
+    };
+    let created = outcome.orders_created.map_or_else(|| "unknown".to_string(), |n| n.to_string());
+    let throttles = match &outcome.throttles {
+        Some(t) if t.is_empty() => format!("none ({})", outcome.throttles_note),
+        Some(t) => t.iter().map(|t| format!("{} on {}: {}", t.reason, t.place, t.total)).collect::<Vec<_>>().join("; "),
+        None => unknown(&outcome.throttles_note),
+    };
+    let lag = match outcome.consumer_behind_ms {
+        Some(ms) => format!("{ms} ms ({})", outcome.consumer_note),
+        None => outcome.consumer_note.clone(),
+    };
+    let hot = match &outcome.hot_keys {
+        Some(keys) if keys.is_empty() => format!("none recorded ({})", outcome.hot_keys_note),
+        Some(keys) => keys
+            .iter()
+            .map(|k| format!("{} on {}: {} units in {} UTC", k.key, k.resource, k.units, k.at.format("%H:%M")))
+            .collect::<Vec<_>>()
+            .join("; "),
+        None => unknown(&outcome.hot_keys_note),
+    };
+    let rows = [
+        ("Peak orders/s", format!("{}", plan.peak_orders_per_second), peak),
+        ("Orders created", "".to_string(), created),
+        ("Throttles by reason", "none".to_string(), throttles),
+        ("Consumer lag", "".to_string(), lag),
+        ("Hot keys", "".to_string(), hot),
+    ];
+    let window = match (outcome.from, outcome.to) {
+        (Some(from), Some(to)) => format!(
+            "from {} to {} UTC: {} minute(s), {} observed by the stream consumer",
+            from.format("%Y-%m-%d %H:%M"),
+            to.format("%Y-%m-%d %H:%M"),
+            outcome.minutes,
+            outcome.minutes_observed
+        ),
+        _ => "nothing to show yet".to_string(),
+    };
+    view! {
+        <section aria-labelledby="outcome-heading" data-testid="outcome" data-phase=phase>
+            <h2 id="outcome-heading">"After the sale: the plan beside what happened"</h2>
+            <p class="as-of">{format!("The sale is {phase}; {window}.")}</p>
+            <table class="orders figures">
+                <thead>
+                    <tr><th scope="col"></th><th scope="col">"Planned"</th><th scope="col">"Happened"</th></tr>
+                </thead>
+                <tbody>
+                    {rows
+                        .into_iter()
+                        .map(|(label, planned, happened)| view! {
+                            <tr><th scope="row">{label}</th><td>{planned}</td><td>{happened}</td></tr>
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </section>
     }
 }

@@ -179,3 +179,159 @@ pub struct DayShards {
     /// `written`, or `already` (the same count was there).
     pub outcome: String,
 }
+
+/// How a rehearsal of a plan went: still running, done (its verdict says
+/// how), or failed to run (why is in `reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RehearsalState {
+    Running,
+    Done,
+    Failed,
+}
+
+/// A plan's shape as rehearsed: scaled down in time (a fixed short run)
+/// and in rate, with the partition limits scaled by the same factor as the
+/// peak, so the peak's ratio to the limits is the plan's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RehearsalShape {
+    /// The partition limits and the plan's rates times this.
+    pub scale: f64,
+    /// The GSI2 write shards of the design rehearsed (the sale day's).
+    pub shards: u32,
+    /// The plan's peak times `scale`.
+    pub peak_orders_per_second: f64,
+    /// Before and after the sale, orders a second.
+    pub base_orders_per_second: f64,
+    pub ramp_seconds: u64,
+    pub hold_seconds: u64,
+    pub decay_seconds: u64,
+    /// Seconds at the base rate after the decay, for the last orders to close.
+    pub tail_seconds: u64,
+    pub writers: u32,
+}
+
+/// What one rehearsed design did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RehearsalFigures {
+    /// The profile's mean rate over the run, orders a second.
+    pub target_orders_per_second: Option<f64>,
+    pub achieved_orders_per_second: f64,
+    pub created: u64,
+    /// Orders whose write failed after every retry.
+    pub failed: u64,
+    /// Attempts the proxy refused (the SDK's retries included), and by
+    /// reason and place (no minutes: the run lasts less than one).
+    pub throttled: u64,
+    pub throttles: Vec<ThrottleCount>,
+    /// From an order being due to its write succeeding, milliseconds.
+    pub write_p50_ms: Option<f64>,
+    pub write_p99_ms: Option<f64>,
+    /// The PENDING dashboard's first page, read through the proxy all along.
+    pub dashboard_answered: u64,
+    pub dashboard_failed: u64,
+    pub dashboard_p99_ms: Option<f64>,
+    pub dashboard_readable: bool,
+}
+
+/// One rehearsal of a plan, as stored with it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rehearsal {
+    pub plan: String,
+    /// The plan as rehearsed (its `updatedAt`): a plan changed since is
+    /// rehearsed again.
+    #[serde(with = "iso_millis")]
+    pub plan_updated_at: DateTime<Utc>,
+    /// The plan's peak, before scaling.
+    pub plan_peak_orders_per_second: f64,
+    #[serde(with = "iso_millis")]
+    pub started_at: DateTime<Utc>,
+    #[serde(default, with = "iso_millis::option")]
+    pub finished_at: Option<DateTime<Utc>>,
+    pub by: String,
+    pub state: RehearsalState,
+    /// Ready (held), act (inconclusive) or no-go (throttled, failed
+    /// writes, the dashboard unreadable, or the run failed); none while running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    /// Why, in one sentence.
+    pub reason: String,
+    pub shape: RehearsalShape,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub figures: Option<RehearsalFigures>,
+}
+
+/// `GET /api/sales/{name}/rehearsal`: the one running, if any, and the
+/// last two finished, the latest first.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rehearsals {
+    #[serde(default)]
+    pub running: Option<Rehearsal>,
+    #[serde(default)]
+    pub latest: Option<Rehearsal>,
+    #[serde(default)]
+    pub previous: Option<Rehearsal>,
+}
+
+/// Where a sale is in its window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SalePhase {
+    NotStarted,
+    UnderWay,
+    Over,
+}
+
+/// A key recorded among the most written in a minute of the sale.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HotKeySeen {
+    /// The table or index, as recorded (`<table>/GSI1`, ...).
+    pub resource: String,
+    pub key: String,
+    /// Its write units in its busiest minute.
+    pub units: u64,
+    #[serde(with = "iso_millis")]
+    pub at: DateTime<Utc>,
+}
+
+/// `GET /api/sales/{name}/outcome`: the plan beside what happened over the
+/// part of its window already past. A figure nothing recorded is `null`,
+/// with the reason in its note: unknown, never guessed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SaleOutcome {
+    pub plan: SalePlan,
+    pub phase: SalePhase,
+    #[serde(with = "iso_millis")]
+    pub as_of: DateTime<Utc>,
+    /// The part of the window looked at: from the start to the end or now.
+    #[serde(default, with = "iso_millis::option")]
+    pub from: Option<DateTime<Utc>>,
+    #[serde(default, with = "iso_millis::option")]
+    pub to: Option<DateTime<Utc>>,
+    /// Whole minutes of that part, and how many of them the stream
+    /// consumer observed (its counters and hot keys cover only those).
+    pub minutes: u64,
+    pub minutes_observed: u64,
+    /// Orders created in the window, from the consumer's minute counters.
+    pub orders_created: Option<u64>,
+    /// The busiest minute's mean rate, orders a second, and that minute.
+    pub peak_orders_per_second: Option<f64>,
+    #[serde(default, with = "iso_millis::option")]
+    pub peak_minute: Option<DateTime<Utc>>,
+    pub peak_note: String,
+    /// Throttled requests of this app's own calls, by reason and place.
+    pub throttles: Option<Vec<ThrottleCount>>,
+    pub throttles_note: String,
+    /// How far the consumer was behind, milliseconds.
+    pub consumer_behind_ms: Option<i64>,
+    pub consumer_note: String,
+    /// The keys written most in a minute of the window, the busiest first.
+    pub hot_keys: Option<Vec<HotKeySeen>>,
+    pub hot_keys_note: String,
+}

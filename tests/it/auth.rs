@@ -10,7 +10,7 @@
 use crate::common;
 
 use common::{TestApp, engines, new_order_json};
-use northwind_ops::model::{Access, Actor, Role};
+use northwind_ops::model::{Access, Actor, Rehearsal, RehearsalShape, RehearsalState, Role};
 use northwind_ops::server::auth::access::Declared;
 use northwind_ops::server::auth::access::is_api;
 use northwind_ops::server::auth::accounts;
@@ -96,6 +96,41 @@ async fn fresh_plan(app: &TestApp, n: &mut u32) -> String {
     let (status, body) = app.post("/api/sales", sale_plan(&name)).await;
     assert_eq!(status, 201, "{body}");
     name
+}
+
+/// A sale plan whose rehearsal is claimed as running (by the store, as a
+/// start would): its name, the same each time.
+async fn rehearsing_plan(app: &TestApp) -> String {
+    let name = "rehearsing";
+    let (status, body) = app.post("/api/sales", sale_plan(name)).await;
+    assert!(status == 201 || status == 409, "{body}");
+    let plan = app.service.sale_plan(name).await.unwrap();
+    let running = Rehearsal {
+        plan: name.into(),
+        plan_updated_at: plan.updated_at,
+        plan_peak_orders_per_second: plan.peak_orders_per_second,
+        started_at: chrono::Utc::now(),
+        finished_at: None,
+        by: "matrix".into(),
+        state: RehearsalState::Running,
+        verdict: None,
+        reason: "running".into(),
+        shape: RehearsalShape {
+            scale: 1.0,
+            shards: 1,
+            peak_orders_per_second: 1.0,
+            base_orders_per_second: 0.1,
+            ramp_seconds: 1,
+            hold_seconds: 1,
+            decay_seconds: 1,
+            tail_seconds: 1,
+            writers: 1,
+        },
+        figures: None,
+    };
+    // Claimed once; later calls find it claimed.
+    app.store.start_rehearsal(&running, 0).await.unwrap();
+    name.into()
 }
 
 fn sale_plan(name: &str) -> Value {
@@ -189,6 +224,13 @@ async fn sample(app: &TestApp, route: &Declared, n: &mut u32) -> Request {
             post(format!("/api/sales/{}/shards", fresh_plan(app, n).await), json!({}), ok)
         }
         ("GET", "/api/ready") => get(format!("/api/ready?plan={}", fresh_plan(app, n).await), ok),
+        // A start reaches the service, which finds one running: a conflict
+        // (no rehearsal is run by the matrix).
+        ("POST", "/api/sales/{name}/rehearsal") => {
+            post(format!("/api/sales/{}/rehearsal", rehearsing_plan(app).await), json!({}), StatusCode::CONFLICT)
+        }
+        ("GET", "/api/sales/{name}/rehearsal") => get(format!("/api/sales/{}/rehearsal", fresh_plan(app, n).await), ok),
+        ("GET", "/api/sales/{name}/outcome") => get(format!("/api/sales/{}/outcome", fresh_plan(app, n).await), ok),
         ("GET", "/api/admin/users") => get("/api/admin/users", ok),
         ("GET", "/api/admin/tokens") => get("/api/admin/tokens", ok),
         ("POST", "/api/admin/tokens") => {
@@ -242,6 +284,11 @@ async fn sample(app: &TestApp, route: &Declared, n: &mut u32) -> Request {
         ("POST", "/api/fn/write-sale-shards") => {
             post("/api/fn/write-sale-shards", json!({"name": fresh_plan(app, n).await}), ok)
         }
+        ("POST", "/api/fn/rehearsals") => post("/api/fn/rehearsals", json!({"name": fresh_plan(app, n).await}), ok),
+        ("POST", "/api/fn/start-rehearsal") => {
+            post("/api/fn/start-rehearsal", json!({"name": rehearsing_plan(app).await}), StatusCode::CONFLICT)
+        }
+        ("POST", "/api/fn/sale-outcome") => post("/api/fn/sale-outcome", json!({"name": fresh_plan(app, n).await}), ok),
         ("POST", "/api/fn/sign-in-options") => post("/api/fn/sign-in-options", json!({}), ok),
         ("POST", "/api/fn/declared-with-nothing") => post("/api/fn/declared-with-nothing", json!({}), ok),
         (method, path) => panic!("the router has {method} {path}, and the matrix has no request for it: add one"),

@@ -8,14 +8,16 @@
 use crate::common;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use chrono::{Duration, Utc};
+use chrono::{Duration, Timelike, Utc};
 use common::counters::{consumer, drain};
 use common::{Engine, TestApp, engines, order, outside_client};
-use northwind_ops::model::{Readiness, Role, Status, Verdict};
+use northwind_ops::model::{Actor, Readiness, Rehearsals, Role, SalePlan, Status, Verdict};
+use northwind_ops::server::auth::Principal;
 use northwind_ops::server::store::{self, keys};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::process::Command;
+use std::time::Instant;
 
 const BIN: &str = env!("CARGO_BIN_EXE_northwind-ops");
 
@@ -35,6 +37,26 @@ fn plan_json(name: &str, peak: f64, consumer: Option<f64>) -> Value {
         plan["consumerRecordsPerSecond"] = json!(rate);
     }
     plan
+}
+
+/// Ops, as the service sees a caller.
+fn ops() -> Principal {
+    Principal { actor: Actor::cli("ready-test"), role: Role::Ops }
+}
+
+/// The plan's rehearsals once none runs (a minute at most).
+async fn wait_for_rehearsal(app: &TestApp, name: &str) -> Rehearsals {
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (status, body) = app.get(&format!("/api/sales/{name}/rehearsal")).await;
+        assert_eq!(status, 200, "{body}");
+        let rehearsals: Rehearsals = serde_json::from_value(body).unwrap();
+        if rehearsals.running.is_none() {
+            return rehearsals;
+        }
+        assert!(Instant::now() < deadline, "the rehearsal of {name} is still running");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
 }
 
 async fn readiness(app: &TestApp, name: &str) -> Readiness {
@@ -127,9 +149,45 @@ async fn too_few_shards_is_a_no_go_until_the_days_count_is_written_then_ready() 
         let day = Utc::now().date_naive() + Duration::days(1);
         assert_eq!(app.store.recorded_shards_fresh(day).await.unwrap(), Some(3));
         let after = readiness(&app, "spring").await;
-        assert_eq!(after.verdict, Verdict::Ready, "{engine:?}: {after:#?}");
+        let not_ready: Vec<&str> =
+            after.checks.iter().filter(|c| c.verdict != Verdict::Ready).map(|c| c.id.as_str()).collect();
+        assert_eq!(not_ready, ["rehearsal"], "{engine:?}: {after:#?}");
+        let rehearsal = after.checks.iter().find(|c| c.id == "rehearsal").unwrap();
+        assert_eq!(rehearsal.verdict, Verdict::Act, "never rehearsed: {rehearsal:#?}");
+        assert!(rehearsal.fix.as_ref().unwrap().text.starts_with("run the rehearsal"), "{rehearsal:?}");
+        assert_eq!(rehearsal.fix.as_ref().unwrap().action.as_deref(), Some("rehearse"));
         let (status, body) = app.post("/api/sales/spring/shards", json!({})).await;
         assert_eq!((status, body["days"][0]["outcome"].as_str()), (200, Some("already")), "written once");
+
+        // Rehearsed through the service: the 3 shards hold 400 a second
+        // scaled down, the result is filed with the plan, and it is ready.
+        let started = Instant::now();
+        let first = app.service.run_rehearsal("spring", &ops()).await.unwrap();
+        let took = started.elapsed();
+        assert_eq!(first.verdict, Some(Verdict::Ready), "{engine:?}: {first:#?}");
+        assert_eq!(first.shape.shards, 3);
+        assert!((first.shape.peak_orders_per_second / first.shape.scale - 400.0).abs() < 1e-6, "{first:#?}");
+        let figures = first.figures.clone().unwrap();
+        assert_eq!(figures.throttled, 0, "{figures:#?}");
+        assert!(figures.created > 0 && figures.dashboard_readable, "{figures:#?}");
+        eprintln!("{engine:?}: a rehearsal of 400/s at 3 shards took {took:?}: {figures:?}");
+        let after = readiness(&app, "spring").await;
+        assert_eq!(after.verdict, Verdict::Ready, "{engine:?}: {after:#?}");
+
+        // A second, from the API in the background: a start while it runs
+        // is a conflict; once done, the first is kept beside it.
+        let (status, body) = app.post("/api/sales/spring/rehearsal", json!({})).await;
+        assert_eq!(status, 202, "{engine:?}: {body}");
+        assert_eq!(body["state"], "running");
+        let (status, body) = app.post("/api/sales/spring/rehearsal", json!({})).await;
+        assert_eq!(status, 409, "{engine:?}: {body}");
+        assert!(body["error"].as_str().unwrap().contains("running already"), "{body}");
+        let (status, body) = app.get("/api/sales/spring/rehearsal").await;
+        assert_eq!((status, body["running"]["state"].as_str()), (200, Some("running")), "{body}");
+        let done = wait_for_rehearsal(&app, "spring").await;
+        let latest = done.latest.unwrap();
+        assert_ne!(latest.started_at, first.started_at, "the second is the latest");
+        assert_eq!(done.previous.unwrap().started_at, first.started_at, "the first kept beside it");
         let (code, json_text) = cli_ready(&app, &["--plan", "spring", "--json"]);
         assert_eq!(code, 0, "{engine:?}: {json_text}");
         let parsed: Readiness = serde_json::from_str(&json_text).unwrap();
@@ -319,11 +377,19 @@ async fn a_viewer_reads_plans_and_verdicts_but_writes_nothing() {
             assert_eq!(client.delete(url("/api/sales/gala")).send().await.unwrap().status(), 403);
             let written = client.post(url("/api/sales/gala/shards")).json(&json!({})).send().await.unwrap();
             assert_eq!(written.status(), 403);
+            let rehearsed = client.post(url("/api/sales/gala/rehearsal")).json(&json!({})).send().await.unwrap();
+            assert_eq!(rehearsed.status(), 403, "{engine:?} {role:?}");
+            assert_eq!(client.get(url("/api/sales/gala/rehearsal")).send().await.unwrap().status(), 200);
+            assert_eq!(client.get(url("/api/sales/gala/outcome")).send().await.unwrap().status(), 200);
             assert_eq!(client.get(url("/api/sales")).send().await.unwrap().status(), 200);
             assert_eq!(client.get(url("/api/ready?plan=gala")).send().await.unwrap().status(), 200);
         }
         let day = Utc::now().date_naive() + Duration::days(1);
         assert_eq!(app.store.recorded_shards_fresh(day).await.unwrap(), None, "no shard count written");
+        let (_, rehearsals) = app.get("/api/sales/gala/rehearsal").await;
+        assert_eq!(rehearsals, json!({"running": null, "latest": null, "previous": null}), "none started");
+        let viewer = Principal { actor: Actor::cli("viewer"), role: Role::Viewer };
+        assert!(app.service.run_rehearsal("gala", &viewer).await.is_err(), "the service refuses too");
         let (_, body) = app.get("/api/sales").await;
         assert_eq!(body["plans"].as_array().unwrap().len(), 1);
         assert_eq!(body["plans"][0]["peakOrdersPerSecond"], 100.0, "unchanged");
@@ -334,6 +400,139 @@ async fn a_viewer_reads_plans_and_verdicts_but_writes_nothing() {
         let viewer = app.client_as(Some(Role::Viewer));
         let page = viewer.get(format!("{}/sales", app.base)).send().await.unwrap().text().await.unwrap();
         assert!(page.contains("Sale readiness") && !page.contains("plan-form"), "{engine:?}: no form for a viewer");
+        assert!(!page.contains("rehearse-button"), "{engine:?}: no rehearsal button for a viewer");
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_design_that_throttles_is_a_no_go_naming_the_rehearsal() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let (status, body) = app.post("/api/sales", plan_json("flood", 2000.0, Some(100_000.0))).await;
+        assert_eq!(status, 201, "{body}");
+        // The sale's day holds one shard: every PENDING order of it in one
+        // GSI2 partition, as before the redesign.
+        let day = Utc::now().date_naive() + Duration::days(1);
+        app.store.record_shards_ahead(day, 1).await.unwrap();
+        let rehearsal = app.service.run_rehearsal("flood", &ops()).await.unwrap();
+        assert_eq!(rehearsal.shape.shards, 1);
+        assert_eq!(rehearsal.verdict, Some(Verdict::NoGo), "{engine:?}: {rehearsal:#?}");
+        let figures = rehearsal.figures.clone().unwrap();
+        assert!(figures.throttled > 0, "{figures:#?}");
+        assert!(figures.throttles.iter().any(|t| t.place == "GSI2"), "{figures:#?}");
+        eprintln!("{engine:?}: 2,000/s at 1 shard, rehearsed: {figures:?}");
+        let report = readiness(&app, "flood").await;
+        let check = report.checks.iter().find(|c| c.id == "rehearsal").unwrap();
+        assert_eq!(check.verdict, Verdict::NoGo, "{engine:?}: {check:#?}");
+        assert!(check.reason.contains("throttled") && check.reason.contains("1 shard"), "{}", check.reason);
+        assert_eq!(report.verdict, Verdict::NoGo);
+
+        // Items in the table are input too: a damaged rehearsal record is
+        // left out, never a 5xx, and a claim that is not a time is taken over.
+        let (pk, sk) = keys::sale_rehearsal_key("flood");
+        let item = HashMap::from([
+            ("PK".to_string(), AttributeValue::S(pk)),
+            ("SK".to_string(), AttributeValue::S(sk)),
+            ("latest".to_string(), AttributeValue::S("garbage".into())),
+            ("running".to_string(), AttributeValue::N("3".into())),
+            ("runningSince".to_string(), AttributeValue::S("soon".into())),
+        ]);
+        let outside = outside_client(&app);
+        outside.put_item().table_name(&app.config.metrics_table).set_item(Some(item)).send().await.unwrap();
+        let (status, body) = app.get("/api/sales/flood/rehearsal").await;
+        assert_eq!((status, &body), (200, &json!({"running": null, "latest": null, "previous": null})));
+        let report = readiness(&app, "flood").await;
+        assert_eq!(verdict_of(&report, "rehearsal"), Verdict::Act, "never rehearsed, as far as can be read");
+        let (status, body) = app.post("/api/sales/flood/rehearsal", json!({})).await;
+        assert_eq!(status, 202, "{engine:?}: {body}");
+        let done = wait_for_rehearsal(&app, "flood").await;
+        assert_eq!(done.latest.unwrap().verdict, Some(Verdict::NoGo));
+        assert!(done.previous.is_none(), "the damaged one is not kept");
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_the_sale_the_plan_is_beside_the_peak_reached_and_unknowns_are_said() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let now = Utc::now();
+        // A plan made earlier, whose sale started five minutes ago (the API
+        // takes no start in the past: written to the store as it was then).
+        let plan = SalePlan {
+            name: "under-way".into(),
+            peak_orders_per_second: 50.0,
+            start: now - Duration::minutes(5),
+            ramp_minutes: 1,
+            hold_minutes: 30,
+            decay_minutes: 1,
+            item_bytes: 700,
+            consumer_records_per_second: None,
+            updated_at: now - Duration::days(1),
+            updated_by: "alice".into(),
+        };
+        app.store.save_sale_plan(&plan, true).await.unwrap();
+        let (status, body) = app.get("/api/sales/under-way/outcome").await;
+        assert_eq!(status, 200, "{engine:?}: {body}");
+        assert_eq!(body["phase"], "under-way");
+        assert_eq!(body["peakOrdersPerSecond"], Value::Null, "nothing observed yet: {body}");
+        assert!(body["peakNote"].as_str().unwrap().starts_with("unknown"), "{body}");
+        assert_eq!(body["hotKeys"], Value::Null);
+
+        // Twelve orders in this minute, through the stream consumer.
+        let running = consumer(&app.store, "outcome", 5_000);
+        let outside = outside_client(&app);
+        let shards = app.store.shards_for(now.date_naive()).await.unwrap();
+        for i in 0..12 {
+            let item = store::order_item(&order(&format!("o-{i:02}"), &format!("c-{i}"), Status::Pending, now), shards)
+                .unwrap();
+            outside.put_item().table_name(&app.config.orders_table).set_item(Some(item)).send().await.unwrap();
+        }
+        drain(&running).await;
+        // Items in the table are input too: a counter of two minutes ago
+        // written as text by some other tool counts as nothing.
+        let earlier = now - Duration::minutes(2);
+        let (pk, sk) = keys::metric_minutes_key(earlier.date_naive(), earlier.hour());
+        let minute = earlier.hour() * 60 + earlier.minute();
+        outside
+            .update_item()
+            .table_name(&app.config.metrics_table)
+            .key("PK", AttributeValue::S(pk))
+            .key("SK", AttributeValue::S(sk))
+            .update_expression("SET #c = :lots")
+            .expression_attribute_names("#c", keys::minute_attribute('c', minute))
+            .expression_attribute_values(":lots", AttributeValue::S("lots".into()))
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = app.get("/api/sales/under-way/outcome").await;
+        assert_eq!(status, 200, "{engine:?}: {body}");
+        assert_eq!(body["ordersCreated"], 12, "{body}");
+        assert_eq!(body["peakOrdersPerSecond"], 0.2, "12 in the busiest minute: {body}");
+        let minute = now.timestamp() / 60 * 60;
+        let peak_minute = chrono::DateTime::parse_from_rfc3339(body["peakMinute"].as_str().unwrap()).unwrap();
+        assert_eq!(peak_minute.timestamp(), minute);
+        assert!(body["minutesObserved"].as_u64().unwrap() >= 1, "{body}");
+        // The consumer's lag is not recorded (this server runs none of its
+        // own here): unknown, never guessed.
+        assert_eq!(body["consumerBehindMs"], Value::Null);
+        assert!(body["consumerNote"].as_str().unwrap().starts_with("unknown"), "{body}");
+        assert!(body["hotKeys"].is_array(), "observed: known, {body}");
+        // A local engine never throttles: none, or unknown where nothing
+        // of this app's calls was recorded; never a guess.
+        match &body["throttles"] {
+            Value::Null => assert!(body["throttlesNote"].as_str().unwrap().starts_with("unknown")),
+            Value::Array(throttles) => assert!(throttles.is_empty(), "{body}"),
+            other => panic!("{other}"),
+        }
+
+        // A sale still to come has nothing to show yet.
+        let (status, _) = app.post("/api/sales", plan_json("later", 10.0, None)).await;
+        assert_eq!(status, 201);
+        let (status, body) = app.get("/api/sales/later/outcome").await;
+        assert_eq!((status, body["phase"].as_str()), (200, Some("not-started")), "{body}");
+        assert_eq!(app.get("/api/sales/missing/outcome").await.0, 404);
         app.stop().await;
     }
 }

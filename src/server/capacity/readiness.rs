@@ -19,9 +19,15 @@
 //! - `consumer`: the stream records a second the sale makes against what the
 //!   consumer was measured to apply (unknown when never measured);
 //! - `hot-keys`: the GSI1 keys recorded hot recently, at the sale's scale;
-//! - `alarms`: the CloudWatch alarms on the tables (AWS only).
+//! - `alarms`: the CloudWatch alarms on the tables (AWS only);
+//! - `rehearsal`: the plan's shape, scaled down, run through the throttle
+//!   proxy at the sale day's shard count (`rehearsal_verdict` weighs a
+//!   run): never run, or run on another version of the plan or shard
+//!   count, is an action; a run that throttled or failed is a no-go.
 
-use crate::model::{Figure, Fix, Readiness, ReadinessCheck, SalePlan, Verdict};
+use crate::model::{
+    Figure, Fix, Readiness, ReadinessCheck, Rehearsal, RehearsalFigures, RehearsalState, SalePlan, Verdict,
+};
 use crate::server::capacity::planner::{self, DEFAULT_HEADROOM, MAX_SHARDS, PlanInput, Prewarm};
 use crate::server::deploy::template::{self, CONSUMER_BATCH_SIZE, CONSUMER_BATCH_WINDOW_SECONDS, Setting, TableRole};
 use crate::server::rules::PARTITION_WRITE_UNITS;
@@ -80,6 +86,9 @@ pub struct Inputs<'a> {
     pub hot_window_days: u32,
     /// The tables' alarms; `None` when not read (no CloudWatch client).
     pub alarms: Option<&'a [Alarm]>,
+    /// The plan's last finished rehearsal, and whether one runs now.
+    pub rehearsal: Option<&'a Rehearsal>,
+    pub rehearsal_running: bool,
 }
 
 impl Inputs<'_> {
@@ -103,6 +112,7 @@ pub fn assess(inputs: &Inputs<'_>) -> Readiness {
         consumer_check(inputs, prewarm.as_deref()),
         hot_keys_check(inputs, prewarm.as_deref()),
         alarms_check(inputs),
+        rehearsal_check(inputs, &shard_plan),
     ];
     let verdict = checks.iter().map(|c| c.verdict).max().unwrap_or(Verdict::Ready);
     Readiness { plan: plan.clone(), verdict, checks, as_of: inputs.now }
@@ -254,6 +264,138 @@ fn shards_check(inputs: &Inputs<'_>, shard_plan: &Result<planner::Plan, planner:
     }
     let reason = format!("every sale day is written with at least the {needed} shards the peak needs");
     check(ID, TITLE, Verdict::Ready, reason, figures, None)
+}
+
+/// The shard count the sale's days will have: the lowest recorded, else
+/// what `write-shards` would write. A rehearsal tries this design.
+pub fn design_shards(recorded: &[(NaiveDate, Option<u32>)], needed: u32, configured: u32) -> u32 {
+    recorded.iter().filter_map(|(_, n)| *n).min().unwrap_or_else(|| shards_to_write(needed, configured))
+}
+
+/// The share of its target rate a rehearsal must reach to say anything:
+/// under it, the machine that ran it fell short, not the design.
+pub const REHEARSAL_MIN_ACHIEVED: f64 = 0.75;
+
+/// A rehearsal's verdict from its figures: throttled attempts, failed
+/// writes or an unreadable dashboard are a no-go; a run that fell short
+/// of its target rate without any of those says nothing (act: run again
+/// on a quieter machine); else the design held.
+pub fn rehearsal_verdict(figures: &RehearsalFigures) -> (Verdict, String) {
+    if figures.throttled > 0 {
+        let reasons = figures
+            .throttles
+            .iter()
+            .map(|t| format!("{} {} on {}", t.total, t.reason, t.place))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return (Verdict::NoGo, format!("{} attempts were throttled ({reasons})", figures.throttled));
+    }
+    if figures.failed > 0 {
+        return (Verdict::NoGo, format!("{} orders failed to be written", figures.failed));
+    }
+    if !figures.dashboard_readable {
+        let why = format!(
+            "{} of {} reads failed",
+            figures.dashboard_failed,
+            figures.dashboard_answered + figures.dashboard_failed
+        );
+        return (Verdict::NoGo, format!("the PENDING dashboard did not stay readable ({why})"));
+    }
+    let target = figures.target_orders_per_second.unwrap_or(0.0);
+    if figures.achieved_orders_per_second < target * REHEARSAL_MIN_ACHIEVED {
+        return (
+            Verdict::Act,
+            format!(
+                "inconclusive: the run reached {} of its {} orders a second (the machine fell short, nothing \
+                 throttled)",
+                num(figures.achieved_orders_per_second),
+                num(target)
+            ),
+        );
+    }
+    (
+        Verdict::Ready,
+        format!(
+            "held: {} of {} orders a second, nothing throttled, the dashboard readable",
+            num(figures.achieved_orders_per_second),
+            num(target)
+        ),
+    )
+}
+
+fn rehearsal_check(inputs: &Inputs<'_>, shard_plan: &Result<planner::Plan, planner::PlanError>) -> ReadinessCheck {
+    const ID: &str = "rehearsal";
+    const TITLE: &str = "Rehearsal through the throttle proxy";
+    let plan = inputs.plan;
+    let design = shard_plan.as_ref().ok().map(|p| design_shards(inputs.recorded, p.shards, inputs.configured_shards));
+    let run = Fix {
+        text: "run the rehearsal: the plan's shape, scaled down, through the throttle proxy".into(),
+        command: Some(format!("northwind-ops ready --plan {} --rehearse", shell_quote(&plan.name))),
+        parameter: None,
+        action: Some("rehearse".into()),
+    };
+    let mut figures = vec![];
+    if inputs.rehearsal_running {
+        figures.push(figure("rehearsal", "running now"));
+    }
+    let Some(last) = inputs.rehearsal else {
+        let reason = if inputs.rehearsal_running {
+            "the first rehearsal is running: check again when it is done".to_string()
+        } else {
+            "the plan was never rehearsed".to_string()
+        };
+        return check(ID, TITLE, Verdict::Act, reason, figures, (!inputs.rehearsal_running).then_some(run));
+    };
+    let shape = &last.shape;
+    figures.push(figure("last run", format!("{} UTC by {}", last.started_at.format("%Y-%m-%d %H:%M"), last.by)));
+    figures.push(figure(
+        "shape rehearsed",
+        format!(
+            "{} orders a second at the peak with {} shard(s), partition limits × {}",
+            num(shape.peak_orders_per_second),
+            shape.shards,
+            shape.scale
+        ),
+    ));
+    if let Some(f) = &last.figures {
+        figures.push(figure(
+            "orders a second: target (mean) → achieved",
+            format!("{} → {}", num(f.target_orders_per_second.unwrap_or(0.0)), num(f.achieved_orders_per_second)),
+        ));
+        figures.push(figure("attempts throttled", f.throttled.to_string()));
+        figures.push(figure(
+            "write p99",
+            f.write_p99_ms.map_or("none written".into(), |ms| format!("{} ms", num(ms.round()))),
+        ));
+        figures.push(figure("dashboard stayed readable", if f.dashboard_readable { "yes" } else { "no" }));
+    }
+    if last.state == RehearsalState::Failed {
+        let reason = format!("the last rehearsal failed to run: {}", last.reason);
+        return check(ID, TITLE, Verdict::NoGo, reason, figures, Some(run));
+    }
+    if last.plan_updated_at != plan.updated_at {
+        let reason = "the plan changed since its last rehearsal".to_string();
+        return check(ID, TITLE, Verdict::Act, reason, figures, Some(run));
+    }
+    if design.is_some_and(|d| d != shape.shards) {
+        let reason = format!(
+            "the last rehearsal tried {} shard(s); the sale's days will have {}",
+            shape.shards,
+            design.unwrap_or_default()
+        );
+        return check(ID, TITLE, Verdict::Act, reason, figures, Some(run));
+    }
+    let verdict = last.verdict.unwrap_or(Verdict::Act);
+    let reason = format!("the last rehearsal, at {} shard(s): {}", shape.shards, last.reason);
+    let fix = match verdict {
+        Verdict::Ready => None,
+        Verdict::Act => Some(run),
+        Verdict::NoGo => Some(fix_text(
+            "give the sale's days the shards the peak needs (the shards check), or plan a lower peak; then run \
+             the rehearsal again",
+        )),
+    };
+    check(ID, TITLE, verdict, reason, figures, fix)
 }
 
 /// The peak `shards` shards hold, at the plan's write units an order.
@@ -705,16 +847,33 @@ mod tests {
         hot: Vec<HotObservation>,
         on_aws: bool,
         alarms: Vec<Alarm>,
+        /// The last rehearsal's verdict (at the sale days' shards), if run.
+        rehearsed: Option<Verdict>,
     }
 
     impl Case {
         fn new(peak: f64, recorded: Option<u32>) -> Self {
             let plan = plan(peak);
             let recorded = plan.days().into_iter().map(|d| (d, recorded)).collect();
-            Case { plan, recorded, throughput: settings(None), hot: vec![], on_aws: false, alarms: vec![] }
+            Case {
+                plan,
+                recorded,
+                throughput: settings(None),
+                hot: vec![],
+                on_aws: false,
+                alarms: vec![],
+                rehearsed: Some(Verdict::Ready),
+            }
+        }
+
+        fn rehearsal(&self) -> Option<Rehearsal> {
+            let verdict = self.rehearsed?;
+            let needed = shards_needed(&self.plan, 300).unwrap_or(1);
+            Some(rehearsal(&self.plan, design_shards(&self.recorded, needed, 10), verdict))
         }
 
         fn assess(&self) -> Readiness {
+            let rehearsal = self.rehearsal();
             assess(&Inputs {
                 plan: &self.plan,
                 now: "2026-11-20T10:00:00Z".parse().unwrap(),
@@ -731,8 +890,126 @@ mod tests {
                 observed_minutes: 600,
                 hot_window_days: 7,
                 alarms: self.on_aws.then_some(&self.alarms[..]),
+                rehearsal: rehearsal.as_ref(),
+                rehearsal_running: false,
             })
         }
+    }
+
+    fn figures(throttled: u64, achieved: f64) -> RehearsalFigures {
+        RehearsalFigures {
+            target_orders_per_second: Some(40.0),
+            achieved_orders_per_second: achieved,
+            created: 400,
+            failed: 0,
+            throttled,
+            throttles: (throttled > 0)
+                .then(|| crate::model::ThrottleCount {
+                    reason: "IndexWriteKeyRangeThroughputExceeded".into(),
+                    place: "GSI2".into(),
+                    resource: "table/orders/index/GSI2".into(),
+                    total: throttled,
+                    minutes: vec![],
+                })
+                .into_iter()
+                .collect(),
+            write_p50_ms: Some(5.0),
+            write_p99_ms: Some(40.0),
+            dashboard_answered: 30,
+            dashboard_failed: 0,
+            dashboard_p99_ms: Some(20.0),
+            dashboard_readable: true,
+        }
+    }
+
+    fn rehearsal(plan: &SalePlan, shards: u32, verdict: Verdict) -> Rehearsal {
+        let figures = figures(if verdict == Verdict::NoGo { 12 } else { 0 }, 39.0);
+        Rehearsal {
+            plan: plan.name.clone(),
+            plan_updated_at: plan.updated_at,
+            plan_peak_orders_per_second: plan.peak_orders_per_second,
+            started_at: "2026-11-20T09:30:00Z".parse().unwrap(),
+            finished_at: Some("2026-11-20T09:30:25Z".parse().unwrap()),
+            by: "alice".into(),
+            state: RehearsalState::Done,
+            verdict: Some(verdict),
+            reason: rehearsal_verdict(&figures).1,
+            shape: crate::model::RehearsalShape {
+                scale: 0.02,
+                shards,
+                peak_orders_per_second: 40.0,
+                base_orders_per_second: 4.0,
+                ramp_seconds: 3,
+                hold_seconds: 14,
+                decay_seconds: 3,
+                tail_seconds: 3,
+                writers: 32,
+            },
+            figures: Some(figures),
+        }
+    }
+
+    #[test]
+    fn a_rehearsal_never_run_is_an_action_and_one_that_throttled_a_no_go() {
+        let mut case = Case::new(100.0, Some(10));
+        case.rehearsed = None;
+        let readiness = case.assess();
+        assert_eq!(readiness.verdict, Verdict::Act);
+        let check = readiness.checks.iter().find(|c| c.id == "rehearsal").unwrap();
+        assert_eq!(check.verdict, Verdict::Act);
+        let fix = check.fix.as_ref().unwrap();
+        assert!(fix.text.starts_with("run the rehearsal"), "{fix:?}");
+        assert_eq!(fix.action.as_deref(), Some("rehearse"));
+        assert_eq!(fix.command.as_deref(), Some("northwind-ops ready --plan black-friday --rehearse"));
+        case.rehearsed = Some(Verdict::NoGo);
+        let readiness = case.assess();
+        assert_eq!(readiness.verdict, Verdict::NoGo);
+        let check = readiness.checks.iter().find(|c| c.id == "rehearsal").unwrap();
+        assert!(check.reason.contains("12 attempts were throttled"), "{}", check.reason);
+        // The plan changed since: rehearse again.
+        case.rehearsed = Some(Verdict::Ready);
+        let mut stale = case.rehearsal().unwrap();
+        stale.plan_updated_at = "2026-11-19T09:00:00Z".parse().unwrap();
+        let mut inputs_case = case.assess();
+        assert_eq!(verdict_of(&inputs_case, "rehearsal"), Verdict::Ready);
+        inputs_case = assess(&Inputs {
+            plan: &case.plan,
+            now: "2026-11-20T10:00:00Z".parse().unwrap(),
+            on_aws: false,
+            orders_table: "orders",
+            metrics_table: "metrics",
+            configured_shards: 10,
+            recorded: &case.recorded,
+            gsi2_entry_bytes: 300,
+            audit_bytes: 300,
+            throughput: Some(&case.throughput),
+            stream_shards: Some(1),
+            hot: &[],
+            observed_minutes: 600,
+            hot_window_days: 7,
+            alarms: None,
+            rehearsal: Some(&stale),
+            rehearsal_running: false,
+        });
+        let check = inputs_case.checks.iter().find(|c| c.id == "rehearsal").unwrap();
+        assert_eq!(check.verdict, Verdict::Act);
+        assert!(check.reason.contains("changed"), "{}", check.reason);
+    }
+
+    #[test]
+    fn a_rehearsal_is_weighed_by_its_throttles_then_its_rate() {
+        assert_eq!(rehearsal_verdict(&figures(0, 38.0)).0, Verdict::Ready);
+        assert_eq!(rehearsal_verdict(&figures(3, 38.0)).0, Verdict::NoGo);
+        let (verdict, reason) = rehearsal_verdict(&figures(0, 10.0));
+        assert_eq!(verdict, Verdict::Act);
+        assert!(reason.starts_with("inconclusive"), "{reason}");
+        let mut unreadable = figures(0, 38.0);
+        unreadable.dashboard_readable = false;
+        unreadable.dashboard_failed = 2;
+        assert_eq!(rehearsal_verdict(&unreadable).0, Verdict::NoGo);
+        assert_eq!(design_shards(&[], 3, 10), 10);
+        let day: NaiveDate = "2026-11-27".parse().unwrap();
+        assert_eq!(design_shards(&[(day, Some(1)), (day, None)], 3, 10), 1);
     }
 
     fn verdict_of(readiness: &Readiness, id: &str) -> Verdict {

@@ -108,6 +108,11 @@ pub struct ReadyArgs {
     /// not written yet (refused for a day written with another count)
     #[arg(long)]
     pub write_shards: bool,
+    /// First rehearse the plan: its shape scaled down (about 25 seconds),
+    /// run through the throttle proxy on a scratch embedded store at the
+    /// sale day's shard count; the result is filed with the plan
+    #[arg(long)]
+    pub rehearse: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -1,15 +1,17 @@
-//! `ready --plan NAME [--json] [--write-shards]`: a sale plan's go/no-go,
+//! `ready --plan NAME [--json] [--write-shards] [--rehearse]`: a sale plan's go/no-go,
 //! each check with its verdict, figures and fix, through the same service
 //! as `GET /api/ready`. Exits 0 when ready, 3 when something must be done
 //! first (act), 2 on a no-go (1 is any error).
 
 use super::CliError;
-use crate::model::{Actor, Readiness, Role, Verdict};
+use crate::model::{Actor, Readiness, Rehearsal, Role, Verdict};
 use crate::server::auth::Principal;
 use crate::server::cli::config::ReadyArgs;
 use crate::server::cursor::CursorCodec;
 use crate::server::service::Service;
+use crate::server::sim::plan_rehearsal::{ProxyRehearser, RehearsalBudget};
 use crate::server::store::Store;
+use crate::server::store::config::StoreConfig;
 use crate::server::stream::live::{LiveHub, LiveLimits};
 use std::sync::Arc;
 
@@ -17,18 +19,24 @@ use std::sync::Arc;
 pub const EXIT_NO_GO: u8 = 2;
 pub const EXIT_ACT: u8 = 3;
 
-pub(super) async fn run_ready(store: Store, args: &ReadyArgs) -> Result<(), CliError> {
+pub(super) async fn run_ready(config: &StoreConfig, store: Store, args: &ReadyArgs) -> Result<(), CliError> {
     // `ready` signs no cursor: a throwaway secret, and nothing written to disk.
     let secret = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
     let live = LiveHub::new(LiveLimits { total: 0, per_client: 0 });
-    let service = Service::new(Arc::new(store), Arc::new(CursorCodec::new(secret.into_bytes())), live);
+    let service = Service::new(Arc::new(store), Arc::new(CursorCodec::new(secret.into_bytes())), live)
+        .with_rehearser(Arc::new(ProxyRehearser::new(config.clone(), RehearsalBudget::default())));
+    // The command line holds the store's own credentials.
+    let by = Principal { actor: Actor::cli("ready"), role: Role::Admin };
     if args.write_shards {
-        // The command line holds the store's own credentials.
-        let by = Principal { actor: Actor::cli("ready"), role: Role::Admin };
         let written = service.write_sale_shards(&args.plan, &by).await.map_err(api_error)?;
         for day in &written.days {
             eprintln!("{}: shard count {} ({})", day.date, written.shards, day.outcome);
         }
+    }
+    if args.rehearse {
+        eprintln!("rehearsing {} ...", args.plan);
+        let rehearsal = service.run_rehearsal(&args.plan, &by).await.map_err(api_error)?;
+        eprint!("{}", rehearsal_text(&rehearsal));
     }
     let readiness = service.readiness(Some(&args.plan)).await.map_err(api_error)?;
     if args.json {
@@ -46,6 +54,44 @@ pub(super) async fn run_ready(store: Store, args: &ReadyArgs) -> Result<(), CliE
 /// The service's error as the command line says it.
 fn api_error(err: crate::server::error::ApiError) -> CliError {
     CliError::Usage(err.to_string())
+}
+
+/// A rehearsal's result as text.
+pub fn rehearsal_text(rehearsal: &Rehearsal) -> String {
+    let shape = &rehearsal.shape;
+    let mut out = format!(
+        "rehearsal of {}: {} at {} shard(s), {:.1} orders a second at the peak (the plan's {} × {}), \
+         {} s ramp, {} s hold, {} s decay\n",
+        rehearsal.plan,
+        rehearsal.verdict.map_or("running", Verdict::as_str).to_uppercase(),
+        shape.shards,
+        shape.peak_orders_per_second,
+        rehearsal.plan_peak_orders_per_second,
+        shape.scale,
+        shape.ramp_seconds,
+        shape.hold_seconds,
+        shape.decay_seconds,
+    );
+    out.push_str(&format!("  {}\n", rehearsal.reason));
+    if let Some(f) = &rehearsal.figures {
+        out.push_str(&format!(
+            "  orders/s target (mean) {:.1}, achieved {:.1}; {} created, {} failed; {} attempts throttled\n",
+            f.target_orders_per_second.unwrap_or(0.0),
+            f.achieved_orders_per_second,
+            f.created,
+            f.failed,
+            f.throttled
+        ));
+        for t in &f.throttles {
+            out.push_str(&format!("    {} on {}: {}\n", t.reason, t.place, t.total));
+        }
+        let p99 = f.write_p99_ms.map_or("none written".to_string(), |ms| format!("{ms:.0} ms"));
+        out.push_str(&format!(
+            "  write p99 {p99}; dashboard reads {} answered, {} failed\n",
+            f.dashboard_answered, f.dashboard_failed
+        ));
+    }
+    out
 }
 
 /// The report as text: the go/no-go, then each check.
@@ -76,8 +122,14 @@ pub fn text(readiness: &Readiness) -> String {
             if let Some(parameter) = &fix.parameter {
                 out.push_str(&format!("    template parameters: {parameter}\n"));
             }
-            if fix.action.as_deref() == Some("write-shards") {
-                out.push_str("    or: POST /api/sales/{name}/shards, or the Sales page's button\n");
+            match fix.action.as_deref() {
+                Some("write-shards") => {
+                    out.push_str("    or: POST /api/sales/{name}/shards, or the Sales page's button\n")
+                }
+                Some("rehearse") => {
+                    out.push_str("    or: POST /api/sales/{name}/rehearsal, or the Sales page's button\n")
+                }
+                _ => {}
             }
         }
     }

@@ -8,6 +8,7 @@ use crate::server::cursor::CursorCodec;
 use crate::server::http::serve;
 use crate::server::service::Service;
 use crate::server::service::follower;
+use crate::server::sim::plan_rehearsal::{ProxyRehearser, RehearsalBudget};
 use crate::server::store::Store;
 use crate::server::store::error::{StoreError, Unavailable};
 use crate::server::stream::consumer::{Consumer, ConsumerOptions};
@@ -44,7 +45,8 @@ pub(super) async fn run_serve(config: &StoreConfig, store: Store, args: &ServeAr
         .with_capacity(crate::server::service::figures::CapacitySettings {
             source: config.capacity_source(),
             ..Default::default()
-        });
+        })
+        .with_rehearser(Arc::new(ProxyRehearser::new(config.clone(), RehearsalBudget::default())));
     // Background work stops after the last request has been answered.
     let (stop, background) = (CancellationToken::new(), TaskTracker::new());
     start_background(&service, args, &stop, &background);

@@ -5,8 +5,8 @@
 use crate::model::{Access, Permission};
 use crate::model::{
     AuditListing, AuditParams, BulkReport, BulkRequest, CapacityReport, LiveEvent, Me, NewOrder, Order, OrderPage,
-    PageParams, PendingPage, PendingParams, QualityReport, Readiness, SalePlan, SalePlanInput, ShardsWritten,
-    StatusChange,
+    PageParams, PendingPage, PendingParams, QualityReport, Readiness, Rehearsal, Rehearsals, SaleOutcome, SalePlan,
+    SalePlanInput, ShardsWritten, StatusChange,
 };
 use crate::model::{NewToken, PendingMetrics};
 use crate::server::auth::Principal;
@@ -65,6 +65,9 @@ pub fn routes() -> Routes<AppState> {
         .put("/api/sales/{name}", plan_sales, update_sale_plan)
         .delete("/api/sales/{name}", plan_sales, delete_sale_plan)
         .post("/api/sales/{name}/shards", plan_sales, write_sale_shards)
+        .post("/api/sales/{name}/rehearsal", plan_sales, start_rehearsal)
+        .get("/api/sales/{name}/rehearsal", view_operations, rehearsals)
+        .get("/api/sales/{name}/outcome", view_operations, sale_outcome)
         .get("/api/ready", view_operations, readiness)
         .get("/api/audit", administer, audit)
         .get("/api/me", Access::SignedIn, me)
@@ -190,6 +193,26 @@ async fn write_sale_shards(
     Path(name): Path<String>,
 ) -> Result<Json<ShardsWritten>, ApiError> {
     Ok(Json(state.service.write_sale_shards(&name, &by).await?))
+}
+
+/// Starts a rehearsal of the plan in the background: 202 with the running
+/// record; 409 while one runs.
+async fn start_rehearsal(
+    State(state): State<AppState>,
+    by: Principal,
+    Path(name): Path<String>,
+) -> Result<(StatusCode, Json<Rehearsal>), ApiError> {
+    Ok((StatusCode::ACCEPTED, Json(state.service.start_rehearsal(&name, &by).await?)))
+}
+
+/// The plan's rehearsal running, if any, and the last two finished.
+async fn rehearsals(State(state): State<AppState>, Path(name): Path<String>) -> Result<Json<Rehearsals>, ApiError> {
+    Ok(Json(state.service.rehearsals(&name).await?))
+}
+
+/// The plan beside what happened in its window so far.
+async fn sale_outcome(State(state): State<AppState>, Path(name): Path<String>) -> Result<Json<SaleOutcome>, ApiError> {
+    Ok(Json(state.service.sale_outcome(&name).await?))
 }
 
 #[derive(Debug, Default, serde::Deserialize)]

@@ -3,7 +3,9 @@
 //! what it serves: `orders` (one order, a customer's history, search,
 //! writes), `pending` (the PENDING list and the dashboard), `figures` (the
 //! counters, live and capacity figures), `bulk`, `admin` (accounts, tokens,
-//! the audit trail), `sales` (sale plans and their readiness), and `checks` (the input checks they share).
+//! the audit trail), `sales` (sale plans and their readiness), `rehearsal`
+//! (a plan's scaled rehearsal), `outcome` (a sale beside what happened), and
+//! `checks` (the input checks they share).
 //!
 //! Every accepted request costs a bounded number of store calls: dates are
 //! kept to a window, a `days` range reads only days that hold PENDING
@@ -15,7 +17,9 @@ pub mod checks;
 pub mod figures;
 pub mod follower;
 mod orders;
+pub mod outcome;
 mod pending;
+pub mod rehearsal;
 pub mod sales;
 
 pub use pending::{Filters, PendingQuery};
@@ -67,6 +71,8 @@ pub struct Service {
     capacity: figures::CapacitySettings,
     /// The advisor's verdicts, worked out at most once a minute.
     advice: moka::future::Cache<NaiveDate, Arc<crate::server::capacity::report::Advice>>,
+    /// Runs sale plans' rehearsals, when this process does.
+    rehearser: Option<Arc<dyn rehearsal::Rehearser>>,
 }
 
 impl Service {
@@ -85,6 +91,7 @@ impl Service {
             prices: Prices::default(),
             capacity: figures::CapacitySettings::default(),
             advice: moka::future::Cache::builder().max_capacity(4).time_to_live(Duration::from_secs(60)).build(),
+            rehearser: None,
         }
     }
 

@@ -230,11 +230,12 @@ impl Service {
         let plan = self.sale_plan(name).await?;
         let now = Utc::now();
         let days = plan.days();
-        let (recorded, throughput, hot, alarms) = futures::try_join!(
+        let (recorded, throughput, hot, alarms, rehearsals) = futures::try_join!(
             self.store.recorded_shards_now(&days),
             self.throughput_or_unknown(),
             self.hot_history(now),
             self.alarms_or_unknown(),
+            self.store.rehearsals(&plan.name, super::rehearsal::stale_before_ms()),
         )?;
         let recorded: Vec<_> = days.iter().map(|d| (*d, recorded.get(d).copied().flatten())).collect();
         let (_, audit_bytes) = planner::typical_item_bytes().map_err(|e| ApiError::BadRequest(e.to_string()))?;
@@ -255,11 +256,13 @@ impl Service {
             observed_minutes,
             hot_window_days: HOT_WINDOW_DAYS,
             alarms: alarms.as_deref(),
+            rehearsal: rehearsals.latest.as_ref(),
+            rehearsal_running: rehearsals.running.is_some(),
         }))
     }
 
     /// One GSI2 entry of a typical order, in bytes.
-    fn gsi2_entry_bytes(&self) -> Result<u32, ApiError> {
+    pub(super) fn gsi2_entry_bytes(&self) -> Result<u32, ApiError> {
         planner::gsi2_entry_bytes(&planner::typical_order(), self.store.shards())
             .map_err(|e| ApiError::BadRequest(e.to_string()))
     }

@@ -8,6 +8,7 @@ pub mod counters_rehearsal;
 pub mod lambda;
 pub mod loadgen;
 pub mod orders;
+pub mod plan_rehearsal;
 pub mod rehearse;
 pub mod report;
 pub mod streams;

@@ -11,6 +11,7 @@
 //! writes' latency from due to stored, and whether the dashboard stayed
 //! readable (every read answered, and how fast).
 
+use crate::server::capacity::planner::MAX_SHARDS;
 use crate::server::rules::{PARTITION_READ_UNITS, PARTITION_WRITE_UNITS};
 use crate::server::sim::loadgen::{self, LoadReport, LoadgenArgs, Percentiles, Profile, WriteMode};
 use crate::server::sim::report::Comparison;
@@ -161,9 +162,9 @@ pub fn flash_sale(args: &RehearseArgs) -> LoadgenArgs {
 
 /// Runs every design in turn (one at a time: they would share the CPU).
 pub async fn rehearse(base: &StoreConfig, options: &RehearseOptions) -> Result<Vec<DesignReport>, RehearseError> {
-    if options.designs.is_empty() || options.designs.iter().any(|s| !(1..=64).contains(s)) {
+    if options.designs.is_empty() || options.designs.iter().any(|s| !(1..=MAX_SHARDS).contains(s)) {
         return Err(RehearseError::Designs(format!(
-            "{:?}: give shard counts from 1 to 64, e.g. 1,10",
+            "{:?}: give shard counts from 1 to {MAX_SHARDS}, e.g. 1,10",
             options.designs
         )));
     }

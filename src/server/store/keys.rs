@@ -84,6 +84,13 @@ pub mod attr {
     pub const SEEN_AT: &str = "seenAt";
     /// Bulk operations: someone asked the run to stop.
     pub const CANCEL_REQUESTED: &str = "cancelRequested";
+    /// A plan's rehearsals: the one running and since when (milliseconds
+    /// since the epoch, what a second start is refused on), and the last
+    /// two finished.
+    pub const REHEARSAL_RUNNING: &str = "running";
+    pub const REHEARSAL_SINCE: &str = "runningSince";
+    pub const REHEARSAL_LATEST: &str = "latest";
+    pub const REHEARSAL_PREVIOUS: &str = "previous";
 
     /// The other attributes of an order item (the serde names of
     /// `model::Order`, checked by a test), as the tolerant reader
@@ -152,6 +159,8 @@ const APPLIED_SK: &str = "RECORD";
 /// Sale plans: one partition, a plan per item (a handful, read whole).
 const SALES: &str = "SALES";
 const SALE_PLAN: &str = "PLAN#";
+/// A plan's rehearsals, beside it in the plans' partition.
+const SALE_REHEARSAL: &str = "REHEARSAL#";
 /// The consumer registry: one partition, an item per consumer.
 const CONSUMERS: &str = "CONSUMERS";
 
@@ -375,6 +384,18 @@ pub fn shard_count_key(day: NaiveDate) -> (String, String) {
 /// Key of a sale plan (`SALES` / `PLAN#<name>`).
 pub fn sale_plan_key(name: &str) -> (String, String) {
     (SALES.to_string(), format!("{SALE_PLAN}{name}"))
+}
+
+/// Key of a sale plan's rehearsals (`SALES` / `REHEARSAL#<name>`): the one
+/// running and the last two finished, in one item.
+pub fn sale_rehearsal_key(name: &str) -> (String, String) {
+    (SALES.to_string(), format!("{SALE_REHEARSAL}{name}"))
+}
+
+/// Whether a sort key of the plans' partition is a plan's (not its
+/// rehearsals').
+pub fn is_sale_plan_sk(sk: &str) -> bool {
+    sk.starts_with(SALE_PLAN)
 }
 
 /// The partition every sale plan is in.
@@ -936,6 +957,9 @@ mod tests {
         assert_eq!(token_key("loadgen"), ("TOKENS".into(), "TOKEN#loadgen".into()));
         assert_eq!(session_key("abc"), ("SESSION#abc".into(), "SESSION".into()));
         assert_eq!(sale_plan_key("black friday"), ("SALES".into(), "PLAN#black friday".into()));
+        let rehearsals = sale_rehearsal_key("black friday");
+        assert_eq!(rehearsals, ("SALES".into(), "REHEARSAL#black friday".into()));
+        assert!(is_sale_plan_sk(&sale_plan_key("x").1) && !is_sale_plan_sk(&rehearsals.1));
         assert_eq!(audit_order_pk("o-1"), "AUDIT#ORDER#o-1");
         assert_eq!(audit_day_pk(day, 3), "AUDIT#DAY#2026-11-29#3");
         assert_eq!(audit_actor_pk("alice", 0), "AUDIT#ACTOR#alice#0");

@@ -1,10 +1,11 @@
-//! Sale plans (`SALES` / `PLAN#<name>` in the metrics table), a day's shard
-//! count written ahead of a sale, and what DescribeTable says each table and
-//! index can take at once.
+//! Sale plans (`SALES` / `PLAN#<name>` in the metrics table) and their
+//! rehearsals (`SALES` / `REHEARSAL#<name>`), a day's shard count written
+//! ahead of a sale, and what DescribeTable says each table and index can
+//! take at once.
 
 use super::items::keyed;
 use super::{Item, Store};
-use crate::model::SalePlan;
+use crate::model::{Rehearsal, Rehearsals, SalePlan};
 use crate::server::store::error::{StoreError, Unavailable, unless_condition_failed};
 use crate::server::store::keys::{self, attr};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -91,6 +92,10 @@ impl Store {
         let mut plans = Vec::new();
         self.for_each_in_metrics_partition(keys::sales_pk().to_string(), true, |item| {
             let sk = item.get(keys::SK).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+            if !keys::is_sale_plan_sk(&sk) {
+                // A plan's rehearsals, filed beside it.
+                return std::ops::ControlFlow::Continue(());
+            }
             match read_plan(item) {
                 Some(plan) => plans.push(plan),
                 None => tracing::warn!(sk, "a sale plan item that does not read as a plan is left out"),
@@ -105,8 +110,17 @@ impl Store {
         Ok(plans)
     }
 
-    /// Deletes a plan: `false` when there was none.
+    /// Deletes a plan, and its rehearsals: `false` when there was no plan.
     pub async fn delete_sale_plan(&self, name: &str) -> Result<bool, StoreError> {
+        let (pk, sk) = keys::sale_rehearsal_key(name);
+        // First, so that a plan made again under the name starts afresh.
+        self.client
+            .delete_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .send()
+            .await?;
         let (pk, sk) = keys::sale_plan_key(name);
         let delete = self
             .client
@@ -186,6 +200,92 @@ impl Store {
         }
         Ok(found)
     }
+}
+
+impl Store {
+    /// Records `running` as the plan's rehearsal under way, unless another
+    /// one is (`false` then, nothing written). A claim older than
+    /// `stale_before_ms` (milliseconds since the epoch), or not a number,
+    /// is one whose server died: it is taken over.
+    pub async fn start_rehearsal(&self, running: &Rehearsal, stale_before_ms: i64) -> Result<bool, StoreError> {
+        let (pk, sk) = keys::sale_rehearsal_key(&running.plan);
+        let update = self
+            .client
+            .update_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .update_expression("SET #running = :running, #since = :since")
+            .condition_expression(
+                "attribute_not_exists(#since) OR NOT attribute_type(#since, :number) OR #since < :stale",
+            )
+            .expression_attribute_names("#running", attr::REHEARSAL_RUNNING)
+            .expression_attribute_names("#since", attr::REHEARSAL_SINCE)
+            .expression_attribute_values(":running", serde_dynamo::to_attribute_value(running)?)
+            .expression_attribute_values(":since", AttributeValue::N(running.started_at.timestamp_millis().to_string()))
+            .expression_attribute_values(":number", AttributeValue::S("N".into()))
+            .expression_attribute_values(":stale", AttributeValue::N(stale_before_ms.to_string()))
+            .send()
+            .await;
+        Ok(unless_condition_failed(update)?.is_some())
+    }
+
+    /// Files a finished rehearsal as the plan's latest, the latest before it
+    /// as the previous (the one before that is dropped), and frees the
+    /// claim: only while this run still holds it (`false` when the plan was
+    /// deleted meanwhile, or a later run took a stale claim over).
+    pub async fn finish_rehearsal(&self, done: &Rehearsal) -> Result<bool, StoreError> {
+        let key = keys::sale_rehearsal_key(&done.plan);
+        let latest = self
+            .metric_item(key.clone(), true)
+            .await?
+            .and_then(|mut item| item.remove(attr::REHEARSAL_LATEST))
+            // One that does not read is not kept beside the new one.
+            .filter(|value| read_rehearsal(value).is_some());
+        let mut attributes =
+            Item::from([(attr::REHEARSAL_LATEST.to_string(), serde_dynamo::to_attribute_value(done)?)]);
+        if let Some(latest) = latest {
+            attributes.insert(attr::REHEARSAL_PREVIOUS.to_string(), latest);
+        }
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.metrics_table)
+            .set_item(Some(keyed(key, attributes)))
+            .condition_expression("#since = :since")
+            .expression_attribute_names("#since", attr::REHEARSAL_SINCE)
+            .expression_attribute_values(":since", AttributeValue::N(done.started_at.timestamp_millis().to_string()))
+            .send()
+            .await;
+        Ok(unless_condition_failed(put)?.is_some())
+    }
+
+    /// The plan's rehearsals: the one running (unless its claim is older
+    /// than `stale_before_ms`), the latest and the previous. A part that
+    /// does not read as a rehearsal is left out and logged.
+    pub async fn rehearsals(&self, name: &str, stale_before_ms: i64) -> Result<Rehearsals, StoreError> {
+        let Some(mut item) = self.metric_item(keys::sale_rehearsal_key(name), true).await? else {
+            return Ok(Rehearsals::default());
+        };
+        let mut part = |attribute: &str| {
+            let value = item.remove(attribute)?;
+            let read = read_rehearsal(&value);
+            if read.is_none() {
+                tracing::warn!(plan = name, attribute, "a stored rehearsal that does not read is left out");
+            }
+            read
+        };
+        let (latest, previous, running) =
+            (part(attr::REHEARSAL_LATEST), part(attr::REHEARSAL_PREVIOUS), part(attr::REHEARSAL_RUNNING));
+        let since = item.get(attr::REHEARSAL_SINCE).and_then(|v| v.as_n().ok()).and_then(|n| n.parse::<i64>().ok());
+        let running = running.filter(|_| since.is_some_and(|since| since >= stale_before_ms));
+        Ok(Rehearsals { running, latest, previous })
+    }
+}
+
+/// A rehearsal as `finish_rehearsal` files it; `None` for anything else.
+fn read_rehearsal(value: &AttributeValue) -> Option<Rehearsal> {
+    serde_dynamo::from_attribute_value::<_, Rehearsal>(value.clone()).ok()
 }
 
 /// A plan item as written by `save_sale_plan`; `None` for anything else.

@@ -14,6 +14,7 @@ use northwind_ops::server::cli::config::{Cli, ServeArgs, StoreConfig};
 use northwind_ops::server::cursor::CursorCodec;
 use northwind_ops::server::http::serve;
 use northwind_ops::server::service::Service;
+use northwind_ops::server::sim::plan_rehearsal::{ProxyRehearser, RehearsalBudget};
 use northwind_ops::server::store::embedded::Embedded;
 use northwind_ops::server::store::error::StoreError;
 use northwind_ops::server::store::{self, Store, TableCapacity};
@@ -157,7 +158,8 @@ impl TestApp {
             .with_capacity(northwind_ops::server::service::figures::CapacitySettings {
                 source: config.capacity_source(),
                 ..Default::default()
-            });
+            })
+            .with_rehearser(Arc::new(ProxyRehearser::new(config.clone(), test_rehearsal_budget())));
         let (stop, stopped) = oneshot::channel::<()>();
         let (addr, _task) = serve::start(service.clone(), &args, async {
             let _ = stopped.await;
@@ -350,4 +352,10 @@ impl Drop for LiveStream {
     fn drop(&mut self) {
         self.reader.abort();
     }
+}
+
+/// A sale plan's rehearsal in the tests: `serve`'s, shorter (6 seconds
+/// and 2 at the base rate), at the same peak budget.
+pub fn test_rehearsal_budget() -> RehearsalBudget {
+    RehearsalBudget { seconds: 6, tail_seconds: 2, ..RehearsalBudget::default() }
 }

@@ -1,0 +1,152 @@
+//! A sale plan's rehearsal: its shape, scaled down, run through the
+//! throttle proxy at the sale day's shard count, and the result filed with
+//! the plan beside the one before. The running is not this layer's: the
+//! service holds a `Rehearser` (the simulation's, handed in by whoever
+//! builds the service for `serve` or `ready --rehearse`), so the service
+//! never depends on the simulation. One rehearsal of a plan at a time, held
+//! by a claim in the table (a second start is a conflict).
+
+use super::Service;
+use crate::model::{
+    Permission, Rehearsal, RehearsalFigures, RehearsalShape, RehearsalState, Rehearsals, SalePlan, Verdict,
+};
+use crate::server::auth::Principal;
+use crate::server::capacity::readiness;
+use crate::server::error::ApiError;
+use crate::server::store::error::StoreError;
+use chrono::{SubsecRound, Utc};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// A claim older than this belongs to a run whose server died: a new run
+/// may take it over (a rehearsal lasts well under a minute).
+pub const REHEARSAL_STALE: chrono::Duration = chrono::Duration::minutes(10);
+
+/// A rehearsal under way: its figures, or why it could not run.
+pub type RehearsalRun = Pin<Box<dyn Future<Output = Result<RehearsalFigures, String>> + Send>>;
+
+/// Runs a plan's shape through the throttle proxy.
+pub trait Rehearser: Send + Sync {
+    /// The plan's shape as this rehearser runs it, at `shards` GSI2 shards:
+    /// scaled down in time and rate, the partition limits by the same factor.
+    fn shape(&self, plan: &SalePlan, shards: u32) -> RehearsalShape;
+    /// Runs the shape on a scratch store of its own.
+    fn run(&self, shape: RehearsalShape) -> RehearsalRun;
+}
+
+impl Service {
+    /// Runs rehearsals with `rehearser` (`serve` and `ready --rehearse` do;
+    /// without one, a start is refused as unavailable here).
+    pub fn with_rehearser(mut self, rehearser: Arc<dyn Rehearser>) -> Self {
+        self.rehearser = Some(rehearser);
+        self
+    }
+
+    /// The plan's rehearsals: the one running, the latest and the previous.
+    pub async fn rehearsals(&self, name: &str) -> Result<Rehearsals, ApiError> {
+        self.sale_plan(name).await?;
+        Ok(self.store.rehearsals(name, stale_before_ms()).await?)
+    }
+
+    /// Starts a rehearsal of the plan in the background (ops and admin):
+    /// the running record, at once. A conflict while one runs.
+    pub async fn start_rehearsal(&self, name: &str, by: &Principal) -> Result<Rehearsal, ApiError> {
+        let (running, rehearser) = self.claim_rehearsal(name, by).await?;
+        let (service, handed) = (self.clone(), running.clone());
+        tokio::spawn(async move {
+            if let Err(err) = service.finish_rehearsal(handed, rehearser).await {
+                tracing::warn!(error = %err, "a rehearsal's result could not be filed");
+            }
+        });
+        Ok(running)
+    }
+
+    /// Runs a rehearsal of the plan to its end (ops and admin).
+    pub async fn run_rehearsal(&self, name: &str, by: &Principal) -> Result<Rehearsal, ApiError> {
+        let (running, rehearser) = self.claim_rehearsal(name, by).await?;
+        self.finish_rehearsal(running, rehearser).await
+    }
+
+    /// Checks who asks, works out the shape, and claims the plan's slot.
+    async fn claim_rehearsal(&self, name: &str, by: &Principal) -> Result<(Rehearsal, Arc<dyn Rehearser>), ApiError> {
+        by.require(Permission::PlanSales)?;
+        let rehearser = self.rehearser.clone().ok_or_else(|| {
+            ApiError::Busy(
+                "this server runs no rehearsals: `serve` does, and so does `northwind-ops ready --plan NAME \
+                 --rehearse`"
+                    .into(),
+            )
+        })?;
+        let plan = self.sale_plan(name).await?;
+        let shards = self.design_shards(&plan).await?;
+        let running = Rehearsal {
+            plan: plan.name.clone(),
+            plan_updated_at: plan.updated_at,
+            plan_peak_orders_per_second: plan.peak_orders_per_second,
+            // As stored (milliseconds): what the claim is matched on.
+            started_at: Utc::now().trunc_subsecs(3),
+            finished_at: None,
+            by: by.actor.name.clone(),
+            state: RehearsalState::Running,
+            verdict: None,
+            reason: "running".into(),
+            shape: rehearser.shape(&plan, shards),
+            figures: None,
+        };
+        if !self.store.start_rehearsal(&running, stale_before_ms()).await? {
+            return Err(StoreError::Conflict(format!(
+                "a rehearsal of {:?} is running already: wait for its result",
+                plan.name
+            ))
+            .into());
+        }
+        tracing::info!(plan = %plan.name, shards, scale = running.shape.scale, "rehearsal started");
+        Ok((running, rehearser))
+    }
+
+    /// Runs the claimed rehearsal and files its result (a run that could
+    /// not run is filed too: failed, and why).
+    async fn finish_rehearsal(
+        &self,
+        mut rehearsal: Rehearsal,
+        rehearser: Arc<dyn Rehearser>,
+    ) -> Result<Rehearsal, ApiError> {
+        let result = rehearser.run(rehearsal.shape.clone()).await;
+        rehearsal.finished_at = Some(Utc::now().trunc_subsecs(3));
+        match result {
+            Ok(figures) => {
+                let (verdict, reason) = readiness::rehearsal_verdict(&figures);
+                rehearsal.state = RehearsalState::Done;
+                rehearsal.verdict = Some(verdict);
+                rehearsal.reason = reason;
+                rehearsal.figures = Some(figures);
+            }
+            Err(why) => {
+                rehearsal.state = RehearsalState::Failed;
+                rehearsal.verdict = Some(Verdict::NoGo);
+                rehearsal.reason = why;
+            }
+        }
+        tracing::info!(plan = %rehearsal.plan, verdict = ?rehearsal.verdict, reason = %rehearsal.reason, "rehearsal done");
+        if !self.store.finish_rehearsal(&rehearsal).await? {
+            tracing::warn!(plan = %rehearsal.plan, "the plan was deleted, or its claim taken over, during the rehearsal");
+        }
+        Ok(rehearsal)
+    }
+
+    /// The shard count the sale's days will have (what a rehearsal tries).
+    pub(super) async fn design_shards(&self, plan: &SalePlan) -> Result<u32, ApiError> {
+        let needed = readiness::shards_needed(plan, self.gsi2_entry_bytes()?)
+            .map_err(|e| ApiError::BadRequest(format!("peakOrdersPerSecond {e}")))?;
+        let days = plan.days();
+        let recorded = self.store.recorded_shards_now(&days).await?;
+        let recorded: Vec<_> = days.iter().map(|d| (*d, recorded.get(d).copied().flatten())).collect();
+        Ok(readiness::design_shards(&recorded, needed, self.store.shards()))
+    }
+}
+
+/// Claims made before this (milliseconds since the epoch) are stale.
+pub(super) fn stale_before_ms() -> i64 {
+    (Utc::now() - REHEARSAL_STALE).timestamp_millis()
+}
