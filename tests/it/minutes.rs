@@ -43,11 +43,7 @@ async fn units_per_order(engine: &Engine, late: bool) -> f64 {
     let (direct, embedded) = store::connect(&config).await.unwrap();
     direct.provision(Some(TableCapacity::OnDemand)).await.unwrap();
     let direct = Arc::new(direct);
-    let upstream = match (engine, &embedded) {
-        (Engine::DynamoDbLocal(url), _) => url.clone(),
-        (Engine::Dynoxide, Some(embedded)) => embedded.endpoint(),
-        (Engine::Dynoxide, None) => unreachable!("the embedded store runs in this process"),
-    };
+    let upstream = common::endpoint_of(engine, embedded.as_ref());
     let stop = CancellationToken::new();
     let options =
         ProxyOptions { upstream, listen: "127.0.0.1:0".parse().unwrap(), scale: 1.0, transaction_conflicts: false };

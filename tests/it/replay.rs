@@ -42,11 +42,7 @@ async fn replay_on(engine: Engine) {
     let dir = tempfile::tempdir().unwrap();
     let config = common::store_config(&engine, dir.path(), &[]);
     let (store, embedded) = northwind_ops::server::store::connect(&config).await.unwrap();
-    let endpoint = match (&engine, &embedded) {
-        (Engine::DynamoDbLocal(url), _) => url.clone(),
-        (Engine::Dynoxide, Some(embedded)) => embedded.endpoint(),
-        (Engine::Dynoxide, None) => unreachable!("the embedded store runs in this process"),
-    };
+    let endpoint = common::endpoint_of(&engine, embedded.as_ref());
     store.provision(Some(TableCapacity::OnDemand)).await.unwrap();
     let store = Arc::new(store);
     let day = write_day(&store).await;

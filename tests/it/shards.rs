@@ -71,11 +71,7 @@ impl Tables {
         let config = common::store_config(engine, dir.path(), &["--store-timeout-ms", "20000"]);
         let (store, embedded) = store::connect(&config).await.unwrap();
         store.provision(Some(TableCapacity::OnDemand)).await.unwrap();
-        let endpoint = match (engine, &embedded) {
-            (Engine::DynamoDbLocal(url), _) => url.clone(),
-            (Engine::Dynoxide, Some(embedded)) => embedded.endpoint(),
-            (Engine::Dynoxide, None) => unreachable!("the embedded store runs in this process"),
-        };
+        let endpoint = common::endpoint_of(engine, embedded.as_ref());
         Tables { engine: engine.clone(), config, store: Arc::new(store), endpoint, embedded, dir, proxy: None }
     }
 

@@ -173,15 +173,7 @@ impl Store {
     }
 
     pub async fn delete_session(&self, id: &str) -> Result<(), StoreError> {
-        let (pk, sk) = keys::session_key(id);
-        self.client
-            .delete_item()
-            .table_name(&self.metrics_table)
-            .key(keys::PK, AttributeValue::S(pk))
-            .key(keys::SK, AttributeValue::S(sk))
-            .send()
-            .await?;
-        Ok(())
+        self.delete_metric(keys::session_key(id)).await
     }
 
     async fn list_partition<T: serde::de::DeserializeOwned>(&self, pk: &str) -> Result<Vec<T>, StoreError> {

@@ -60,6 +60,18 @@ impl Store {
         Ok(self.metric_item(key, true).await?.is_some_and(|found| found == item))
     }
 
+    /// Deletes the metrics table's item under `key`, whether or not there is one.
+    pub(super) async fn delete_metric(&self, (pk, sk): (String, String)) -> Result<(), StoreError> {
+        self.client
+            .delete_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .send()
+            .await?;
+        Ok(())
+    }
+
     /// Sets one attribute of an item that must exist: `false` when there is
     /// no item under `key`, and nothing is written.
     pub(super) async fn set_on_existing_metric(

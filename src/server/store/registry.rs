@@ -44,15 +44,7 @@ impl Store {
     /// Takes `instance` out of the registry: it stopped consuming (its peers
     /// then share the shards without it at once, not once it goes stale).
     pub async fn forget_consumer(&self, mode: &str, instance: &str) -> Result<(), StoreError> {
-        let (pk, sk) = keys::consumer_key(mode, instance);
-        self.client
-            .delete_item()
-            .table_name(&self.metrics_table)
-            .key(keys::PK, AttributeValue::S(pk))
-            .key(keys::SK, AttributeValue::S(sk))
-            .send()
-            .await?;
-        Ok(())
+        self.delete_metric(keys::consumer_key(mode, instance)).await
     }
 
     /// Every entry of the registry, read strongly consistent. An item that

@@ -112,15 +112,8 @@ impl Store {
 
     /// Deletes a plan, and its rehearsals: `false` when there was no plan.
     pub async fn delete_sale_plan(&self, name: &str) -> Result<bool, StoreError> {
-        let (pk, sk) = keys::sale_rehearsal_key(name);
         // First, so that a plan made again under the name starts afresh.
-        self.client
-            .delete_item()
-            .table_name(&self.metrics_table)
-            .key(keys::PK, AttributeValue::S(pk))
-            .key(keys::SK, AttributeValue::S(sk))
-            .send()
-            .await?;
+        self.delete_metric(keys::sale_rehearsal_key(name)).await?;
         let (pk, sk) = keys::sale_plan_key(name);
         let delete = self
             .client

@@ -44,6 +44,16 @@ pub fn engines() -> Vec<Engine> {
     vec![Engine::Dynoxide, Engine::DynamoDbLocal(local)]
 }
 
+/// The URL another process reaches `engine` at: DynamoDB Local's, or the
+/// embedded store's HTTP endpoint (served by this process).
+pub fn endpoint_of(engine: &Engine, embedded: Option<&northwind_ops::server::store::embedded::Embedded>) -> String {
+    match (engine, embedded) {
+        (Engine::DynamoDbLocal(url), _) => url.clone(),
+        (Engine::Dynoxide, Some(embedded)) => embedded.endpoint(),
+        (Engine::Dynoxide, None) => unreachable!("the embedded store runs in this process"),
+    }
+}
+
 /// The store settings of a test, made by the same parser the binary uses
 /// (so its defaults are the binary's), with tables of its own.
 pub fn store_config(engine: &Engine, dir: &Path, extra: &[&str]) -> StoreConfig {
