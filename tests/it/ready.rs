@@ -14,6 +14,8 @@ use common::{Engine, TestApp, engines, order, outside_client};
 use northwind_ops::model::{Actor, Readiness, Rehearsals, Role, SalePlan, Status, Verdict};
 use northwind_ops::server::auth::Principal;
 use northwind_ops::server::store::{self, keys};
+use northwind_ops::server::stream::consumer::ConsumerStatus;
+use northwind_ops::server::stream::lag;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::process::Command;
@@ -519,6 +521,28 @@ async fn after_the_sale_the_plan_is_beside_the_peak_reached_and_unknowns_are_sai
         assert_eq!(body["consumerBehindMs"], Value::Null);
         assert!(body["consumerNote"].as_str().unwrap().starts_with("unknown"), "{body}");
         assert!(body["hotKeys"].is_array(), "observed: known, {body}");
+
+        // A consumer records the most it was behind, once a minute (here
+        // every 200 ms): 1.5 s, then 0.3 s in the same minute keep 1.5 s.
+        let (status, following) = tokio::sync::watch::channel(ConsumerStatus::default());
+        let stop_recording = tokio_util::sync::CancellationToken::new();
+        let recorder = tokio::spawn(lag::record(
+            app.store.clone(),
+            following,
+            std::time::Duration::from_millis(200),
+            stop_recording.clone(),
+        ));
+        for behind in [1_500, 300] {
+            status.send_modify(|s| {
+                (s.running, s.last_applied_at, s.behind_ms) = (true, Some(Utc::now()), Some(behind));
+            });
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+        stop_recording.cancel();
+        recorder.await.unwrap();
+        let (_, recorded) = app.get("/api/sales/under-way/outcome").await;
+        assert_eq!(recorded["consumerBehindMs"], 1_500, "{engine:?}: the most in the minute: {recorded}");
+        assert!(recorded["consumerNote"].as_str().unwrap().starts_with("the most"), "{recorded}");
         // A local engine never throttles: none, or unknown where nothing
         // of this app's calls was recorded; never a guess.
         match &body["throttles"] {

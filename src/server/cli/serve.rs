@@ -14,7 +14,7 @@ use crate::server::store::error::{StoreError, Unavailable};
 use crate::server::stream::consumer::{Consumer, ConsumerOptions};
 use crate::server::stream::live::{LiveHub, LiveLimits};
 use crate::server::stream::reconcile::{ReconcileOptions, Reconciler};
-use crate::server::stream::registry;
+use crate::server::stream::{lag, registry};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -87,7 +87,15 @@ pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &Cance
             Consumer::new(service.store.clone(), ConsumerOptions::new(owner.clone()), Some(service.live.clone()))
                 .reporting_to(service.consumer.clone());
         let (store, stop) = (service.store.clone(), stop.clone());
-        tasks.spawn(registry::run_in_process(Arc::new(consumer), store, owner, registry::IN_PROCESS_BEAT, stop));
+        tasks.spawn(registry::run_in_process(
+            Arc::new(consumer),
+            store.clone(),
+            owner,
+            registry::IN_PROCESS_BEAT,
+            stop.clone(),
+        ));
+        // How far behind it was, minute by minute, for after the sale.
+        tasks.spawn(lag::record(store, service.consumer.subscribe(), lag::RECORD_EVERY, stop));
     }
     if args.reconcile_minutes > 0 {
         let reconciler = Reconciler::new(service.store.clone(), ReconcileOptions::new(owner_id()));

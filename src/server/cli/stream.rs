@@ -13,8 +13,8 @@ use crate::server::store::Store;
 use crate::server::stream::consumer::{Consumer, ConsumerOptions};
 use crate::server::stream::lambda::LambdaConsumer;
 use crate::server::stream::reconcile::{FullOptions, FullOutcome, PendingOutcome, ReconcileOptions, Reconciler};
-use crate::server::stream::registry;
 use crate::server::stream::replay::{self, Replayed};
+use crate::server::stream::{lag, registry};
 use std::sync::Arc;
 
 pub(super) async fn run_consume(store: Store) -> Result<(), CliError> {
@@ -24,12 +24,13 @@ pub(super) async fn run_consume(store: Store) -> Result<(), CliError> {
     let consumer = Arc::new(Consumer::new(store.clone(), ConsumerOptions::new(owner.clone()), None));
     // Not beside a live Lambda consumer: both would count every change.
     let stop = tokio_util::sync::CancellationToken::new();
+    let recorded = lag::record(store.clone(), consumer.subscribe(), lag::RECORD_EVERY, stop.clone());
     let guarded = registry::run_in_process(consumer.clone(), store, owner, registry::IN_PROCESS_BEAT, stop.clone());
     let signal = async {
         shutdown_signal().await;
         stop.cancel();
     };
-    tokio::join!(guarded, signal);
+    tokio::join!(guarded, recorded, signal);
     let status = consumer.status();
     if let Some(why) = &status.refused {
         println!("{why}");

@@ -97,13 +97,7 @@ fn weigh(
     let (created, peak, peak_note) = peak_of(&minutes, observed);
     let (throttles, throttles_note) = throttles_of(&minutes);
     let (hot_keys, hot_keys_note) = hot_keys_of(&minutes, observed);
-    let consumer_note = match behind_now {
-        Some(_) => "how far this server's consumer is behind now; its lag during the window is not recorded",
-        None => {
-            "unknown: the consumer's lag is not recorded in the table (only while it runs: the dashboard, \
-             GET /api/metrics/pending and the northwind_stream_consumer_lag_seconds metric)"
-        }
-    };
+    let (consumer_behind_ms, consumer_note) = lag_of(&minutes, behind_now);
     SaleOutcome {
         plan,
         phase,
@@ -118,10 +112,38 @@ fn weigh(
         peak_note,
         throttles,
         throttles_note,
-        consumer_behind_ms: behind_now,
-        consumer_note: consumer_note.into(),
+        consumer_behind_ms,
+        consumer_note,
         hot_keys,
         hot_keys_note,
+    }
+}
+
+/// The most the consumers were behind the stream in any minute of the
+/// window (each records its most once a minute), or now while the sale is
+/// under way if that is more.
+fn lag_of(minutes: &[Minute<'_>], behind_now: Option<i64>) -> (Option<i64>, String) {
+    let recorded: Vec<u64> =
+        minutes.iter().filter_map(|m| m.capacity.behind_ms.get(&(m.index as u16)).copied()).collect();
+    let most = recorded.iter().max().map(|ms| i64::try_from(*ms).unwrap_or(i64::MAX));
+    match (most, behind_now) {
+        (None, None) => (
+            None,
+            "unknown: no consumer recorded its lag in the window (an in-process consumer records the most it was \
+             behind once a minute while it applies records)"
+                .into(),
+        ),
+        (None, Some(now)) => {
+            (Some(now), "how far this server's consumer is behind now; no lag was recorded in the window".into())
+        }
+        (Some(most), now) => (
+            Some(most.max(now.unwrap_or(0))),
+            format!(
+                "the most a consumer was behind the stream, in {} of {} minutes of the window with a recorded lag",
+                recorded.len(),
+                minutes.len()
+            ),
+        ),
     }
 }
 

@@ -10,13 +10,13 @@
 //! may count twice: the figures are for capacity planning, not billing.
 
 use super::{Item, Store};
-use crate::server::store::error::StoreError;
+use crate::server::store::error::{StoreError, unless_condition_failed};
 use crate::server::store::keys::{self, CapacitySk};
 use crate::server::store::usage::ReadWrite;
 use crate::server::store::usage::{Resource, Tally, Usage, epoch_minute, minute_start};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
-use chrono::{NaiveDate, Timelike};
+use chrono::{DateTime, NaiveDate, Timelike, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -39,6 +39,9 @@ pub struct CapacityDay {
     pub stream: BTreeMap<Resource, Vec<f64>>,
     /// The minutes the stream consumer observed (1440, or empty: none).
     pub observed: Vec<bool>,
+    /// The most a stream consumer was behind the stream in a minute of the
+    /// day, in milliseconds, by minute of the day (`record_behind`).
+    pub behind_ms: BTreeMap<u16, u64>,
     /// The keys written most, by minute of the day: (resource, key, units).
     pub hot: BTreeMap<u16, Vec<(String, String, u64)>>,
 }
@@ -277,6 +280,27 @@ impl Store {
         Ok(())
     }
 
+    /// Records that a stream consumer was `behind_ms` behind the stream in
+    /// the minute of `at`, unless one recorded more there already: every
+    /// consumer writes its own, and the minute keeps the most.
+    pub async fn record_behind(&self, at: DateTime<Utc>, behind_ms: u64) -> Result<(), StoreError> {
+        let minute = at.hour() * 60 + at.minute();
+        let update = self
+            .client
+            .update_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(keys::capacity_pk(at.date_naive())))
+            .key(keys::SK, AttributeValue::S(keys::capacity_observed_sk(at.hour())))
+            .update_expression("SET #b = :ms")
+            .condition_expression("attribute_not_exists(#b) OR NOT attribute_type(#b, :number) OR #b < :ms")
+            .expression_attribute_names("#b", keys::capacity_minute_attribute('b', minute))
+            .expression_attribute_values(":ms", AttributeValue::N(behind_ms.to_string()))
+            .expression_attribute_values(":number", AttributeValue::S("N".into()))
+            .send()
+            .await;
+        unless_condition_failed(update).map(|_| ())
+    }
+
     /// Writes to each GSI2 shard per minute of `day`: the 24 hourly heat
     /// items in one BatchGetItem.
     pub async fn heat_day(&self, day: NaiveDate) -> Result<HeatDay, StoreError> {
@@ -352,8 +376,14 @@ fn add_item(capacity: &mut CapacityDay, item: &Item) {
                 capacity.observed = vec![false; MINUTES];
             }
             for name in item.keys() {
-                if let Some(('o', minute)) = keys::parse_minute_attribute(name) {
-                    capacity.observed[minute as usize] = true;
+                match keys::parse_minute_attribute(name) {
+                    Some(('o', minute)) => capacity.observed[minute as usize] = true,
+                    Some(('b', minute)) => {
+                        if let Some(ms) = item[name].as_n().ok().and_then(|n| n.parse::<u64>().ok()) {
+                            capacity.behind_ms.insert(minute as u16, ms);
+                        }
+                    }
+                    _ => {}
                 }
             }
         }

@@ -395,6 +395,11 @@ impl Consumer {
         self.core.update_status(change);
     }
 
+    /// Its status as it changes.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<ConsumerStatus> {
+        self.core.status.subscribe()
+    }
+
     /// Polls until `shutdown` resolves, pausing while the stream is idle.
     /// Errors are logged and retried, never fatal.
     pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {

@@ -5,6 +5,7 @@
 pub mod consumer;
 pub mod counters;
 pub mod hotkeys;
+pub mod lag;
 pub mod lambda;
 pub mod live;
 pub mod pricing;
