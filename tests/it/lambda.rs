@@ -286,6 +286,9 @@ async fn lambda_on(engine: Engine) {
     assert_eq!(state(&store, day).await, settled, "a redelivered stream changed nothing");
     assert!(differences(&store, &orders_table, day).await.is_empty());
     let counters = store.read_counters(day).await.unwrap();
+    // The function recorded how far behind the stream its batches were.
+    let lag = store.persisted_capacity_day(Utc::now().date_naive()).await.unwrap().behind_ms;
+    assert!(!lag.is_empty(), "{engine:?}: the function records its lag once a minute");
     let polls = function.environment.polls();
     println!(
         "{engine:?}: {n} stream records; batch 1: records 0..{first}, delivered twice; batch 2: records {second}..{n}, the record \

@@ -21,6 +21,7 @@
 
 use crate::server::store::{Marked, Marker, Store, TRANSACTION_ITEMS};
 use crate::server::stream::consumer::{Applier, Batch, Guard, Increments, Reading};
+use crate::server::stream::lag;
 use crate::server::stream::registry::LambdaBeat;
 use aws_lambda_events::dynamodb::EventRecord;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
@@ -122,11 +123,14 @@ pub struct LambdaConsumer {
     /// Its entry in the consumer registry: an in-process consumer does not
     /// run beside it (`registry`).
     beat: LambdaBeat,
+    /// How far behind the stream its batches were, recorded once a minute.
+    lag: lag::Gate,
 }
 
 impl LambdaConsumer {
     pub fn new(store: Arc<Store>) -> Self {
-        Self { core: Applier::new(store.clone(), None, true), store, beat: LambdaBeat::from_env() }
+        let lag = lag::Gate::new(lag::RECORD_EVERY);
+        Self { core: Applier::new(store.clone(), None, true), store, beat: LambdaBeat::from_env(), lag }
     }
 
     /// Applies a batch's records in order, as few transactions as the limits
@@ -229,6 +233,11 @@ impl LambdaConsumer {
             }
         }
         self.core.record_progress(outcome.applied as u64, &batch);
+        if outcome.applied > 0
+            && let Some(ms) = self.core.status().behind_ms
+        {
+            self.lag.note(&self.store, ms.max(0) as u64).await;
+        }
         outcome
     }
 }
