@@ -29,6 +29,16 @@ pub struct Lease<'a> {
     pub until_ms: i64,
 }
 
+/// A shard's checkpoint moved by a commit: from `prev` to `seq` (`None`:
+/// where it is), `finished` once the closed shard has been read to its end.
+#[derive(Clone, Copy, Debug)]
+pub struct CheckpointMove<'a> {
+    pub lease: &'a Lease<'a>,
+    pub prev: Option<&'a str>,
+    pub seq: Option<&'a str>,
+    pub finished: bool,
+}
+
 impl Store {
     /// Every checkpoint of a stream, by shard id.
     pub async fn checkpoints(&self, stream_arn: &str) -> Result<HashMap<String, Checkpoint>, StoreError> {
@@ -113,13 +123,7 @@ impl Store {
 
     /// One transaction: the counter increments of a batch, and the shard's
     /// checkpoint moved from `prev` to `seq` by the lease holder (renewing
-    /// the lease). A checkpoint that is not at `prev`, or a lease someone
-    /// else holds, is a `Conflict` and changes nothing: so a batch is
-    /// applied exactly once, whoever replays it. A transaction in conflict
-    /// with another one is sent again, with backoff (`conflicts`); one
-    /// cancelled for any other reason (throttled, or still in conflict after
-    /// those retries) changes nothing either, and is `Unavailable`: the same
-    /// batch goes again later.
+    /// the lease). See `commit_batches`.
     pub async fn commit_batch(
         &self,
         lease: &Lease<'_>,
@@ -128,9 +132,25 @@ impl Store {
         finished: bool,
         deltas: &Deltas,
     ) -> Result<(), StoreError> {
-        let mut transaction = self.client.transact_write_items().transact_items(
-            TransactWriteItem::builder().update(self.checkpoint_update(lease, prev, seq, finished)?).build(),
-        );
+        self.commit_batches(&[CheckpointMove { lease, prev, seq, finished }], deltas).await
+    }
+
+    /// One transaction: the counter increments of the batches of one or more
+    /// shards, and each shard's checkpoint moved from its `prev` to its
+    /// `seq` by the lease holder (renewing the lease). A checkpoint that is
+    /// not at `prev`, or a lease someone else holds, is a `Conflict` and
+    /// changes nothing: so a batch is applied exactly once, whoever replays
+    /// it. A transaction in conflict with another one is sent again, with
+    /// backoff (`conflicts`); one cancelled for any other reason (throttled,
+    /// or still in conflict after those retries) changes nothing either, and
+    /// is `Unavailable`: the same batches go again later. Several shards in
+    /// one transaction write the day's counter items once for all of them.
+    pub async fn commit_batches(&self, moves: &[CheckpointMove<'_>], deltas: &Deltas) -> Result<(), StoreError> {
+        let mut transaction = self.client.transact_write_items();
+        for m in moves {
+            let update = self.checkpoint_update(m.lease, m.prev, m.seq, m.finished)?;
+            transaction = transaction.transact_items(TransactWriteItem::builder().update(update).build());
+        }
         for (key, increments) in deltas.items() {
             transaction = transaction
                 .transact_items(TransactWriteItem::builder().update(self.increments(key, &increments)?).build());
@@ -139,7 +159,8 @@ impl Store {
             Ok(_) => Ok(()),
             Err(err) => match err.as_service_error() {
                 Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
-                    Err(batch_cancelled(lease.shard_id, cancelled.cancellation_reasons()))
+                    let shards: Vec<&str> = moves.iter().map(|m| m.lease.shard_id).collect();
+                    Err(batch_cancelled(&shards, cancelled.cancellation_reasons()))
                 }
                 _ => Err(err.into()),
             },
@@ -209,17 +230,20 @@ impl Store {
 /// condition failing is a `Conflict` (the consumer then drops its cursor and
 /// re-reads the checkpoint); a throttled action or a conflict with another
 /// transaction is `Unavailable` (the consumer keeps its cursor and retries).
-fn batch_cancelled(shard_id: &str, reasons: &[CancellationReason]) -> StoreError {
+fn batch_cancelled(shards: &[&str], reasons: &[CancellationReason]) -> StoreError {
     let codes: Vec<&str> = reasons.iter().map(|r| r.code().unwrap_or("None")).collect();
-    let detail = || format!("the transaction applying a batch of {shard_id} was cancelled: [{}]", codes.join(", "));
-    match codes.as_slice() {
+    let detail =
+        || format!("the transaction applying a batch of {} was cancelled: [{}]", shards.join(", "), codes.join(", "));
+    // The checkpoints come first: one not where this consumer left it.
+    let moved: Vec<&str> =
+        shards.iter().zip(&codes).filter(|(_, code)| **code == "ConditionalCheckFailed").map(|(s, _)| *s).collect();
+    if !moved.is_empty() || codes.is_empty() {
         // An engine that gives no reasons: a conflict, as re-reading the
         // checkpoint is always safe.
-        ["ConditionalCheckFailed", ..] | [] => {
-            StoreError::Conflict(format!("the checkpoint of {shard_id} is not where this consumer left it"))
-        }
-        _ => cancelled_otherwise(&codes, detail()),
+        let which = if moved.is_empty() { shards.join(", ") } else { moved.join(", ") };
+        return StoreError::Conflict(format!("the checkpoint of {which} is not where this consumer left it"));
     }
+    cancelled_otherwise(&codes, detail())
 }
 
 /// A consumer's transaction cancelled for something other than its own
@@ -249,7 +273,20 @@ mod tests {
     fn cancelled(codes: &[&str]) -> StoreError {
         let reasons: Vec<CancellationReason> =
             codes.iter().map(|code| CancellationReason::builder().code(*code).build()).collect();
-        batch_cancelled("shard-1", &reasons)
+        batch_cancelled(&["shard-1"], &reasons)
+    }
+
+    #[test]
+    fn of_several_shards_the_one_whose_checkpoint_moved_is_named() {
+        let reasons: Vec<CancellationReason> = ["None", "ConditionalCheckFailed", "None"]
+            .iter()
+            .map(|code| CancellationReason::builder().code(*code).build())
+            .collect();
+        let err = batch_cancelled(&["shard-1", "shard-2"], &reasons);
+        assert!(
+            matches!(&err, StoreError::Conflict(why) if why.contains("shard-2") && !why.contains("shard-1")),
+            "{err:?}"
+        );
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub use applied::{Marked, Marker, TRANSACTION_ITEMS};
 pub use audit::{AuditPage, AuditScope};
 pub use breaker::PROBE_EVERY;
 pub use capacity::{CapacityDay, HeatDay, UsageFlusher, day_minute};
-pub use checkpoints::{Checkpoint, Lease};
+pub use checkpoints::{Checkpoint, CheckpointMove, Lease};
 pub use conflicts::CONFLICT_RETRIES;
 pub use interceptor::units_of;
 pub use metrics::{Counters, VersionRead};

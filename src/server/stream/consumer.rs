@@ -35,7 +35,9 @@ use crate::model::LiveEvent;
 use crate::server::store::error::StoreError;
 use crate::server::store::keys::{self, GSI2PK};
 use crate::server::store::usage::{Resource, epoch_minute};
-use crate::server::store::{Checkpoint, Item, Lease, Marked, Marker, Store, StreamBatch, StreamShard};
+use crate::server::store::{
+    Checkpoint, CheckpointMove, Item, Lease, Marked, Marker, Store, StreamBatch, StreamShard, TRANSACTION_ITEMS,
+};
 use crate::server::stream::counters::{self, Change, Deltas, Image};
 use crate::server::stream::hotkeys::{self, HotKey};
 use crate::server::stream::live::LiveHub;
@@ -55,8 +57,9 @@ const MAX_COUNTER_ITEMS: usize = 90;
 /// Attributes one counter update may add to (the update expression is
 /// limited to 4 KB; each `#aN :vN` takes up to a dozen bytes).
 const MAX_ATTRIBUTES: usize = 120;
-/// Batches read from one shard in one pass before moving to the next shard.
-const BATCHES_PER_PASS: u32 = 20;
+/// Reads of a shard in one pass when its iterator expired or its records
+/// were trimmed under it, before the pass moves on.
+const READ_TRIES: u32 = 3;
 /// How long the stream's description is reused (see `Consumer::described`).
 const DESCRIBE_EVERY: Duration = Duration::from_secs(10);
 /// The least time between two GetRecords on one shard: DynamoDB Streams
@@ -131,6 +134,36 @@ pub enum ConsumerError {
     NoStream,
     #[error("every shard's pass failed ({0} shards; each named in the log)")]
     ShardsFailed(usize),
+}
+
+/// One shard's batch, read in a pass and not yet applied.
+struct ShardRead {
+    shard_id: String,
+    /// The checkpoint the batch follows.
+    prev: Option<String>,
+    records: Vec<Record>,
+    /// Where reading goes on (`None`: the shard is closed and this batch is
+    /// its last).
+    next: Option<String>,
+}
+
+impl ShardRead {
+    fn closed(&self) -> bool {
+        self.next.is_none()
+    }
+
+    fn last_seq(&self) -> Option<String> {
+        self.records.iter().rev().find_map(|r| r.dynamodb().and_then(|d| d.sequence_number()).map(str::to_string))
+    }
+}
+
+/// What a pass found in one shard.
+enum ShardPass {
+    /// Another consumer holds it.
+    NotHeld,
+    /// Read to its current end: nothing to apply.
+    AtEnd,
+    Read(ShardRead),
 }
 
 /// Where this consumer is in one shard.
@@ -240,9 +273,9 @@ impl Increments {
 
 /// What keeps a transaction's records from being applied twice.
 pub enum Guard<'a> {
-    /// The shard's checkpoint moves from `prev` to `seq` under the lease
-    /// (`consume`): a replayed batch fails its condition.
-    Checkpoint { lease: &'a Lease<'a>, prev: Option<&'a str>, seq: Option<&'a str>, finished: bool },
+    /// Each shard's checkpoint moves from its `prev` to its `seq` under its
+    /// lease (`consume`): a replayed batch fails its condition.
+    Checkpoints(&'a [CheckpointMove<'a>]),
     /// A marker per record, put only where none exists (the Lambda function).
     Markers(&'a [Marker<'a>]),
 }
@@ -504,7 +537,7 @@ impl Consumer {
     pub async fn poll(&self) -> Result<u64, ConsumerError> {
         let (stream_arn, shards) = self.described().await?;
         let checkpoints = self.store.checkpoints(&stream_arn).await?;
-        let (mut applied, mut held, mut caught_up, mut failed) = (0, 0, true, 0);
+        let (mut held, mut caught_up, mut failed, mut reads) = (0, true, 0, Vec::new());
         let readable = readable(&shards, &checkpoints);
         // Leases are spread evenly: this consumer takes a free or expired
         // lease only while it holds fewer than its share, and hands over
@@ -521,20 +554,23 @@ impl Consumer {
             // (its checkpoint refused, its partition throttled) is tried
             // again at the next pass while the others go on.
             match self.pass_shard(&stream_arn, &shard.id).await {
-                Ok(None) => {}
-                Ok(Some((records, at_end))) => {
+                Ok(ShardPass::NotHeld) => {}
+                Ok(ShardPass::AtEnd) => held += 1,
+                Ok(ShardPass::Read(read)) => {
                     held += 1;
-                    applied += records;
-                    caught_up &= at_end;
+                    caught_up = false;
+                    reads.push(read);
                 }
                 Err(err) => {
-                    tracing::warn!(shard_id = shard.id, error = %err, "stream consumer: this shard's pass failed");
-                    self.describe_again().await;
-                    self.update_status(|s| s.last_error_at = Some(Utc::now()));
+                    self.shard_failed(&shard.id, &err).await;
                     (failed, caught_up) = (failed + 1, false);
                 }
             }
         }
+        // The shards' batches are applied together: the day's counter items
+        // are written once a pass, not once a shard.
+        let (applied, failed_commits) = self.apply_reads(&stream_arn, reads).await;
+        failed += failed_commits;
         self.shed_surplus(&stream_arn, &readable, fair).await;
         self.update_status(|s| s.shards_held = held.min(fair));
         if caught_up && held > 0 {
@@ -546,9 +582,8 @@ impl Consumer {
         Ok(applied)
     }
 
-    /// One shard's part of a pass: `None` while another consumer holds it,
-    /// else the records applied and whether it was read to its current end.
-    async fn pass_shard(&self, stream_arn: &str, shard_id: &str) -> Result<Option<(u64, bool)>, ConsumerError> {
+    /// One shard's part of a pass: its next batch, read and not yet applied.
+    async fn pass_shard(&self, stream_arn: &str, shard_id: &str) -> Result<ShardPass, ConsumerError> {
         // A lease with more than half its time left is not renewed on
         // every pass: an idle stream costs a write per shard per half-lease.
         let checkpoint = if self.holds(shard_id) {
@@ -556,10 +591,17 @@ impl Consumer {
         } else {
             match self.lease(stream_arn, shard_id).await? {
                 Some(checkpoint) => Some(checkpoint),
-                None => return Ok(None),
+                None => return Ok(ShardPass::NotHeld),
             }
         };
-        Ok(Some(self.read_shard(stream_arn, shard_id, checkpoint).await?))
+        self.read_shard(stream_arn, shard_id, checkpoint).await
+    }
+
+    /// A shard whose pass failed: logged, and the stream described again.
+    async fn shard_failed(&self, shard_id: &str, err: &(dyn std::fmt::Display + Sync)) {
+        tracing::warn!(shard_id, error = %err, "stream consumer: this shard's pass failed");
+        self.describe_again().await;
+        self.update_status(|s| s.last_error_at = Some(Utc::now()));
     }
 
     /// Marks the minutes since this consumer's last mark, up to now, as
@@ -611,15 +653,15 @@ impl Consumer {
         }
     }
 
-    /// Reads a shard whose lease this consumer holds; `checkpoint` is what
-    /// the store says when the lease was just taken or renewed. The records
-    /// applied, and whether the shard was read to its current end.
+    /// Reads a shard whose lease this consumer holds, one batch; `checkpoint`
+    /// is what the store says when the lease was just taken or renewed. The
+    /// cursor moves on only once the batch is applied (`advance`).
     async fn read_shard(
         &self,
         stream_arn: &str,
         shard_id: &str,
         checkpoint: Option<Checkpoint>,
-    ) -> Result<(u64, bool), ConsumerError> {
+    ) -> Result<ShardPass, ConsumerError> {
         let mut cursors = self.cursors.lock().await;
         let cursor = cursors.entry(shard_id.to_string()).or_default();
         if let Some(checkpoint) = checkpoint
@@ -629,8 +671,7 @@ impl Consumer {
             // from the checkpoint, not from a stale iterator.
             *cursor = ShardCursor { iterator: None, seq: checkpoint.seq, read_at: cursor.read_at };
         }
-        let (mut applied, mut at_end) = (0, false);
-        for _ in 0..BATCHES_PER_PASS {
+        for _ in 0..READ_TRIES {
             let iterator = match cursor.iterator.take() {
                 Some(iterator) => iterator,
                 None => match self.store.shard_iterator(stream_arn, shard_id, cursor.seq.as_deref()).await {
@@ -641,15 +682,7 @@ impl Consumer {
                     Err(err) => return Err(err.into()),
                 },
             };
-            let wait = cursor.wait();
-            if !wait.is_zero() {
-                if applied > 0 {
-                    // Read again at the next pass, after the other shards.
-                    cursor.iterator = Some(iterator);
-                    break;
-                }
-                tokio::time::sleep(wait).await;
-            }
+            tokio::time::sleep(cursor.wait()).await;
             cursor.read_at = Some(Instant::now());
             let (records, next) = match self.store.get_records(&iterator, self.options.batch).await? {
                 StreamBatch::Records { records, next } => (records, next),
@@ -659,36 +692,170 @@ impl Consumer {
                     continue;
                 }
             };
-            let closed = next.is_none();
-            if records.is_empty() && !closed {
+            if records.is_empty() && next.is_some() {
                 cursor.iterator = next;
-                at_end = true;
-                break;
+                return Ok(ShardPass::AtEnd);
             }
-            match self.apply(stream_arn, shard_id, cursor.seq.clone(), &records, closed).await {
-                Ok(seq) => {
-                    applied += records.len() as u64;
-                    cursor.seq = seq;
-                    cursor.iterator = next;
+            let read = ShardRead { shard_id: shard_id.to_string(), prev: cursor.seq.clone(), records, next };
+            return Ok(ShardPass::Read(read));
+        }
+        Ok(ShardPass::AtEnd)
+    }
+
+    /// A shard's batch was applied: its checkpoint is now `seq`, and reading
+    /// goes on after it (a closed shard's children are to be found).
+    async fn advance(&self, read: ShardRead, seq: Option<String>) {
+        let closed = read.closed();
+        let mut cursors = self.cursors.lock().await;
+        let cursor = cursors.entry(read.shard_id).or_default();
+        (cursor.seq, cursor.iterator) = (seq, read.next);
+        drop(cursors);
+        if closed {
+            self.describe_again().await;
+        }
+    }
+
+    /// Lease lost, or the batch was applied already: the shard starts over
+    /// from whatever checkpoint is stored.
+    async fn start_over(&self, shard_id: &str, why: &str) {
+        tracing::info!(shard_id, why, "checkpoint moved; re-reading it");
+        self.cursors.lock().await.remove(shard_id);
+        self.mark_held(shard_id, false);
+    }
+
+    /// Applies the batches a pass read, several shards a transaction (each
+    /// checkpoint moved in it): the records applied, and the shards whose
+    /// batch could not be (tried again at the next pass).
+    async fn apply_reads(&self, stream_arn: &str, reads: Vec<ShardRead>) -> (u64, usize) {
+        let all: Vec<Record> = reads.iter().flat_map(|r| r.records.iter().cloned()).collect();
+        let shards = match self.core.shards(&all).await {
+            Ok(shards) => shards,
+            Err(err) => {
+                for read in &reads {
+                    self.shard_failed(&read.shard_id, &err).await;
                 }
-                Err(StoreError::Conflict(why)) => {
-                    // Lease lost, or the batch was applied already: start over
-                    // from whatever checkpoint is stored.
-                    tracing::info!(shard_id, why, "checkpoint moved; re-reading it");
-                    cursors.remove(shard_id);
-                    self.mark_held(shard_id, false);
-                    return Ok((applied, false));
-                }
-                Err(err) => return Err(err.into()),
+                return (0, reads.len());
             }
-            if closed {
-                // Its children are to be read next: find them.
-                self.describe_again().await;
-                at_end = true;
-                break;
+        };
+        let table = self.store.orders_table().to_string();
+        let (mut applied, mut failed) = (0, 0);
+        let mut group: Vec<(ShardRead, Vec<Reading>)> = Vec::new();
+        let mut increments = Increments::default();
+        for read in reads {
+            let readings: Vec<Reading> = read.records.iter().map(|r| self.read_record(r, &shards, &read)).collect();
+            let alone = readings.iter().fold(Increments::default(), |i, r| i.with(r, &table));
+            let merged = readings.iter().fold(increments.clone(), |i, r| i.with(r, &table));
+            // Room for the counter items beside each shard's checkpoint.
+            if !group.is_empty() && merged.too_big(TRANSACTION_ITEMS.saturating_sub(group.len() + 1)) {
+                let (a, f) = self.commit_group(stream_arn, std::mem::take(&mut group), &increments).await;
+                (applied, failed) = (applied + a, failed + f);
+                increments = Increments::default();
+            }
+            if alone.too_big(MAX_COUNTER_ITEMS) {
+                // Too big for one transaction even alone: split by `apply`.
+                let (a, f) = self.apply_alone(stream_arn, read).await;
+                (applied, failed) = (applied + a, failed + f);
+                continue;
+            }
+            increments = if group.is_empty() { alone } else { merged };
+            group.push((read, readings));
+        }
+        if !group.is_empty() {
+            let (a, f) = self.commit_group(stream_arn, group, &increments).await;
+            (applied, failed) = (applied + a, failed + f);
+        }
+        (applied, failed)
+    }
+
+    fn read_record(&self, record: &Record, shards: &Shards, read: &ShardRead) -> Reading {
+        let reading = self.core.read(record, shards);
+        if reading.change.is_none() {
+            let seq = record.dynamodb().and_then(|d| d.sequence_number());
+            tracing::warn!(shard_id = read.shard_id, sequence = ?seq, "a stream record that is not a readable order: priced only");
+        }
+        reading
+    }
+
+    /// One transaction for the batches of `group`; if it fails, each shard
+    /// alone, so that one shard's moved checkpoint holds up no other.
+    async fn commit_group(
+        &self,
+        stream_arn: &str,
+        group: Vec<(ShardRead, Vec<Reading>)>,
+        increments: &Increments,
+    ) -> (u64, usize) {
+        let leases: Vec<Lease<'_>> = group.iter().map(|(r, _)| self.lease_for(stream_arn, &r.shard_id)).collect();
+        let seqs: Vec<Option<String>> = group.iter().map(|(r, _)| r.last_seq().or_else(|| r.prev.clone())).collect();
+        let moves: Vec<CheckpointMove<'_>> = group
+            .iter()
+            .zip(&leases)
+            .zip(&seqs)
+            .map(|(((read, _), lease), seq)| CheckpointMove {
+                lease,
+                prev: read.prev.as_deref(),
+                seq: seq.as_deref(),
+                finished: read.closed(),
+            })
+            .collect();
+        let committed = self.core.commit(increments, Guard::Checkpoints(&moves)).await;
+        drop(moves);
+        match committed {
+            Ok(_) => {
+                let mut batch = Batch::default();
+                let mut records = 0;
+                for ((read, readings), seq) in group.into_iter().zip(seqs) {
+                    // The checkpoint write renewed the lease too.
+                    self.mark_held(&read.shard_id, true);
+                    readings.iter().for_each(|r| batch.add(r));
+                    records += read.records.len() as u64;
+                    self.advance(read, seq).await;
+                }
+                batch.changed(increments);
+                self.core.record_progress(records, &batch);
+                self.core.publish(batch).await;
+                (records, 0)
+            }
+            Err(err) if group.len() > 1 => {
+                tracing::info!(error = %err, shards = group.len(), "a transaction of several shards failed: each alone");
+                let (mut applied, mut failed) = (0, 0);
+                for (read, _) in group {
+                    let (a, f) = self.apply_alone(stream_arn, read).await;
+                    (applied, failed) = (applied + a, failed + f);
+                }
+                (applied, failed)
+            }
+            Err(err) => {
+                let read = group.into_iter().next().map(|(read, _)| read).expect("a group of one");
+                self.settle_failure(&read.shard_id, err).await
             }
         }
-        Ok((applied, at_end))
+    }
+
+    /// One shard's batch in as many transactions as it needs (`apply`).
+    async fn apply_alone(&self, stream_arn: &str, read: ShardRead) -> (u64, usize) {
+        match self.apply(stream_arn, &read.shard_id, read.prev.clone(), &read.records, read.closed()).await {
+            Ok(seq) => {
+                let records = read.records.len() as u64;
+                self.advance(read, seq).await;
+                (records, 0)
+            }
+            Err(err) => self.settle_failure(&read.shard_id, err).await,
+        }
+    }
+
+    /// A batch that was not applied: a moved checkpoint starts the shard
+    /// over (no failure); anything else fails the shard's pass.
+    async fn settle_failure(&self, shard_id: &str, err: StoreError) -> (u64, usize) {
+        match err {
+            StoreError::Conflict(why) => {
+                self.start_over(shard_id, &why).await;
+                (0, 0)
+            }
+            err => {
+                self.shard_failed(shard_id, &err).await;
+                (0, 1)
+            }
+        }
     }
 
     /// Records written to a shard after its checkpoint were trimmed (the
@@ -763,8 +930,8 @@ impl Consumer {
         finished: bool,
         increments: &Increments,
     ) -> Result<Option<String>, StoreError> {
-        let guard = Guard::Checkpoint { lease, prev: prev.as_deref(), seq: seq.as_deref(), finished };
-        self.core.commit(increments, guard).await?;
+        let moves = [CheckpointMove { lease, prev: prev.as_deref(), seq: seq.as_deref(), finished }];
+        self.core.commit(increments, Guard::Checkpoints(&moves)).await?;
         // The checkpoint write renewed the lease too.
         self.mark_held(lease.shard_id, true);
         Ok(seq.or(prev))
@@ -842,8 +1009,8 @@ impl Applier {
         applied.extend(&plan.adds);
         applied.extend(&quality.adds);
         let outcome = match guard {
-            Guard::Checkpoint { lease, prev, seq, finished } => {
-                self.store.commit_batch(lease, prev, seq, finished, &applied).await?;
+            Guard::Checkpoints(moves) => {
+                self.store.commit_batches(moves, &applied).await?;
                 Marked::Applied
             }
             Guard::Markers(markers) => self.store.commit_marked(markers, &applied).await?,
