@@ -81,10 +81,9 @@ impl Store {
         let mut found = Vec::new();
         while let Some(target) = pages.next().await {
             let target = target.map_err(|e| denied(e, "DescribeScalableTargets"))?;
-            let Some((resource, resource_id, dimension)) = wanted
-                .iter()
-                .find(|(_, id, dimension)| target.resource_id() == id && target.scalable_dimension().as_str() == dimension)
-            else {
+            let Some((resource, resource_id, dimension)) = wanted.iter().find(|(_, id, dimension)| {
+                target.resource_id() == id && target.scalable_dimension().as_str() == dimension
+            }) else {
                 continue;
             };
             found.push(ScalableTarget {
