@@ -683,6 +683,8 @@ struct ScalingFixes {
     reasons: Vec<String>,
     parameters: Vec<String>,
     commands: Vec<String>,
+    /// Whether a maximum is to be raised, and a floor scheduled.
+    max: bool,
     floor: bool,
 }
 
@@ -762,27 +764,15 @@ fn auto_scaling_check(inputs: &Inputs<'_>, prewarm: Option<&[Prewarm]>) -> Readi
                     ));
                     let table = resource.split('/').next().unwrap_or(inputs.orders_table);
                     let (resource_id, dimension) = write_target(table, index);
-                    fixes.commands.push(register_scalable_target(
-                        &resource_id,
-                        &dimension,
-                        Some(capacity.max(1) as f64),
-                        needed * 2.0,
-                    ));
-                    fixes.parameters.push(format!(
-                        "{}={}",
-                        template::parameter(&prefix, Setting::Max, ReadWrite::Write),
-                        num(needed * 2.0)
-                    ));
-                    floor_fix(
-                        inputs,
-                        &resource,
-                        &resource_id,
-                        &dimension,
-                        &prefix,
-                        needed,
-                        capacity.max(1) as f64,
-                        &mut fixes,
-                    );
+                    let named = Named {
+                        resource: &resource,
+                        resource_id: &resource_id,
+                        dimension: &dimension,
+                        prefix: &prefix,
+                    };
+                    let fixed = capacity.max(1) as f64;
+                    fixes.raise_max(&named, needed, Some(fixed));
+                    fixes.raise_floor(inputs.plan, &named, needed, fixed);
                 }
             }
         }
@@ -794,10 +784,15 @@ fn auto_scaling_check(inputs: &Inputs<'_>, prewarm: Option<&[Prewarm]>) -> Readi
         );
         return check(ID, TITLE, Verdict::Ready, reason, figures, None);
     }
-    let mut text = "raise auto scaling's maximum to at least the peak, and schedule the minimum up to the peak \
-                    before the start and back after the end: set these template parameters and deploy, or run the \
-                    commands"
-        .to_string();
+    let what = match (fixes.max, fixes.floor) {
+        (true, true) => {
+            "raise auto scaling's maximum over the peak, and schedule its minimum up to the peak before \
+                         the start and back at the end"
+        }
+        (true, false) => "raise auto scaling's maximum over the peak",
+        _ => "schedule auto scaling's minimum up to the peak before the start and back at the end",
+    };
+    let mut text = format!("{what}: set these template parameters and deploy, or run the commands");
     if fixes.floor {
         text.push_str(&format!(
             ". The raise runs {FLOOR_LEAD_MINUTES} minutes ahead: a scheduled action runs a minute or two after its \
@@ -838,6 +833,7 @@ fn weigh_target(
     fixes: &mut ScalingFixes,
 ) {
     let resource = &target.resource;
+    let named = Named { resource, resource_id: &target.resource_id, dimension: &target.dimension, prefix };
     let plan = inputs.plan;
     let raise_by = plan.start - Duration::minutes(FLOOR_LEAD_MINUTES);
     let end = plan.end();
@@ -866,12 +862,7 @@ fn weigh_target(
             _ => format!("{resource}'s auto scaling maximum is {max}, under the peak's {}", num(needed)),
         };
         fixes.reasons.push(reason);
-        fixes.parameters.push(format!(
-            "{}={}",
-            template::parameter(prefix, Setting::Max, ReadWrite::Write),
-            num(needed * 2.0)
-        ));
-        fixes.commands.push(register_scalable_target(&target.resource_id, &target.dimension, None, needed * 2.0));
+        fixes.raise_max(&named, needed, None);
     }
     // The minimum: raised to the peak by `raise_by`, and kept there to the end.
     let (floor, floor_by) = setting_at(&actions, min_of, target.min, inputs.now, raise_by);
@@ -905,37 +896,49 @@ fn weigh_target(
         ),
     };
     fixes.reasons.push(reason);
-    floor_fix(inputs, resource, &target.resource_id, &target.dimension, prefix, needed, f64::from(target.min), fixes);
+    fixes.raise_floor(plan, &named, needed, f64::from(target.min));
 }
 
-/// The floor raise `FLOOR_LEAD_MINUTES` before the start and its lowering
-/// back to `restore` at the end: the commands and the template parameters.
-#[allow(clippy::too_many_arguments)]
-fn floor_fix(
-    inputs: &Inputs<'_>,
-    resource: &str,
-    resource_id: &str,
-    dimension: &str,
-    prefix: &str,
-    needed: f64,
-    restore: f64,
-    fixes: &mut ScalingFixes,
-) {
-    let plan = inputs.plan;
-    let (raise, lower) = (schedule::at(plan.start - Duration::minutes(FLOOR_LEAD_MINUTES)), schedule::at(plan.end()));
-    let name = |what| action_name(&plan.name, resource, what);
-    fixes.commands.push(put_scheduled_action(resource_id, dimension, &name("raise"), &raise, needed));
-    fixes.commands.push(put_scheduled_action(resource_id, dimension, &name("lower"), &lower, restore));
-    fixes.parameters.push(format!(
-        "{}={}",
-        template::parameter(prefix, Setting::BatchMin, ReadWrite::Write),
-        num(needed)
-    ));
-    if !fixes.floor {
-        fixes.parameters.push(format!("'{}={raise}'", template::BATCH_RAISE_SCHEDULE));
-        fixes.parameters.push(format!("'{}={lower}'", template::BATCH_LOWER_SCHEDULE));
+/// A provisioned table or index as its fixes name it: in the readiness
+/// figures, to Application Auto Scaling, and in the template.
+struct Named<'a> {
+    resource: &'a str,
+    resource_id: &'a str,
+    dimension: &'a str,
+    prefix: &'a str,
+}
+
+impl ScalingFixes {
+    /// Auto scaling's maximum at twice the peak (as the warm check's
+    /// `…WriteMax`); registering a new target sets its minimum too.
+    fn raise_max(&mut self, named: &Named<'_>, needed: f64, min: Option<f64>) {
+        let max = needed * 2.0;
+        self.max = true;
+        self.parameters.push(format!(
+            "{}={}",
+            template::parameter(named.prefix, Setting::Max, ReadWrite::Write),
+            num(max)
+        ));
+        self.commands.push(register_scalable_target(named.resource_id, named.dimension, min, max));
     }
-    fixes.floor = true;
+
+    /// The floor raised to the peak `FLOOR_LEAD_MINUTES` before the start
+    /// and set back to `restore` at the end: the two scheduled actions, and
+    /// the template's batch floor with its (shared) schedules.
+    fn raise_floor(&mut self, plan: &SalePlan, named: &Named<'_>, needed: f64, restore: f64) {
+        let (raise, lower) =
+            (schedule::at(plan.start - Duration::minutes(FLOOR_LEAD_MINUTES)), schedule::at(plan.end()));
+        let name = |what| action_name(&plan.name, named.resource, what);
+        self.commands.push(put_scheduled_action(named.resource_id, named.dimension, &name("raise"), &raise, needed));
+        self.commands.push(put_scheduled_action(named.resource_id, named.dimension, &name("lower"), &lower, restore));
+        let batch_min = template::parameter(named.prefix, Setting::BatchMin, ReadWrite::Write);
+        self.parameters.push(format!("{batch_min}={}", num(needed)));
+        if !self.floor {
+            self.parameters.push(format!("'{}={raise}'", template::BATCH_RAISE_SCHEDULE));
+            self.parameters.push(format!("'{}={lower}'", template::BATCH_LOWER_SCHEDULE));
+        }
+        self.floor = true;
+    }
 }
 
 /// The `aws dynamodb update-table` that sets `field.key` on a table or index.
@@ -1641,6 +1644,7 @@ mod tests {
         assert_eq!(check.verdict, Verdict::Act, "{check:#?}");
         assert!(check.reason.contains("orders's auto scaling maximum is 100, under the peak's"), "{}", check.reason);
         let fix = check.fix.unwrap();
+        assert!(fix.text.starts_with("raise auto scaling's maximum over the peak:"), "{}", fix.text);
         let parameter = fix.parameter.unwrap();
         assert!(parameter.contains("OrdersWriteMax=") && parameter.contains("OrdersGSI2WriteMax="), "{parameter}");
         let command = fix.command.unwrap();
@@ -1691,6 +1695,7 @@ mod tests {
         );
         assert!(command.contains("--schedule 'at(2026-11-27T10:00:00)'"), "lowered at the end: {command}");
         assert!(command.contains("sale-black-friday-orders-GSI2-lower"), "{command}");
+        assert!(fix.text.starts_with("schedule auto scaling's minimum up to the peak"), "{}", fix.text);
         assert!(fix.text.contains("15 minutes ahead"), "the lead is explained: {}", fix.text);
         let parameter = fix.parameter.unwrap();
         assert!(parameter.contains("OrdersGSI1WriteBatchMin="), "{parameter}");
