@@ -168,4 +168,21 @@ mod tests {
             ("table/orders/index/GSI2".to_string(), "dynamodb:index:WriteCapacityUnits".to_string())
         );
     }
+
+    fn refused(code: &str) -> StoreError {
+        use aws_sdk_applicationautoscaling::operation::describe_scalable_targets::DescribeScalableTargetsError;
+        use aws_smithy_runtime_api::http::{Response, StatusCode};
+        let metadata = aws_smithy_types::error::ErrorMetadata::builder().code(code).message("not allowed").build();
+        let raw = Response::new(StatusCode::try_from(400).unwrap(), aws_smithy_types::body::SdkBody::empty());
+        denied(SdkError::service_error(DescribeScalableTargetsError::generic(metadata), raw), "DescribeScalableTargets")
+    }
+
+    #[test]
+    fn a_refusal_names_the_missing_permission_and_other_errors_stay_the_stores() {
+        let err = refused("AccessDeniedException").to_string();
+        assert!(err.contains("application-autoscaling:DescribeScalableTargets"), "{err}");
+        assert!(err.contains("not allowed") && err.contains("docs/iam/serve.json"), "{err}");
+        let err = refused("ValidationException").to_string();
+        assert!(!err.contains("application-autoscaling:"), "{err}");
+    }
 }
