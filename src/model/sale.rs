@@ -141,7 +141,7 @@ pub struct Fix {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadinessCheck {
-    /// `shards`, `warm-throughput`, `counters`, `consumer`, `hot-keys`, `alarms`.
+    /// `shards`, `warm-throughput`, `auto-scaling`, `counters`, `consumer`, `hot-keys`, `alarms`, `rehearsal`.
     pub id: String,
     pub title: String,
     pub verdict: Verdict,

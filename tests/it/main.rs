@@ -7,6 +7,7 @@
 mod common;
 
 mod auth;
+mod autoscaling;
 mod capacity;
 mod chaos;
 mod cli;

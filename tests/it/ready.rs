@@ -125,8 +125,9 @@ async fn too_few_shards_is_a_no_go_until_the_days_count_is_written_then_ready() 
         assert_eq!(fix.action.as_deref(), Some("write-shards"));
         assert!(fix.command.as_deref().unwrap().contains("ready --plan spring --write-shards"), "{fix:?}");
         // Every other check holds at this peak; on a local engine the warm
-        // throughput is unknown and said so, and alarms do not apply.
-        for id in ["warm-throughput", "counters", "consumer", "hot-keys", "alarms"] {
+        // throughput is unknown and said so, on-demand tables need no auto
+        // scaling, and alarms do not apply.
+        for id in ["warm-throughput", "auto-scaling", "counters", "consumer", "hot-keys", "alarms"] {
             assert_eq!(verdict_of(&before, id), Verdict::Ready, "{engine:?} {id}: {before:#?}");
         }
         let warm = before.checks.iter().find(|c| c.id == "warm-throughput").unwrap();

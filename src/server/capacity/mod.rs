@@ -12,6 +12,7 @@
 //!   app's calls), and a day's figures as the chosen source gives them;
 //! - `readiness`: a sale plan's go/no-go, check by check, over figures the
 //!   service gathers;
+//! - `schedule`: when Application Auto Scaling's scheduled actions run;
 //! - `report`: the capacity page's figures, the planner and the advisor run
 //!   over them.
 
@@ -20,4 +21,5 @@ pub mod history;
 pub mod planner;
 pub mod readiness;
 pub mod report;
+pub mod schedule;
 pub mod sources;

@@ -12,11 +12,11 @@ use crate::model::{
 };
 use crate::server::auth::Principal;
 use crate::server::capacity::planner;
-use crate::server::capacity::readiness::{self, HotObservation, Inputs};
+use crate::server::capacity::readiness::{self, AutoScaling, HotObservation, Inputs};
 use crate::server::error::ApiError;
 use crate::server::store::error::{StoreError, Unavailable};
 use crate::server::store::usage::Resource;
-use crate::server::store::{CapacityDay, Recorded};
+use crate::server::store::{CapacityDay, Recorded, ScalableTarget};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde_json::Value;
 
@@ -230,13 +230,19 @@ impl Service {
         let plan = self.sale_plan(name).await?;
         let now = Utc::now();
         let days = plan.days();
-        let (recorded, throughput, hot, alarms, rehearsals) = futures::try_join!(
+        let (recorded, throughput, hot, alarms, rehearsals, scaling) = futures::try_join!(
             self.store.recorded_shards_now(&days),
             self.throughput_or_unknown(),
             self.hot_history(now),
             self.alarms_or_unknown(),
             self.store.rehearsals(&plan.name, super::rehearsal::stale_before_ms()),
+            self.scaling_or_error(),
         )?;
+        let autoscaling = match &scaling {
+            Ok(Some(targets)) => AutoScaling::Read(targets),
+            Ok(None) => AutoScaling::NotRead,
+            Err(err) => AutoScaling::Failed(err),
+        };
         let recorded: Vec<_> = days.iter().map(|d| (*d, recorded.get(d).copied().flatten())).collect();
         let (_, audit_bytes) = planner::typical_item_bytes().map_err(|e| ApiError::BadRequest(e.to_string()))?;
         let (observations, observed_minutes) = hot;
@@ -256,6 +262,7 @@ impl Service {
             observed_minutes,
             hot_window_days: HOT_WINDOW_DAYS,
             alarms: alarms.as_deref(),
+            autoscaling,
             rehearsal: rehearsals.latest.as_ref(),
             rehearsal_running: rehearsals.running.is_some(),
         }))
@@ -289,6 +296,16 @@ impl Service {
                 Ok(None)
             }
         }
+    }
+
+    /// Application Auto Scaling's write targets (`None`: not read here), or
+    /// why they could not be read: a figure of the check, not a failure of
+    /// the whole readiness (the log has it too).
+    async fn scaling_or_error(&self) -> Result<Result<Option<Vec<ScalableTarget>>, String>, StoreError> {
+        Ok(self.store.write_scaling().await.map_err(|err| {
+            tracing::warn!(error = %err, "the tables' auto scaling could not be read");
+            err.to_string()
+        }))
     }
 
     /// The GSI1 keys recorded hot over the window, each with the index's

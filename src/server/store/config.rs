@@ -41,6 +41,13 @@ pub struct StoreConfig {
     #[arg(long, env = "NORTHWIND_CLOUDWATCH_ENDPOINT_URL", global = true)]
     pub cloudwatch_endpoint_url: Option<String>,
 
+    /// Application Auto Scaling endpoint, for an emulator: the readiness
+    /// check's auto scaling maximum and scheduled floor raises. Read on
+    /// `--store aws` or with this flag; on a local engine without it they
+    /// are unknown
+    #[arg(long, env = "NORTHWIND_AUTOSCALING_ENDPOINT_URL", global = true)]
+    pub autoscaling_endpoint_url: Option<String>,
+
     /// Where the data lives [default: endpoint when an endpoint URL is set, else embedded]
     #[arg(long, env = "NORTHWIND_STORE", value_enum, global = true)]
     pub store: Option<StoreKind>,

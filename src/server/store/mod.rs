@@ -4,6 +4,7 @@
 mod accounts;
 mod applied;
 mod audit;
+pub mod autoscaling;
 mod breaker;
 mod bulk;
 mod capacity;
@@ -33,6 +34,7 @@ pub mod usage;
 pub use accounts::{Account, AccountChange, Token};
 pub use applied::{Marked, Marker, TRANSACTION_ITEMS};
 pub use audit::{AuditPage, AuditScope};
+pub use autoscaling::{ScalableTarget, ScheduledAction};
 pub use breaker::PROBE_EVERY;
 pub use capacity::{CapacityDay, HeatDay, UsageFlusher, day_minute};
 pub use checkpoints::{Checkpoint, CheckpointMove, Lease};
@@ -91,6 +93,8 @@ pub struct Store {
     pending_hints: pending::Hints,
     /// DynamoDB's own metrics, when they are the capacity source.
     cloudwatch: Option<cloudwatch::CloudWatchClient>,
+    /// Application Auto Scaling, on AWS or an emulator (`autoscaling`).
+    autoscaling: Option<aws_sdk_applicationautoscaling::Client>,
     /// Whether this is AWS DynamoDB (`--store aws`), not a local engine:
     /// what only AWS reports (warm throughput, alarms) is then expected.
     on_aws: bool,
@@ -202,8 +206,17 @@ pub async fn connect(config: &StoreConfig) -> Result<(Store, Option<Embedded>), 
         let config = config.to_builder().timeout_config(timeouts).build();
         cloudwatch::CloudWatchClient::new(aws_sdk_cloudwatch::Client::from_conf(config))
     });
+    // Only AWS (or an emulator) has auto scaling: a local engine's endpoint
+    // would answer for DynamoDB, not for it.
+    let autoscaling = match (config.autoscaling_endpoint_url.as_deref(), config.kind()) {
+        (Some(url), _) => Some(aws_sdk_applicationautoscaling::config::Builder::from(&sdk_config).endpoint_url(url)),
+        (None, StoreKind::Aws) => Some(aws_sdk_applicationautoscaling::config::Builder::from(&sdk_config)),
+        (None, _) => None,
+    }
+    .map(|config| aws_sdk_applicationautoscaling::Client::from_conf(config.build()));
     let store = Store {
         cloudwatch,
+        autoscaling,
         usage: UsageFlusher::new(client.clone(), config.metrics_table.clone(), usage),
         client,
         streams: aws_sdk_dynamodbstreams::Client::from_conf(streams),

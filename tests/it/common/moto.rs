@@ -1,5 +1,6 @@
 //! moto's server (`python3 -m moto.server`, from scripts/setup.sh) as the
-//! tests' AWS emulator (CloudWatch, CloudFormation and what it creates), on
+//! tests' AWS emulator (CloudWatch, CloudFormation and what it creates,
+//! Application Auto Scaling), on
 //! a free loopback port, stopped by its pid when dropped.
 
 pub struct Moto {
@@ -45,6 +46,18 @@ impl Moto {
             .credentials_provider(aws_sdk_cloudformation::config::Credentials::new("t", "t", None, None, "tests"))
             .build();
         aws_sdk_cloudformation::Client::from_conf(config)
+    }
+
+    pub fn autoscaling(&self) -> aws_sdk_applicationautoscaling::Client {
+        let config = aws_sdk_applicationautoscaling::Config::builder()
+            .behavior_version(aws_sdk_applicationautoscaling::config::BehaviorVersion::latest())
+            .region(aws_sdk_applicationautoscaling::config::Region::new("us-east-1"))
+            .endpoint_url(&self.url)
+            .credentials_provider(aws_sdk_applicationautoscaling::config::Credentials::new(
+                "t", "t", None, None, "tests",
+            ))
+            .build();
+        aws_sdk_applicationautoscaling::Client::from_conf(config)
     }
 
     /// One call to a JSON-protocol service the tests have no SDK crate for
