@@ -18,8 +18,10 @@ use crate::server::service::Service;
 use chrono::NaiveDate;
 use std::time::Duration;
 
-/// How often each watched day's version is read.
-pub const FOLLOW_EVERY: Duration = Duration::from_secs(1);
+/// How often each watched day's version is read: twice a second, so that a
+/// change another instance applied reaches this one's dashboards within a
+/// second at p95 (its consumer reads each shard four times a second).
+pub const FOLLOW_EVERY: Duration = Duration::from_millis(500);
 
 /// Follows the watched days every `every` until `shutdown` resolves.
 pub async fn run(service: Service, every: Duration, shutdown: impl std::future::Future<Output = ()>) {

@@ -21,7 +21,9 @@
 //! up to the dead-letter destination, throttles on the metrics table's keys
 //! (the proxy's tally by key), metrics-table write units per order (every
 //! write the run made to the metrics table, through the proxy, ÷ orders
-//! created), and the change → dashboard latency.
+//! created: the counters' apart from the audit records each order change's
+//! writer puts there, and by item family), and the change → dashboard
+//! latency.
 
 use crate::model::{LiveEvent, Order, Role, Status};
 use crate::server::auth::accounts;
@@ -114,6 +116,27 @@ impl RunReport {
     pub fn metrics_units_per_order(&self) -> f64 {
         let units = self.proxy.units.get(&(self.metrics_table.clone(), Kind::Write)).copied().unwrap_or(0.0);
         units / self.load.created.max(1) as f64
+    }
+
+    /// Of those, what the writers' audit trail took: each order change's
+    /// audit records (`AUDIT#...`), written by the writer in the change's
+    /// own transaction, not by the counters.
+    pub fn audit_units_per_order(&self) -> f64 {
+        let audit: f64 = self
+            .proxy
+            .writes_by_family
+            .iter()
+            .filter(|((table, family), _)| *table == self.metrics_table && family.starts_with("AUDIT"))
+            .map(|(_, units)| units)
+            .sum();
+        audit / self.load.created.max(1) as f64
+    }
+
+    /// What the counters cost: every other metrics-table write, the
+    /// consumers' (counters, checkpoints, leases, heat, capacity, hot keys,
+    /// quality) and the writers' capacity records.
+    pub fn counter_units_per_order(&self) -> f64 {
+        self.metrics_units_per_order() - self.audit_units_per_order()
     }
 }
 
@@ -676,7 +699,28 @@ pub fn comparison(options: &CountersOptions, reports: &[RunReport]) -> Compariso
             .unwrap_or_default();
         format!("{}{hottest}", r.counter_throttles())
     });
-    table.row("metrics-table write units per order", reports, |r| format!("{:.2}", r.metrics_units_per_order()));
+    table.row("metrics-table write units per order: the counters", reports, |r| {
+        format!("{:.2}", r.counter_units_per_order())
+    });
+    table.row("… and the writers' audit trail (not the counters')", reports, |r| {
+        format!("{:.2}", r.audit_units_per_order())
+    });
+    table.row("metrics-table write units per order, by item", reports, |r| {
+        let orders = r.load.created.max(1) as f64;
+        let mut families: Vec<(&String, f64)> = r
+            .proxy
+            .writes_by_family
+            .iter()
+            .filter(|((table, _), _)| *table == r.metrics_table)
+            .map(|((_, family), units)| (family, units / orders))
+            .filter(|(_, per_order)| *per_order >= 0.01)
+            .collect();
+        families.sort_by(|a, b| b.1.total_cmp(&a.1));
+        families.iter().map(|(family, u)| format!("{family} {u:.2}")).collect::<Vec<_>>().join(", ")
+    });
+    table.row("metrics-table writes refused in conflict (sent again)", reports, |r| {
+        r.proxy.conflicts.get(&r.metrics_table).copied().unwrap_or(0).to_string()
+    });
     table.row("change → dashboard p50 / p95", reports, |r| match r.latency {
         Some((p50, p95)) => format!(
             "{} / {}{}",

@@ -163,6 +163,21 @@ fn upstream_base(url: &str) -> Result<String, ThrottleError> {
     Ok(url.trim_end_matches('/').to_string())
 }
 
+/// The leading upper-case words of a partition key given as its DynamoDB
+/// JSON (`{"S":"METRIC#DAY#2026-12-04"}` is `METRIC#DAY`); `other` for keys
+/// with none.
+pub fn key_family(partition: &str) -> String {
+    let text = serde_json::from_str::<Value>(partition)
+        .ok()
+        .and_then(|v| v.get("S").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_default();
+    let words: Vec<&str> = text
+        .split('#')
+        .take_while(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+        .collect();
+    if words.is_empty() { "other".into() } else { words.join("#") }
+}
+
 /// What the proxy counted, printed when it stops.
 #[derive(Debug, Clone, Default)]
 pub struct Tally {
@@ -180,6 +195,10 @@ pub struct Tally {
     /// Requests refused for a transaction in flight on one of their items,
     /// by table.
     pub conflicts: BTreeMap<String, u64>,
+    /// Write units charged per table and family of partition keys (the
+    /// key's leading upper-case words: `METRIC#PENDING`, `CHECKPOINT`),
+    /// to see what a run's writes went to.
+    pub writes_by_family: BTreeMap<(String, String), f64>,
 }
 
 impl Tally {
@@ -534,6 +553,10 @@ impl Proxy {
         let mut tally = self.tally.lock();
         for draw in draws {
             *tally.units.entry((draw.key.resource.to_string(), draw.key.kind)).or_default() += draw.units;
+            if draw.key.kind == Kind::Write && draw.key.resource.index.is_none() {
+                let family = (draw.key.resource.table.clone(), key_family(&draw.key.partition));
+                *tally.writes_by_family.entry(family).or_default() += draw.units;
+            }
         }
     }
 
