@@ -1260,3 +1260,49 @@ async fn metrics_outage(engine: &Engine, lambda: bool) -> Result<(), String> {
         _ => Err(format!("{summary}\n  off: {off:?}; errors seen by {errors_seen} instance(s)")),
     }
 }
+
+// ---- What the counters cost per order ---------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_pass_over_many_shards_costs_the_counters_under_1_2_write_units_an_order() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    for engine in common::engines() {
+        for shards in [8, 32] {
+            units_per_order_at(&engine, shards).await;
+        }
+    }
+}
+
+/// A backlog of 200 orders' records over `shards` shards, applied by one
+/// consumer through the throttle proxy's pricing: every metrics-table write
+/// it made (counters, checkpoints, leases, heat, capacity, hot keys,
+/// quality), per order created, is at most 1.2 units, and the counters are
+/// exact. (One commit a shard would cost a checkpoint and the counter items
+/// for every shard's batch: 20 units or so each.)
+async fn units_per_order_at(engine: &Engine, shards: u32) {
+    const ORDERS: usize = 200;
+    let tables = Tables::new(engine).await.behind_the_proxy().await;
+    let sim = tables.sim(shards, Limits::default()).await;
+    let written = first_half(&tables.store, "u", ORDERS).await;
+    ingested(&sim, written as u64).await;
+    let consumer = Consumer::new(tables.through(&sim).await, ConsumerOptions::new("units"), None);
+    let (deadline, mut applied, mut passes) = (Instant::now() + Duration::from_secs(60), 0, 0);
+    while applied < written as u64 {
+        applied += consumer.poll().await.expect("a pass");
+        passes += 1;
+        assert!(Instant::now() < deadline, "{engine:?}: {applied} of {written} records applied");
+    }
+    let off = differences(&tables.store, &tables.config.orders_table, Utc::now().date_naive()).await;
+    sim.stop().await;
+    let metrics = tables.config.metrics_table.clone();
+    let tally = tables.stop().await.expect("the proxy's tally");
+    let units: f64 = tally.writes_by_family.iter().filter(|((table, _), _)| *table == metrics).map(|(_, u)| u).sum();
+    let per_order = units / ORDERS as f64;
+    println!(
+        "{engine:?}, {shards} shards: {written} records of {ORDERS} orders applied in {passes} passes: {units:.0} \
+         metrics-table write units, {per_order:.2} an order; by family {:?}",
+        tally.writes_by_family.iter().filter(|((t, _), _)| *t == metrics).collect::<Vec<_>>()
+    );
+    assert!(off.is_empty(), "{engine:?}: {off:?}");
+    assert!(per_order <= 1.2, "{engine:?}, {shards} shards: {per_order:.2} write units an order");
+}
