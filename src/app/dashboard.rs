@@ -2,7 +2,8 @@
 //! newest-first list, refreshed every few seconds while it is on screen.
 
 use super::common::{
-    ErrorView, MeResource, Pager, ProblemsFlag, TableHead, can, day_axis, href, or_dash, paging, ship_to, svg_num,
+    ErrorView, MeResource, Pager, ProblemsFlag, TableHead, can, clock, date_time, day_axis, href, or_dash, paging,
+    ship_to, svg_num,
 };
 use super::data::get_dashboard;
 use super::live::{Live, LiveStatus};
@@ -174,7 +175,7 @@ fn DashboardView(data: Dashboard, live: Live, selection: Selection, params: Pend
             {activity.map(|activity| view! { <ActivityChart activity/> })}
         </div>
         <p class="as-of" data-testid="as-of">
-            {move || format!("{range} · read {} UTC · {items_read} index items read", as_of.get().format("%H:%M:%S"))}
+            {move || format!("{range} · read {} UTC · {items_read} index items read", clock(as_of.get()))}
             " · "
             <a href=export("csv") download rel="external" data-testid="export-csv">"Export CSV"</a>
             " · "
@@ -304,7 +305,7 @@ impl ListFilter {
         ListFilter {
             stuck: given(&params.stuck).is_some_and(|s| s == "1" || s == "true" || s == "on"),
             country: given(&params.country).map(|c| c.to_ascii_uppercase()),
-            min_total: given(&params.min_total).and_then(|t| t.parse::<f64>().ok()).map(|t| (t * 100.0).round() as i64),
+            min_total: given(&params.min_total).and_then(|t| crate::model::parse_amount(&t)),
             customer: given(&params.customer),
         }
     }
@@ -357,7 +358,7 @@ fn Row(
         }
         customer_id => view! { <span>{or_dash(customer_id)}</span> }.into_any(),
     };
-    let created_text = created.map(|at| at.format("%Y-%m-%d %H:%M:%S").to_string());
+    let created_text = created.map(date_time);
     let items = order.item_count.map_or_else(|| "—".into(), |n| n.to_string());
     view! {
         <tr
@@ -391,7 +392,7 @@ fn LiveLine(
     behind: RwSignal<Option<i64>>,
 ) -> impl IntoView {
     view! {
-        <p class="live" data-testid="live-status" data-live=move || format!("{:?}", status.get()).to_lowercase()>
+        <p class="live" data-testid="live-status" data-live=move || format!("{:?}", status.get()).to_ascii_lowercase()>
             {move || match status.get() {
                 LiveStatus::Up => {
                     // Stream records carry their time rounded down to the second.
@@ -400,12 +401,12 @@ fn LiveLine(
                         Some(_) => " · stream caught up".to_string(),
                         None => String::new(),
                     };
-                    format!("● Live · figures as of {} UTC{lag}", as_of.get().format("%H:%M:%S"))
+                    format!("● Live · figures as of {} UTC{lag}", clock(as_of.get()))
                 }
                 LiveStatus::Connecting => "○ Connecting to live updates…".to_string(),
                 LiveStatus::Down => format!(
                     "Live updates are down: figures as of {} UTC; reconnecting and re-reading page one every few seconds.",
-                    as_of.get().format("%H:%M:%S")
+                    clock(as_of.get())
                 ),
             }}
         </p>
