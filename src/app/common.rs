@@ -2,6 +2,7 @@
 
 use super::data::{ErrorKind, PageError, get_day};
 use crate::model::{Me, OrderStatus, Permission, Problem, problems_text};
+use chrono::{DateTime, Timelike, Utc};
 use leptos::prelude::*;
 use leptos_router::components::A;
 
@@ -91,8 +92,23 @@ pub fn svg_num(value: f64) -> String {
     format!("{sign}{}.{}", tenths / 10, tenths % 10)
 }
 
+/// A time of day as `HH:MM:SS` (UTC). Written by hand rather than with
+/// chrono's `format`: its format-string machinery is parsed on every call
+/// (a per-row cost of the server's render) and is kept out of the
+/// dashboard's wasm.
+pub fn clock(at: DateTime<Utc>) -> String {
+    format!("{:02}:{:02}:{:02}", at.hour(), at.minute(), at.second())
+}
+
+/// A moment as `YYYY-MM-DD HH:MM:SS` (UTC), as [`clock`] writes the time.
+pub fn date_time(at: DateTime<Utc>) -> String {
+    format!("{} {}", at.date_naive(), clock(at))
+}
+
 /// The hour marks under a chart of one day, `width` wide, on the line at
-/// `y`: 00:00 to 24:00 every six hours.
+/// `y`: 00:00 to 24:00 every six hours. Coordinates are written from
+/// integers (as `svg_num` does), so the dashboard's wasm needs no float
+/// formatting.
 pub fn day_axis(width: f64, y: f64) -> impl IntoView {
     (0..=4)
         .map(|q| {
@@ -102,7 +118,7 @@ pub fn day_axis(width: f64, y: f64) -> impl IntoView {
                 4 => "end",
                 _ => "middle",
             };
-            view! { <text x=format!("{x:.0}") y=y.to_string() text-anchor=anchor>{format!("{:02}:00", q * 6)}</text> }
+            view! { <text x=(x.round() as i64).to_string() y=svg_num(y) text-anchor=anchor>{format!("{:02}:00", q * 6)}</text> }
         })
         .collect_view()
 }
@@ -174,7 +190,7 @@ pub fn TableHead(columns: &'static [(&'static str, bool)]) -> impl IntoView {
 pub fn StatusBadge(status: Option<OrderStatus>) -> impl IntoView {
     match status {
         Some(OrderStatus::Known(status)) => {
-            let class = format!("badge status-{}", status.as_str().to_lowercase());
+            let class = format!("badge status-{}", status.as_str().to_ascii_lowercase());
             view! { <span class=class>{status.as_str()}</span> }.into_any()
         }
         // Another writer's status, shown as it is.
@@ -276,6 +292,15 @@ mod tests {
             assert_eq!(svg_num(value), format!("{:.1}", (value * 10.0_f64).round() / 10.0), "{value}");
         }
         assert_eq!(svg_num(-0.04), "0.0");
+    }
+
+    #[test]
+    fn clock_and_date_time_read_as_chrono_would_write_them() {
+        for text in ["2026-12-04T00:00:00Z", "2026-01-09T07:05:09.999Z", "1999-12-31T23:59:59Z"] {
+            let at: DateTime<Utc> = text.parse().unwrap();
+            assert_eq!(clock(at), at.format("%H:%M:%S").to_string(), "{text}");
+            assert_eq!(date_time(at), at.format("%Y-%m-%d %H:%M:%S").to_string(), "{text}");
+        }
     }
 
     #[test]

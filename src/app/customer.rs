@@ -1,6 +1,6 @@
 //! A customer's order history, newest first.
 
-use super::common::{ErrorView, Pager, ProblemsFlag, StatusBadge, TableHead, href, or_dash, paging};
+use super::common::{ErrorView, Pager, ProblemsFlag, StatusBadge, TableHead, date_time, href, or_dash, paging};
 use super::data::get_customer_orders;
 use crate::model::{OrderPage, PageParams, format_amount};
 use leptos::prelude::*;
@@ -54,7 +54,7 @@ fn History(page: OrderPage, customer_id: String) -> impl IntoView {
                     .map(|order| {
                         // Another writer's order shows what it has, is flagged,
                         // and still links to its page (which says why).
-                        let created = order.created_at.map(|at| at.format("%Y-%m-%d %H:%M:%S").to_string());
+                        let created = order.created_at.map(date_time);
                         let items = order.item_count().map_or_else(|| "—".into(), |n| n.to_string());
                         view! {
                             <tr data-order-id=order.order_id.clone() class:flagged=!order.problems.is_empty()>

@@ -2,7 +2,8 @@
 //! newest-first list, refreshed every few seconds while it is on screen.
 
 use super::common::{
-    ErrorView, MeResource, Pager, ProblemsFlag, TableHead, can, day_axis, href, or_dash, paging, ship_to, svg_num,
+    ErrorView, MeResource, Pager, ProblemsFlag, TableHead, can, clock, date_time, day_axis, href, or_dash, paging,
+    ship_to, svg_num,
 };
 use super::data::get_dashboard;
 use super::live::{Live, LiveStatus};
@@ -174,7 +175,7 @@ fn DashboardView(data: Dashboard, live: Live, selection: Selection, params: Pend
             {activity.map(|activity| view! { <ActivityChart activity/> })}
         </div>
         <p class="as-of" data-testid="as-of">
-            {move || format!("{range} · read {} UTC · {items_read} index items read", as_of.get().format("%H:%M:%S"))}
+            {move || format!("{range} · read {} UTC · {items_read} index items read", clock(as_of.get()))}
             " · "
             <a href=export("csv") download rel="external" data-testid="export-csv">"Export CSV"</a>
             " · "
@@ -304,7 +305,7 @@ impl ListFilter {
         ListFilter {
             stuck: given(&params.stuck).is_some_and(|s| s == "1" || s == "true" || s == "on"),
             country: given(&params.country).map(|c| c.to_ascii_uppercase()),
-            min_total: given(&params.min_total).and_then(|t| t.parse::<f64>().ok()).map(|t| (t * 100.0).round() as i64),
+            min_total: given(&params.min_total).and_then(|t| crate::model::parse_amount(&t)),
             customer: given(&params.customer),
         }
     }
@@ -357,7 +358,7 @@ fn Row(
         }
         customer_id => view! { <span>{or_dash(customer_id)}</span> }.into_any(),
     };
-    let created_text = created.map(|at| at.format("%Y-%m-%d %H:%M:%S").to_string());
+    let created_text = created.map(date_time);
     let items = order.item_count.map_or_else(|| "—".into(), |n| n.to_string());
     view! {
         <tr
@@ -391,7 +392,7 @@ fn LiveLine(
     behind: RwSignal<Option<i64>>,
 ) -> impl IntoView {
     view! {
-        <p class="live" data-testid="live-status" data-live=move || format!("{:?}", status.get()).to_lowercase()>
+        <p class="live" data-testid="live-status" data-live=move || format!("{:?}", status.get()).to_ascii_lowercase()>
             {move || match status.get() {
                 LiveStatus::Up => {
                     // Stream records carry their time rounded down to the second.
@@ -400,12 +401,12 @@ fn LiveLine(
                         Some(_) => " · stream caught up".to_string(),
                         None => String::new(),
                     };
-                    format!("● Live · figures as of {} UTC{lag}", as_of.get().format("%H:%M:%S"))
+                    format!("● Live · figures as of {} UTC{lag}", clock(as_of.get()))
                 }
                 LiveStatus::Connecting => "○ Connecting to live updates…".to_string(),
                 LiveStatus::Down => format!(
                     "Live updates are down: figures as of {} UTC; reconnecting and re-reading page one every few seconds.",
-                    as_of.get().format("%H:%M:%S")
+                    clock(as_of.get())
                 ),
             }}
         </p>
@@ -527,15 +528,17 @@ fn ActivityChart(activity: Activity) -> impl IntoView {
     let top_created = activity.created.iter().copied().max().unwrap_or(0).max(1) as f64;
     let y = move |v: i64| H - (v.max(0) as f64 / top_backlog) * (H - 8.0);
     let bar_y = move |v: i64| H - (v.max(0) as f64 / top_created) * (H / 2.0);
-    let bars = activity
+    // Every bar is a rectangle of one path: one element for the day's 144
+    // bars, not a view each (those were 9% of the release server's CPU under
+    // 50 viewers, `perf record` 2026-12-04).
+    let width = svg_num(step.max(1.0));
+    let bars: String = activity
         .created
         .iter()
         .enumerate()
         .filter(|(_, n)| **n > 0)
-        .map(|(i, n)| {
-            view! { <rect class="created" x=svg_num(i as f64 * step) y=svg_num(bar_y(*n)) width=svg_num(step.max(1.0)) height=svg_num(H - bar_y(*n))/> }
-        })
-        .collect_view();
+        .map(|(i, n)| format!("M{},{}h{width}V{}h-{width}Z", svg_num(i as f64 * step), svg_num(bar_y(*n)), H as i64))
+        .collect();
     let line: Vec<String> = activity
         .backlog
         .iter()
@@ -549,10 +552,10 @@ fn ActivityChart(activity: Activity) -> impl IntoView {
     );
     view! {
         <figure class="activity" data-testid="activity-chart">
-            <svg viewBox=format!("0 0 {W} {}", H + 16.0) role="img" aria-label=label.clone()>
+            <svg viewBox=format!("0 0 {} {}", W as i64, (H + 16.0) as i64) role="img" aria-label=label.clone()>
                 <title>{label.clone()}</title>
-                {bars}
-                <polyline class="backlog" points=format!("0,{H} {}", line.join(" "))/>
+                <path class="created" d=bars/>
+                <polyline class="backlog" points=format!("0,{} {}", H as i64, line.join(" "))/>
                 {day_axis(W, H + 13.0)}
             </svg>
             <figcaption>

@@ -26,6 +26,21 @@ pub struct PendingParams {
     pub customer: Option<String>,
 }
 
+/// An amount in a currency's units (`150`, `150.5`, `150.50`) as minor units
+/// (cents), or `None` if it is not one. Whole numbers only, no floats: the
+/// server's filter and the page's live filter read `minTotal` alike, and
+/// the browser's bundle carries no float parser for it.
+pub fn parse_amount(text: &str) -> Option<i64> {
+    let (units, cents) = text.split_once('.').unwrap_or((text, "0"));
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|c| c.is_ascii_digit());
+    if !digits(units) || !digits(cents) || cents.len() > 2 {
+        return None;
+    }
+    let units: i64 = units.parse().ok()?;
+    let cents: i64 = cents.parse::<i64>().ok()? * if cents.len() == 1 { 10 } else { 1 };
+    units.checked_mul(100)?.checked_add(cents)
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PageParams {
     pub limit: Option<String>,
@@ -93,4 +108,20 @@ pub fn validate_id(field: &'static str, id: &str) -> Result<(), Invalid> {
         return Err(Invalid::IdCharacter { field, value: id.to_string(), bad });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_amount;
+
+    #[test]
+    fn amounts_are_read_in_minor_units_without_floats() {
+        assert_eq!(parse_amount("150"), Some(15_000));
+        assert_eq!(parse_amount("150.5"), Some(15_050));
+        assert_eq!(parse_amount("150.50"), Some(15_050));
+        assert_eq!(parse_amount("0.07"), Some(7));
+        for bad in ["", "-1", "+1", "1.234", "1,5", "abc", ".5", "5.", " 5", "1e3", "99999999999999999999"] {
+            assert_eq!(parse_amount(bad), None, "{bad}");
+        }
+    }
 }

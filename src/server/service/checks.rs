@@ -60,18 +60,8 @@ pub(super) fn parse_filters(params: &PendingParams) -> Result<Filters, ApiError>
 
 /// An amount in a currency's units (`150`, `150.5`, `150.50`) as minor units.
 fn parse_amount(text: &str) -> Result<i64, ApiError> {
-    let bad = || ApiError::BadRequest(format!("minTotal {text:?} is not an amount such as 150 or 150.50"));
-    let (units, cents) = text.split_once('.').unwrap_or((text, "0"));
-    if units.is_empty()
-        || cents.is_empty()
-        || cents.len() > 2
-        || !(units.chars().chain(cents.chars()).all(|c| c.is_ascii_digit()))
-    {
-        return Err(bad());
-    }
-    let units: i64 = units.parse().map_err(|_| bad())?;
-    let cents: i64 = format!("{cents:0<2}").parse().map_err(|_| bad())?;
-    units.checked_mul(100).and_then(|u| u.checked_add(cents)).ok_or_else(bad)
+    crate::model::parse_amount(text)
+        .ok_or_else(|| ApiError::BadRequest(format!("minTotal {text:?} is not an amount such as 150 or 150.50")))
 }
 
 pub(super) fn parse_limit(text: Option<&str>) -> Result<u32, ApiError> {
