@@ -1503,7 +1503,7 @@ mod tests {
 
     #[test]
     fn counters_at_a_late_large_peak_are_a_no_go() {
-        let mut case = Case::new(1000.0, Some(100));
+        let mut case = Case::new(8000.0, Some(100));
         case.plan.start = "2026-11-27T22:00:00Z".parse().unwrap();
         let readiness = case.assess();
         let counters = readiness.checks.iter().find(|c| c.id == "counters").unwrap();
