@@ -29,11 +29,40 @@ pub struct Lease<'a> {
     pub until_ms: i64,
 }
 
+/// Who moves a shard's checkpoint, and so what guards the move besides
+/// the checkpoint itself.
+#[derive(Clone, Copy, Debug)]
+pub enum Holder<'a> {
+    /// A consumer under its lease (`consume`): the lease must be its own,
+    /// and the move renews it.
+    Lease(&'a Lease<'a>),
+    /// Lambda's event source mapping, which delivers a shard one batch at a
+    /// time (`ParallelizationFactor` 1) and holds no lease in this table:
+    /// only the checkpoint guards the move (`lambda`).
+    Mapping { stream_arn: &'a str, shard_id: &'a str },
+}
+
+impl<'a> Holder<'a> {
+    pub fn stream_arn(&self) -> &'a str {
+        match self {
+            Holder::Lease(lease) => lease.stream_arn,
+            Holder::Mapping { stream_arn, .. } => stream_arn,
+        }
+    }
+
+    pub fn shard_id(&self) -> &'a str {
+        match self {
+            Holder::Lease(lease) => lease.shard_id,
+            Holder::Mapping { shard_id, .. } => shard_id,
+        }
+    }
+}
+
 /// A shard's checkpoint moved by a commit: from `prev` to `seq` (`None`:
 /// where it is), `finished` once the closed shard has been read to its end.
 #[derive(Clone, Copy, Debug)]
 pub struct CheckpointMove<'a> {
-    pub lease: &'a Lease<'a>,
+    pub holder: Holder<'a>,
     pub prev: Option<&'a str>,
     pub seq: Option<&'a str>,
     pub finished: bool,
@@ -51,6 +80,13 @@ impl Store {
             }
         }
         Ok(checkpoints)
+    }
+
+    /// One shard's checkpoint, read strongly consistent (a commit just
+    /// before is seen).
+    pub async fn checkpoint(&self, stream_arn: &str, shard_id: &str) -> Result<Checkpoint, StoreError> {
+        let item = self.metric_item(keys::checkpoint_key(stream_arn, shard_id), true).await?;
+        Ok(item.as_ref().map(checkpoint_of).unwrap_or_default())
     }
 
     /// Takes or renews the lease of a shard, returning its checkpoint;
@@ -132,13 +168,13 @@ impl Store {
         finished: bool,
         deltas: &Deltas,
     ) -> Result<(), StoreError> {
-        self.commit_batches(&[CheckpointMove { lease, prev, seq, finished }], deltas).await
+        self.commit_batches(&[CheckpointMove { holder: Holder::Lease(lease), prev, seq, finished }], deltas).await
     }
 
     /// One transaction: the counter increments of the batches of one or more
     /// shards, and each shard's checkpoint moved from its `prev` to its
-    /// `seq` by the lease holder (renewing the lease). A checkpoint that is
-    /// not at `prev`, or a lease someone else holds, is a `Conflict` and
+    /// `seq` by its holder (renewing a lease). A checkpoint that is not at
+    /// `prev`, or a lease someone else holds, is a `Conflict` and
     /// changes nothing: so a batch is applied exactly once, whoever replays
     /// it. A transaction in conflict with another one is sent again, with
     /// backoff (`conflicts`); one cancelled for any other reason (throttled,
@@ -148,7 +184,7 @@ impl Store {
     pub async fn commit_batches(&self, moves: &[CheckpointMove<'_>], deltas: &Deltas) -> Result<(), StoreError> {
         let mut transaction = self.client.transact_write_items();
         for m in moves {
-            let update = self.checkpoint_update(m.lease, m.prev, m.seq, m.finished)?;
+            let update = self.checkpoint_update(m)?;
             transaction = transaction.transact_items(TransactWriteItem::builder().update(update).build());
         }
         for (key, increments) in deltas.items() {
@@ -159,7 +195,7 @@ impl Store {
             Ok(_) => Ok(()),
             Err(err) => match err.as_service_error() {
                 Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
-                    let shards: Vec<&str> = moves.iter().map(|m| m.lease.shard_id).collect();
+                    let shards: Vec<&str> = moves.iter().map(|m| m.holder.shard_id()).collect();
                     Err(batch_cancelled(&shards, cancelled.cancellation_reasons()))
                 }
                 _ => Err(err.into()),
@@ -167,41 +203,49 @@ impl Store {
         }
     }
 
-    fn checkpoint_update(
-        &self,
-        lease: &Lease<'_>,
-        prev: Option<&str>,
-        seq: Option<&str>,
-        finished: bool,
-    ) -> Result<Update, StoreError> {
-        let (pk, sk) = keys::checkpoint_key(lease.stream_arn, lease.shard_id);
-        let mut sets = vec!["#until = :until"];
+    fn checkpoint_update(&self, m: &CheckpointMove<'_>) -> Result<Update, StoreError> {
+        let (pk, sk) = keys::checkpoint_key(m.holder.stream_arn(), m.holder.shard_id());
+        let mut sets = Vec::new();
+        let mut conditions = Vec::new();
         let mut update = Update::builder()
             .table_name(&self.metrics_table)
             .key(keys::PK, AttributeValue::S(pk))
             .key(keys::SK, AttributeValue::S(sk))
-            .expression_attribute_names("#owner", attr::OWNER)
-            .expression_attribute_names("#until", attr::LEASE_UNTIL)
-            .expression_attribute_names("#seq", attr::SEQ)
-            .expression_attribute_values(":me", AttributeValue::S(lease.owner.to_string()))
-            .expression_attribute_values(":until", AttributeValue::N(lease.until_ms.to_string()));
-        if let Some(seq) = seq {
+            .expression_attribute_names("#seq", attr::SEQ);
+        if let Holder::Lease(lease) = m.holder {
+            sets.push("#until = :until");
+            conditions.push("#owner = :me");
+            update = update
+                .expression_attribute_names("#owner", attr::OWNER)
+                .expression_attribute_names("#until", attr::LEASE_UNTIL)
+                .expression_attribute_values(":me", AttributeValue::S(lease.owner.to_string()))
+                .expression_attribute_values(":until", AttributeValue::N(lease.until_ms.to_string()));
+        }
+        if let Some(seq) = m.seq {
             sets.push("#seq = :seq");
             update = update.expression_attribute_values(":seq", AttributeValue::S(seq.to_string()));
         }
-        if finished {
+        if m.finished {
             sets.push("#finished = :finished");
             update = update
                 .expression_attribute_names("#finished", attr::FINISHED)
                 .expression_attribute_values(":finished", AttributeValue::Bool(true));
         }
-        update = match prev {
-            Some(prev) => update
-                .condition_expression("#owner = :me AND #seq = :prev")
-                .expression_attribute_values(":prev", AttributeValue::S(prev.to_string())),
-            None => update.condition_expression("#owner = :me AND attribute_not_exists(#seq)"),
-        };
-        Ok(update.update_expression(format!("SET {}", sets.join(", "))).build()?)
+        match m.prev {
+            Some(prev) => {
+                conditions.push("#seq = :prev");
+                update = update.expression_attribute_values(":prev", AttributeValue::S(prev.to_string()));
+            }
+            None => conditions.push("attribute_not_exists(#seq)"),
+        }
+        if sets.is_empty() {
+            // A mapping's move always names where it moves to.
+            return Err(StoreError::Rejected(format!("a checkpoint move of {} to nowhere", m.holder.shard_id())));
+        }
+        Ok(update
+            .condition_expression(conditions.join(" AND "))
+            .update_expression(format!("SET {}", sets.join(", ")))
+            .build()?)
     }
 
     /// One counter item's increments as an `ADD` update.

@@ -37,7 +37,7 @@ pub use audit::{AuditPage, AuditScope};
 pub use autoscaling::{ScalableTarget, ScheduledAction};
 pub use breaker::PROBE_EVERY;
 pub use capacity::{CapacityDay, HeatDay, UsageFlusher, day_minute};
-pub use checkpoints::{Checkpoint, CheckpointMove, Lease};
+pub use checkpoints::{Checkpoint, CheckpointMove, Holder, Lease};
 pub use conflicts::CONFLICT_RETRIES;
 pub use interceptor::units_of;
 pub use metrics::{Counters, VersionRead};

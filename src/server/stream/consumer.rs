@@ -36,7 +36,7 @@ use crate::server::store::error::StoreError;
 use crate::server::store::keys::{self, GSI2PK};
 use crate::server::store::usage::{Resource, epoch_minute};
 use crate::server::store::{
-    Checkpoint, CheckpointMove, Item, Lease, Marked, Marker, Store, StreamBatch, StreamShard, TRANSACTION_ITEMS,
+    Checkpoint, CheckpointMove, Holder, Item, Lease, Marked, Marker, Store, StreamBatch, StreamShard, TRANSACTION_ITEMS,
 };
 use crate::server::stream::counters::{self, Change, Deltas, Image};
 use crate::server::stream::hotkeys::{self, HotKey};
@@ -273,8 +273,10 @@ impl Increments {
 
 /// What keeps a transaction's records from being applied twice.
 pub enum Guard<'a> {
-    /// Each shard's checkpoint moves from its `prev` to its `seq` under its
-    /// lease (`consume`): a replayed batch fails its condition.
+    /// Each shard's checkpoint moves from its `prev` to its `seq`, under a
+    /// lease (`consume`) or as the mapping's one batch of the shard
+    /// (`lambda` with a tumbling window): a replayed batch fails its
+    /// condition.
     Checkpoints(&'a [CheckpointMove<'a>]),
     /// A marker per record, put only where none exists (the Lambda function).
     Markers(&'a [Marker<'a>]),
@@ -791,7 +793,7 @@ impl Consumer {
             .zip(&leases)
             .zip(&seqs)
             .map(|(((read, _), lease), seq)| CheckpointMove {
-                lease,
+                holder: Holder::Lease(lease),
                 prev: read.prev.as_deref(),
                 seq: seq.as_deref(),
                 finished: read.closed(),
@@ -930,7 +932,8 @@ impl Consumer {
         finished: bool,
         increments: &Increments,
     ) -> Result<Option<String>, StoreError> {
-        let moves = [CheckpointMove { lease, prev: prev.as_deref(), seq: seq.as_deref(), finished }];
+        let holder = Holder::Lease(lease);
+        let moves = [CheckpointMove { holder, prev: prev.as_deref(), seq: seq.as_deref(), finished }];
         self.core.commit(increments, Guard::Checkpoints(&moves)).await?;
         // The checkpoint write renewed the lease too.
         self.mark_held(lease.shard_id, true);
