@@ -241,25 +241,26 @@ pub const METRICS_ACCESS: [MetricsAccess; 9] = [
     MetricsAccess { command: "serve", reads: &SERVE_PARTITIONS, writes: &SERVE_PARTITIONS },
     // The in-process consumer alone: leases and checkpoints, counters,
     // the stream's capacity figures and hot keys, the GSI2 shard heat, the
-    // data quality figures; the days' shard counts say how an order counts;
+    // data quality figures (read before it first adds to an hour's largest
+    // items); the days' shard counts say how an order counts;
     // the consumer registry (itself, and whether a Lambda consumes).
     MetricsAccess {
         command: "consume",
-        reads: &[CHECKPOINT, SHARDS, CONSUMERS],
+        reads: &[CHECKPOINT, SHARDS, QUALITY, CONSUMERS],
         writes: &[METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, CAPACITY, HEAT, QUALITY, CONSUMERS],
     },
-    // The Lambda consumer: markers instead of checkpoints; it records
-    // itself in the consumer registry.
+    // The Lambda consumer: shard checkpoints in a tumbling window, markers
+    // without one; it records itself in the consumer registry.
     MetricsAccess {
         command: "lambda",
-        reads: &[APPLIED, SHARDS],
-        writes: &[APPLIED, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY, CONSUMERS],
+        reads: &[APPLIED, CHECKPOINT, SHARDS, QUALITY],
+        writes: &[APPLIED, CHECKPOINT, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY, CONSUMERS],
     },
     // The Lambda consumer's records given up, applied again as it applies
     // them; the registry read first (no in-process consumer may be live).
     MetricsAccess {
         command: "replay",
-        reads: &[APPLIED, SHARDS, CONSUMERS],
+        reads: &[APPLIED, SHARDS, QUALITY, CONSUMERS],
         writes: &[APPLIED, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY, CONSUMERS],
     },
     // Counters against the index and the checkpoints, its own lease.

@@ -1007,6 +1007,7 @@ impl Applier {
             None => None,
         };
         let plan = self.hot.lock().plan(&increments.chunk);
+        self.seed_quality(&increments.quality).await;
         let quality = self.quality.lock().plan(&increments.quality);
         let mut applied = increments.deltas.clone();
         applied.extend(&plan.adds);
@@ -1029,6 +1030,19 @@ impl Applier {
             }
         }
         Ok(outcome)
+    }
+
+    /// Reads what the quality items already hold before this consumer first
+    /// adds to an hour's largest or a day's samples (`quality::Tracker::seed`).
+    /// Best effort: unread, it adds its own, as before.
+    async fn seed_quality(&self, chunk: &quality::Chunk) {
+        let days = self.quality.lock().unseeded(chunk);
+        for day in days {
+            match self.store.quality_items(day).await {
+                Ok(items) => self.quality.lock().seed(day, &items, chunk),
+                Err(err) => tracing::warn!(error = %err, %day, "the day's quality items could not be read"),
+            }
+        }
     }
 
     /// A committed transaction's writes into the hot keys, and the keys of

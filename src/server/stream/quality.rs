@@ -20,11 +20,14 @@
 //!   `SAMPLES` keys this consumer saw of it that day, with when.
 //!
 //! The largest and the samples are chosen by what this consumer has
-//! committed, as hot keys are (`hotkeys`): with one consumer (the local
-//! engines' single stream shard, or one instance) they are exact; several
-//! consumers, or a restart within the day, may each add up to `SAMPLES` more
-//! keys per kind (the page shows the first five by time) and their own
-//! largest. The counts and the histogram are exact whatever reads the stream.
+//! committed, as hot keys are (`hotkeys`), and by what it read of the items
+//! before it first wrote to an hour's largest or a day's samples (`seed`):
+//! so a new consumer (a cold Lambda environment, a restart) adds only what
+//! the items lack, and they stay bounded however many consumers write (at
+//! 32 shards, 31 Lambda environments each adding their own 20 keys made an
+//! hour's largest item 638 attributes, some 16 write units a commit).
+//! Consumers committing at the same moment may still each add a few keys.
+//! The counts and the histogram are exact whatever reads the stream.
 
 use crate::model::{
     DriftCount, DriftSample, LargeItem, ProblemKind, QualityReport, SizeFigures, WriteCost, validate_id,
@@ -201,15 +204,53 @@ pub struct Plan {
     sized: Vec<(NaiveDate, u32, String, u64)>,
 }
 
-/// What this consumer has committed of the samples and the largest.
+/// What this consumer has committed, or read, of the samples and the largest.
 #[derive(Clone, Debug, Default)]
 pub struct Tracker {
     sampled: HashMap<(NaiveDate, Drift), HashSet<String>>,
     /// Sizes persisted per (day, hour) and key.
     sized: HashMap<(NaiveDate, u32), HashMap<String, u64>>,
+    /// The hours whose largest, and the days whose samples, were read.
+    seeded_hours: HashSet<(NaiveDate, u32)>,
+    seeded_days: HashSet<NaiveDate>,
 }
 
 impl Tracker {
+    /// The days whose items this consumer should read before it plans
+    /// `chunk`: an hour's largest or a day's samples it has not read yet.
+    pub fn unseeded(&self, chunk: &Chunk) -> BTreeSet<NaiveDate> {
+        let hours = chunk.largest.keys().filter(|key| !self.seeded_hours.contains(key)).map(|(day, _)| *day);
+        let days = chunk.samples.keys().map(|(day, _)| *day).filter(|day| !self.seeded_days.contains(day));
+        hours.chain(days).collect()
+    }
+
+    /// What the day's quality items hold (`items`, every `QUALITY#<day>`
+    /// item), as if this consumer had committed it; the hours and the
+    /// samples of `chunk` on that day are then read.
+    pub fn seed(&mut self, day: NaiveDate, items: &[Item], chunk: &Chunk) {
+        for item in items {
+            let Some(sk) = item.get(keys::SK).and_then(|v| v.as_s().ok()) else { continue };
+            match keys::parse_quality_sk(sk) {
+                Some(QualitySk::Largest(hour)) => {
+                    let sized = self.sized.entry((day, hour)).or_default();
+                    for (key, size) in numbers(item) {
+                        let known = sized.entry(key.to_string()).or_default();
+                        *known = (*known).max(size.max(0) as u64);
+                    }
+                }
+                Some(QualitySk::Sample { kind, field }) => {
+                    let Ok(kind) = kind.parse::<ProblemKind>() else { continue };
+                    let sampled = self.sampled.entry((day, (kind, field.to_string()))).or_default();
+                    let names = item.keys().filter_map(|name| keys::parse_quality_sample_attribute(name));
+                    sampled.extend(names.map(|(_, key)| key.to_string()));
+                }
+                _ => {}
+            }
+        }
+        self.seeded_hours.extend(chunk.largest.keys().filter(|(d, _)| *d == day).copied());
+        self.seeded_days.insert(day);
+    }
+
     /// The adds that keep the samples and the largest items, given what
     /// this consumer committed before. Transactions are committed one at a
     /// time (each `plan` is followed by its `committed` or dropped).
@@ -234,13 +275,20 @@ impl Tracker {
             let floor = self.fifth_largest(*day);
             let mut by_size: Vec<(&String, &u64)> = sizes.iter().collect();
             by_size.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            // Only a chunk's five largest can be among the hour's: consumers
+            // starting at once, before any reads another's keys, add five
+            // each, not the hour's twenty.
+            let mut new_keys = 0;
             for (key, &size) in by_size {
                 let before = known.and_then(|k| k.get(key)).copied();
                 let add = match before {
                     Some(before) if size > before => size - before,
                     Some(_) => continue,
-                    None if listed < LARGEST_PER_HOUR && floor.is_none_or(|floor| size > floor) => {
-                        listed += 1;
+                    None if new_keys < LARGEST
+                        && listed < LARGEST_PER_HOUR
+                        && floor.is_none_or(|floor| size > floor) =>
+                    {
+                        (listed, new_keys) = (listed + 1, new_keys + 1);
                         size
                     }
                     None => continue,
@@ -274,6 +322,8 @@ impl Tracker {
         if let Some(oldest) = newest.and_then(|d| d.checked_sub_days(chrono::Days::new(KEEP_DAYS as u64 - 1))) {
             self.sampled.retain(|(d, _), _| *d >= oldest);
             self.sized.retain(|(d, _), _| *d >= oldest);
+            self.seeded_hours.retain(|(d, _)| *d >= oldest);
+            self.seeded_days.retain(|d| *d >= oldest);
         }
     }
 }
@@ -619,6 +669,44 @@ mod tests {
         let largest = &store[&("QUALITY#2026-11-29".to_string(), "LARGEST#10".to_string())];
         assert!(!largest.contains_key("ORDER#small"), "below the day's fifth largest");
         assert!(largest.len() <= LARGEST_PER_HOUR);
+    }
+
+    #[test]
+    fn items_stay_bounded_however_many_consumers_write_when_each_reads_them_first() {
+        let (mut store, day) = (BTreeMap::new(), NaiveDate::from_ymd_opt(2026, 11, 29).unwrap());
+        let mut consumers: Vec<Tracker> = (0..30).map(|_| Tracker::default()).collect();
+        for round in 0..3u64 {
+            for (c, tracker) in consumers.iter_mut().enumerate() {
+                let batch: Vec<Observation> = (0..25u64)
+                    .map(|i| {
+                        let key = format!("ORDER#c{c}-r{round}-{i}");
+                        observation(&key, 1000 + i, &[(ProblemKind::Mistyped, "total")], "2026-11-29T10:00:00.000Z")
+                    })
+                    .collect();
+                // As the consumer does before it plans: read what it lacks.
+                let (mut deltas, mut chunk) = (Deltas::default(), Chunk::default());
+                batch.iter().for_each(|o| record(&mut deltas, &mut chunk, o));
+                if tracker.unseeded(&chunk).contains(&day) {
+                    tracker.seed(day, &items(&store, "QUALITY#2026-11-29"), &chunk);
+                }
+                assert!(tracker.unseeded(&chunk).is_empty(), "read once an hour");
+                apply(tracker, &mut store, &batch);
+            }
+        }
+        let largest = &store[&("QUALITY#2026-11-29".to_string(), "LARGEST#10".to_string())];
+        // Read once an hour, a consumer misses what others add later: a few
+        // over the hour's twenty, not twenty each.
+        assert!(largest.len() <= 2 * LARGEST_PER_HOUR, "{} keys", largest.len());
+        let samples = &store[&("QUALITY#2026-11-29".to_string(), "SAMPLE#mistyped|total".to_string())];
+        assert_eq!(samples.len(), SAMPLES);
+        // Unread, each consumer adds its own: its chunk's five largest.
+        let mut unread: Vec<Tracker> = (0..30).map(|_| Tracker::default()).collect();
+        let mut alone = BTreeMap::new();
+        for (c, tracker) in unread.iter_mut().enumerate() {
+            let o = |i: u64| observation(&format!("ORDER#u{c}-{i}"), 1000 + i, &[], "2026-11-29T10:00:00.000Z");
+            apply(tracker, &mut alone, &(0..25).map(o).collect::<Vec<_>>());
+        }
+        assert_eq!(alone[&("QUALITY#2026-11-29".to_string(), "LARGEST#10".to_string())].len(), 30 * LARGEST);
     }
 
     #[test]
