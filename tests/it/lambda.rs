@@ -104,6 +104,19 @@ fn event(records: &[Value]) -> Value {
     json!({"Records": records})
 }
 
+/// The event of a mapping with a tumbling window: it names its shard.
+fn windowed_event(records: &[Value], stream_arn: &str, shard_id: &str, closing: bool) -> Value {
+    json!({
+        "Records": records,
+        "window": {"start": "2026-12-04T17:00:00Z", "end": "2026-12-04T17:01:00Z"},
+        "state": {},
+        "shardId": shard_id,
+        "eventSourceARN": stream_arn,
+        "isFinalInvokeForWindow": closing,
+        "isWindowTerminatedEarly": false
+    })
+}
+
 fn seq(record: &Value) -> String {
     record["dynamodb"]["SequenceNumber"].as_str().unwrap().to_string()
 }
@@ -228,12 +241,23 @@ async fn marked(store: &Store, metrics_table: &str, records: &[Value]) -> Vec<bo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lambda_consumer_applies_each_record_once_reports_a_failing_one_and_ends_exact() {
     for engine in common::engines() {
-        lambda_on(engine).await;
+        lambda_on(engine, false).await;
     }
 }
 
-/// The scenario on one engine, the function reaching it over HTTP.
-async fn lambda_on(engine: Engine) {
+/// The same with a tumbling window, as the template deploys it: each event
+/// names its shard, and the shard's checkpoint, not a marker per record,
+/// says what was applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_tumbling_window_the_shard_checkpoint_guards_each_batch_and_the_counters_end_exact() {
+    for engine in common::engines() {
+        lambda_on(engine, true).await;
+    }
+}
+
+/// The scenario on one engine, the function reaching it over HTTP; with a
+/// tumbling window (`windowed`) or without.
+async fn lambda_on(engine: Engine, windowed: bool) {
     let dir = tempfile::tempdir().unwrap();
     let config = common::store_config(&engine, dir.path(), &[]);
     let (store, embedded) = northwind_ops::server::store::connect(&config).await.unwrap();
@@ -249,12 +273,26 @@ async fn lambda_on(engine: Engine) {
     let first = 100;
     assert!(first < failing && failing < n - 1, "the failing record {failing} is in the middle of the second batch");
 
+    let shard = store.stream_shards(&arn).await.unwrap().remove(0).id;
+    let event =
+        |records: &[Value]| if windowed { windowed_event(records, &arn, &shard, false) } else { event(records) };
+    let checkpoint = async || store.checkpoint(&arn, &shard).await.unwrap().seq;
     let mut function = Function::start(&endpoint, &orders_table, &metrics_table, dir.path()).await;
 
-    // Batch 1, then the same batch again: the second changes nothing.
-    assert_eq!(function.failures(event(&records[..first])).await, Vec::<String>::new());
+    // Batch 1, then the same batch again: the second changes nothing. A
+    // windowed answer carries a state (Lambda fails one without it).
+    let Answer::Response(answer) = function.invoke(event(&records[..first])).await else { panic!("batch 1 failed") };
+    assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
+    assert_eq!(answer.get("state"), windowed.then(|| json!({})).as_ref(), "{answer}");
     let after_first = state(&store, day).await;
-    assert_eq!(marked(&store, &metrics_table, &records[..first]).await, vec![true; first]);
+    let marks = marked(&store, &metrics_table, &records[..first]).await;
+    if windowed {
+        assert_eq!(marks, vec![false; first], "no marker: the checkpoint guards the shard");
+        assert_eq!(checkpoint().await, Some(seq(&records[first - 1])), "the checkpoint at the batch's last record");
+    } else {
+        assert_eq!(marks, vec![true; first]);
+        assert_eq!(checkpoint().await, None, "no checkpoint without a window");
+    }
     assert_eq!(function.failures(event(&records[..first])).await, Vec::<String>::new(), "the replay");
     assert_eq!(state(&store, day).await, after_first, "a replayed batch changed nothing");
 
@@ -270,9 +308,14 @@ async fn lambda_on(engine: Engine) {
     let refused = log.lines().find(|l| l.contains("a stream record could not be applied")).map(str::to_string);
     let refused = refused.unwrap_or_else(|| panic!("the function logs the refused record\n{}", function.log_tail()));
     assert!(refused.contains(&seq(&records[failing])), "{refused}");
-    let applied = marked(&store, &metrics_table, &records).await;
-    let expected_marks: Vec<bool> = (0..n).map(|i| i < failing).collect();
-    assert_eq!(applied, expected_marks, "applied up to the failing record, nothing past it");
+    if windowed {
+        let at = checkpoint().await;
+        assert_eq!(at, Some(seq(&records[failing - 1])), "applied up to the failing record, nothing past it");
+    } else {
+        let applied = marked(&store, &metrics_table, &records).await;
+        let expected_marks: Vec<bool> = (0..n).map(|i| i < failing).collect();
+        assert_eq!(applied, expected_marks, "applied up to the failing record, nothing past it");
+    }
 
     // The store takes it once repaired; Lambda delivers the failures again.
     damage_shipped(&store, &metrics_table, day, false).await;
@@ -284,6 +327,17 @@ async fn lambda_on(engine: Engine) {
     // The whole stream once more, in one batch: nothing changes.
     assert_eq!(function.failures(event(&records)).await, Vec::<String>::new(), "the whole stream again");
     assert_eq!(state(&store, day).await, settled, "a redelivered stream changed nothing");
+    if windowed {
+        assert_eq!(checkpoint().await, Some(seq(&records[n - 1])));
+        // The call that closes a window has no records: it changes nothing.
+        let closing = windowed_event(&[], &arn, &shard, true);
+        let Answer::Response(answer) = function.invoke(closing).await else { panic!("the closing call failed") };
+        assert_eq!(answer, json!({"batchItemFailures": [], "state": {}}));
+        let mut bare = windowed_event(&[], &arn, &shard, true);
+        bare.as_object_mut().unwrap().remove("Records");
+        assert!(matches!(function.invoke(bare).await, Answer::Response(_)), "a closing call without Records");
+        assert_eq!(state(&store, day).await, settled);
+    }
     assert!(differences(&store, &orders_table, day).await.is_empty());
     let counters = store.read_counters(day).await.unwrap();
     // The function recorded how far behind the stream its batches were.
@@ -291,10 +345,11 @@ async fn lambda_on(engine: Engine) {
     assert!(!lag.is_empty(), "{engine:?}: the function records its lag once a minute");
     let polls = function.environment.polls();
     println!(
-        "{engine:?}: {n} stream records; batch 1: records 0..{first}, delivered twice; batch 2: records {second}..{n}, the record \
+        "{engine:?}, {}: {n} stream records; batch 1: records 0..{first}, delivered twice; batch 2: records {second}..{n}, the record \
          at {failing} refused, {} failures reported from it; the failures delivered again; all {n} delivered once \
          more: every counter equals its recount (PENDING {}, created {}, {:?}); {} invocations, {polls} polls of the \
          Runtime API; the refusal, as the function logged it:\n{refused}",
+        if windowed { "a tumbling window (the shard's checkpoint)" } else { "no window (a marker per record)" },
         expected.len(),
         counters.pending,
         counters.created,

@@ -5,12 +5,14 @@
 use crate::common;
 
 use common::counters::{
-    Paused, assert_all_exact, assert_exact, assert_pending_exact, consumer, damage, drain, write_mix,
+    Paused, assert_all_exact, assert_exact, assert_pending_exact, consumer, damage, drain, read_batch, write_mix,
 };
 use common::{TestApp, engines, new_order_json};
 use northwind_ops::model::Status;
+use northwind_ops::server::sim::wire;
 use northwind_ops::server::store::error::StoreError;
 use northwind_ops::server::store::keys;
+use northwind_ops::server::stream::lambda::{Delivered, LambdaConsumer, ShardOf};
 use northwind_ops::server::stream::reconcile::{
     FullOptions, PendingOutcome, ReconcileError, ReconcileOptions, Reconciler,
 };
@@ -348,6 +350,65 @@ async fn reconciling_every_200_ms_under_random_writes_finds_no_drift_and_ends_ex
         assert!(outcomes.len() >= 5 && writes >= 100, "{engine:?}: {} runs, {writes} writes", outcomes.len());
         assert!(outcomes.iter().all(|o| o.off.is_empty() && !o.repaired), "{engine:?}: {outcomes:?}");
         assert_all_exact(&app, day).await;
+        app.stop().await;
+    }
+}
+
+/// Every record of the stream (the local engines keep one shard) as Lambda
+/// hands them over, once `least` show.
+async fn lambda_records(app: &TestApp, least: usize) -> (String, String, Vec<Delivered>) {
+    let arn = app.store.stream_arn().await.unwrap().expect("a stream");
+    let shard = app.store.stream_shards(&arn).await.unwrap().remove(0).id;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (mut records, mut iterator) = (Vec::new(), None);
+        loop {
+            let (batch, next) = read_batch(&app.store, &arn, &shard, iterator, 1000).await;
+            if batch.is_empty() {
+                break;
+            }
+            records.extend(batch);
+            iterator = next;
+        }
+        if records.len() >= least || Instant::now() > deadline {
+            let delivered = records.iter().map(|r| Delivered::from_json(&wire::lambda_record(r, &arn))).collect();
+            return (arn, shard, delivered);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The Lambda form in a tumbling window moves the same shard checkpoints
+/// reconciliation anchors at: with the function behind by a batch, a
+/// damaged counter is found and repaired, and nothing the function has
+/// still to apply is taken for drift.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lambda_form_in_a_tumbling_window_is_reconciled_and_its_drift_repaired() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let (day, ..) = write_mix(&app).await;
+        create(&app, "behind", 20).await;
+        let (arn, shard_id, records) = lambda_records(&app, 1).await;
+        let shard = ShardOf { stream_arn: arn, shard_id };
+        let lambda = LambdaConsumer::new(app.store.clone());
+        let (applied, behind) = records.split_at(records.len() - 20);
+        let outcome = lambda.apply_shard(&shard, applied).await;
+        assert_eq!((outcome.applied, outcome.failed_from), (applied.len(), None), "{engine:?}: {outcome:?}");
+        let damaged = [("pending", 4), ("shard1", 4)];
+        damage(&app, keys::metric_pending_key(day), &damaged).await;
+
+        let fixed = reconciler(&app, "lambda-fixer").pending(day, true).await.unwrap();
+        println!("{engine:?}, the Lambda form 20 records behind: {fixed:?}");
+        assert_eq!((&fixed.off, fixed.drift, fixed.repaired), (&off(&damaged), 4, true), "{engine:?}: {fixed:?}");
+        assert_eq!(fixed.touched, 20, "{engine:?}: the records after the checkpoint are the function's to apply");
+
+        let rest = lambda.apply_shard(&shard, behind).await;
+        assert_eq!(rest.applied, 20, "{engine:?}: {rest:?}");
+        let again = lambda.apply_shard(&shard, &records).await;
+        assert_eq!((again.applied, again.already), (0, records.len()), "{engine:?}: all at or before the checkpoint");
+        assert_all_exact(&app, day).await;
+        let after = reconciler(&app, "lambda-again").pending(day, true).await.unwrap();
+        assert!(after.off.is_empty() && !after.repaired, "{engine:?}: {after:?}");
         app.stop().await;
     }
 }

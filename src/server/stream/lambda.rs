@@ -5,12 +5,23 @@
 //! is the consumer's own code (`consumer::Applier`); only what guards a
 //! record against a second application differs.
 //!
-//! Lambda delivers a batch at least once and says nothing of the stream
-//! shard a record came from, so there is no shard checkpoint: each record's
+//! Lambda delivers a batch at least once. With a tumbling window (the
+//! template's `TumblingWindowInSeconds`) each event names its stream shard
+//! (`shardId`), and the batch is guarded as `consume` guards it: the
+//! transaction that applies records moves the shard's checkpoint item over
+//! them (the same item the in-process consumer keeps, and reconciliation
+//! anchors at), only from where it was read; a record at or before the
+//! checkpoint was applied before. That is one item per transaction, however
+//! many records, and it holds because Lambda delivers a shard one batch at
+//! a time (`ParallelizationFactor` 1, which the template sets). An answer to
+//! a windowed event carries an empty `state` (Lambda fails one without it).
+//!
+//! An event without a window says nothing of the shard, so each record's
 //! increments are written in one transaction with a marker of its own
-//! (`APPLIED#<eventID>`), put only where none exists. A transaction cancelled
-//! because some markers exist wrote nothing: those records were applied
-//! before, and the rest are committed again without them.
+//! (`APPLIED#<eventID>`), put only where none exists. A transaction
+//! cancelled because some markers exist wrote nothing: those records were
+//! applied before, and the rest are committed again without them. `replay`
+//! applies a dead-letter range this way.
 //!
 //! A record that cannot be applied (the store refuses it, or is down) is
 //! reported in a partial batch response (`ReportBatchItemFailures`) with
@@ -19,15 +30,18 @@
 //! delivered again. A record that is not a readable order is counted as bad
 //! and skipped, as `consume` does (priced only, when it has images).
 
-use crate::server::store::{Marked, Marker, Store, TRANSACTION_ITEMS};
+use crate::server::store::error::StoreError;
+use crate::server::store::{CheckpointMove, Holder, Marked, Marker, Store, TRANSACTION_ITEMS};
 use crate::server::stream::consumer::{Applier, Batch, Guard, Increments, Reading};
 use crate::server::stream::lag;
+use crate::server::stream::reconcile::compare_seq;
 use crate::server::stream::registry::LambdaBeat;
 use aws_lambda_events::dynamodb::EventRecord;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use aws_sdk_dynamodbstreams::primitives::DateTime as SdkDateTime;
 use aws_sdk_dynamodbstreams::types::{AttributeValue, OperationType, Record, StreamRecord};
 use serde_json::Value;
+use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -99,6 +113,47 @@ pub fn stream_record(event: EventRecord) -> Record {
         .build()
 }
 
+/// The stream shard a batch came from. Lambda names it only in the events
+/// of a mapping with a tumbling window (`shardId`, `eventSourceARN`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardOf {
+    pub stream_arn: String,
+    pub shard_id: String,
+}
+
+/// A windowed event's own fields: its shard, and whether it is the call
+/// that closes a window (no records; its state goes nowhere).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub shard: ShardOf,
+    pub closing: bool,
+}
+
+impl Window {
+    /// `None` for an event without a window (or one that does not say its
+    /// shard): each record is then guarded by its marker.
+    pub fn of(event: &Value) -> Option<Window> {
+        let text = |value: Option<&Value>| value.and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
+        let shard_id = text(event.get("shardId"))?;
+        let stream_arn =
+            text(event.get("eventSourceARN")).or_else(|| text(event.pointer("/Records/0/eventSourceARN")))?;
+        let closing = event.get("isFinalInvokeForWindow").and_then(Value::as_bool).unwrap_or(false);
+        Some(Window { shard: ShardOf { stream_arn, shard_id }, closing })
+    }
+}
+
+/// The function's answer: the batch item failures, and for a windowed
+/// event the state Lambda hands to the window's next call. Lambda takes a
+/// windowed answer without `state` as failed; nothing is carried in it (the
+/// checkpoint is in the metrics table), so it is empty.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Response {
+    #[serde(flatten)]
+    pub failures: DynamoDbEventResponse,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<HashMap<String, String>>,
+}
+
 /// What one batch came to.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
@@ -134,17 +189,30 @@ impl LambdaConsumer {
     }
 
     /// Applies a batch's records in order, as few transactions as the limits
-    /// allow; each record at most once, whoever delivered it before.
+    /// allow; each record at most once, whoever delivered it before: each
+    /// record's marker guards it (an event without a tumbling window, which
+    /// does not name its shard).
     pub async fn apply(&self, records: &[Delivered]) -> Outcome {
+        self.apply_guarded(records, None).await
+    }
+
+    /// Applies a batch of one shard's records in order: each transaction
+    /// moves the shard's checkpoint over the records it applies, and a
+    /// record at or before the checkpoint was applied before (an event with
+    /// a tumbling window, which names its shard; Lambda delivers a shard one
+    /// batch at a time when `ParallelizationFactor` is 1).
+    pub async fn apply_shard(&self, shard: &ShardOf, records: &[Delivered]) -> Outcome {
+        self.apply_guarded(records, Some(shard)).await
+    }
+
+    async fn apply_guarded(&self, records: &[Delivered], shard: Option<&ShardOf>) -> Outcome {
         self.beat.beat(&self.store).await;
-        let table = self.core.table().to_string();
-        let stream_records: Vec<Record> = records.iter().filter_map(|d| d.record.clone()).collect();
-        let shards = match self.core.shards(&stream_records).await {
-            Ok(shards) => shards,
+        let mut outcome = Outcome::default();
+        let readings = match self.readings(records).await {
+            Ok(readings) => readings,
             Err(err) => {
                 // Nothing can be read before this: every record fails, to be delivered again.
                 tracing::error!(error = %err, "the days' shard counts could not be read");
-                let mut outcome = Outcome::default();
                 if !records.is_empty() {
                     outcome.failed_from = Some(0);
                     outcome.error = Some(err.to_string());
@@ -152,7 +220,30 @@ impl LambdaConsumer {
                 return outcome;
             }
         };
-        let readings: Vec<Option<Reading>> = records
+        // Records not to put in a transaction: skipped, or applied before.
+        let mut done: Vec<bool> = readings.iter().map(Option::is_none).collect();
+        for (d, _) in records.iter().zip(&readings).filter(|(_, r)| r.is_none()) {
+            tracing::warn!(sequence = ?d.seq, "a stream record without an event id or images: skipped");
+            outcome.skipped += 1;
+        }
+        let batch = match shard {
+            Some(shard) => self.commit_shard(shard, records, &readings, &mut done, &mut outcome).await,
+            None => self.commit_marked(records, &readings, &mut done, &mut outcome).await,
+        };
+        self.core.record_progress(outcome.applied as u64, &batch);
+        if outcome.applied > 0
+            && let Some(ms) = self.core.status().behind_ms
+        {
+            self.lag.note(&self.store, ms.max(0) as u64).await;
+        }
+        outcome
+    }
+
+    /// What each record means (`None`: unreadable, to be skipped).
+    async fn readings(&self, records: &[Delivered]) -> Result<Vec<Option<Reading>>, StoreError> {
+        let stream_records: Vec<Record> = records.iter().filter_map(|d| d.record.clone()).collect();
+        let shards = self.core.shards(&stream_records).await?;
+        Ok(records
             .iter()
             .map(|d| match (&d.event_id, &d.record) {
                 (Some(_), Some(record)) => {
@@ -164,14 +255,48 @@ impl LambdaConsumer {
                 }
                 _ => None,
             })
-            .collect();
-        let mut outcome = Outcome::default();
-        // Records not to put in a transaction: skipped, or applied before.
-        let mut done: Vec<bool> = readings.iter().map(Option::is_none).collect();
-        for (d, _) in records.iter().zip(&readings).filter(|(_, r)| r.is_none()) {
-            tracing::warn!(sequence = ?d.seq, "a stream record without an event id or images: skipped");
-            outcome.skipped += 1;
+            .collect())
+    }
+
+    /// The records from `start` that go in one transaction: at most `most`,
+    /// as many as fit beside their guards (`per_record` items each, and
+    /// `fixed` items for the whole group).
+    fn group(
+        &self,
+        readings: &[Option<Reading>],
+        done: &[bool],
+        start: usize,
+        most: usize,
+        per_record: usize,
+        fixed: usize,
+    ) -> (Increments, Vec<usize>, usize) {
+        let table = self.core.table();
+        let (mut increments, mut group, mut end) = (Increments::default(), Vec::new(), start);
+        while end < readings.len() && group.len() < most {
+            let Some(reading) = readings[end].as_ref().filter(|_| !done[end]) else {
+                end += 1;
+                continue;
+            };
+            let next = increments.with(reading, table);
+            let guards = (group.len() + 1) * per_record + fixed;
+            let room = TRANSACTION_ITEMS.saturating_sub(guards);
+            if !group.is_empty() && (guards > TRANSACTION_ITEMS || next.too_big(room)) {
+                break;
+            }
+            (increments, end) = (next, end + 1);
+            group.push(end - 1);
         }
+        (increments, group, end)
+    }
+
+    /// Each record's marker in the transaction that applies it.
+    async fn commit_marked(
+        &self,
+        records: &[Delivered],
+        readings: &[Option<Reading>],
+        done: &mut [bool],
+        outcome: &mut Outcome,
+    ) -> Batch {
         let mut batch = Batch::default();
         let (mut start, mut one_by_one_until) = (0, 0);
         while start < records.len() {
@@ -182,21 +307,7 @@ impl LambdaConsumer {
             // After a transaction failed, its records go one at a time, to
             // find the one that fails and apply those before it.
             let most = if start < one_by_one_until { 1 } else { usize::MAX };
-            let (mut increments, mut group, mut end) = (Increments::default(), Vec::new(), start);
-            while end < records.len() && group.len() < most {
-                let Some(reading) = readings[end].as_ref().filter(|_| !done[end]) else {
-                    end += 1;
-                    continue;
-                };
-                let next = increments.with(reading, &table);
-                // The markers, this record's included, and the increments.
-                let room = TRANSACTION_ITEMS.saturating_sub(group.len() + 1);
-                if !group.is_empty() && (group.len() >= TRANSACTION_ITEMS || next.too_big(room)) {
-                    break;
-                }
-                (increments, end) = (next, end + 1);
-                group.push(end - 1);
-            }
+            let (increments, group, end) = self.group(readings, done, start, most, 1, 0);
             let markers: Vec<Marker<'_>> = group
                 .iter()
                 .map(|&i| Marker {
@@ -206,11 +317,7 @@ impl LambdaConsumer {
                 .collect();
             match self.core.commit(&increments, Guard::Markers(&markers)).await {
                 Ok(Marked::Applied) => {
-                    for &i in &group {
-                        batch.add(readings[i].as_ref().expect("only readable records are grouped"));
-                    }
-                    batch.changed(&increments);
-                    outcome.applied += group.len();
+                    applied(&mut batch, readings, &group, &increments, outcome);
                     start = end;
                 }
                 Ok(Marked::AlreadyApplied(positions)) => {
@@ -225,21 +332,132 @@ impl LambdaConsumer {
                     one_by_one_until = end;
                 }
                 Err(err) => {
-                    tracing::error!(error = %err, sequence = ?records[group[0]].seq, "a stream record could not be applied");
-                    outcome.failed_from = Some(group[0]);
-                    outcome.error = Some(err.to_string());
+                    failed(records, group[0], &err, outcome);
                     break;
                 }
             }
         }
-        self.core.record_progress(outcome.applied as u64, &batch);
-        if outcome.applied > 0
-            && let Some(ms) = self.core.status().behind_ms
-        {
-            self.lag.note(&self.store, ms.max(0) as u64).await;
-        }
-        outcome
+        batch
     }
+
+    /// The shard's checkpoint moved over the records each transaction
+    /// applies. A checkpoint found elsewhere than where this invocation read
+    /// it (another delivery of the batch got there first) is read again.
+    async fn commit_shard(
+        &self,
+        shard: &ShardOf,
+        records: &[Delivered],
+        readings: &[Option<Reading>],
+        done: &mut [bool],
+        outcome: &mut Outcome,
+    ) -> Batch {
+        let mut batch = Batch::default();
+        let (mut start, mut one_by_one_until, mut reread) = (0, 0, 0);
+        // A record the checkpoint cannot be moved to: none of Lambda's.
+        for (i, record) in records.iter().enumerate() {
+            if !done[i] && record.seq.is_none() {
+                tracing::warn!(position = i, event = ?record.event_id, "a stream record without a sequence number: skipped");
+                done[i] = true;
+                outcome.skipped += 1;
+            }
+        }
+        let mut prev = match self.checkpoint(shard, records, done, outcome).await {
+            Ok(prev) => prev,
+            Err(err) => {
+                if let Some(first) = (0..records.len()).find(|&i| !done[i]) {
+                    failed(records, first, &err, outcome);
+                }
+                return batch;
+            }
+        };
+        while start < records.len() {
+            if done[start] {
+                start += 1;
+                continue;
+            }
+            let most = if start < one_by_one_until { 1 } else { usize::MAX };
+            let (increments, group, end) = self.group(readings, done, start, most, 0, 1);
+            let last = group.last().and_then(|&i| records[i].seq.as_deref());
+            let holder = Holder::Mapping { stream_arn: &shard.stream_arn, shard_id: &shard.shard_id };
+            let moves = [CheckpointMove { holder, prev: prev.as_deref(), seq: last, finished: false }];
+            match self.core.commit(&increments, Guard::Checkpoints(&moves)).await {
+                Ok(_) => {
+                    applied(&mut batch, readings, &group, &increments, outcome);
+                    prev = last.map(str::to_string);
+                    start = end;
+                }
+                Err(StoreError::Conflict(why)) if reread < CHECKPOINT_REREADS => {
+                    tracing::warn!(why, shard = shard.shard_id, "the shard's checkpoint moved: read again");
+                    reread += 1;
+                    match self.checkpoint(shard, records, done, outcome).await {
+                        Ok(now) => prev = now,
+                        Err(err) => {
+                            failed(records, group[0], &err, outcome);
+                            break;
+                        }
+                    }
+                }
+                Err(err) if group.len() > 1 && !matches!(err, StoreError::Conflict(_)) => {
+                    tracing::warn!(error = %err, records = group.len(), "a transaction of stream records failed: one at a time");
+                    one_by_one_until = end;
+                }
+                Err(err) => {
+                    failed(records, group[0], &err, outcome);
+                    break;
+                }
+            }
+        }
+        batch
+    }
+
+    /// The shard's checkpoint; the records at or before it, not yet done,
+    /// are done now, as applied before.
+    async fn checkpoint(
+        &self,
+        shard: &ShardOf,
+        records: &[Delivered],
+        done: &mut [bool],
+        outcome: &mut Outcome,
+    ) -> Result<Option<String>, StoreError> {
+        let checkpoint = self.store.checkpoint(&shard.stream_arn, &shard.shard_id).await?.seq;
+        if let Some(at) = checkpoint.as_deref() {
+            for (i, record) in records.iter().enumerate() {
+                let before = record.seq.as_deref().is_some_and(|seq| compare_seq(seq, at) != Ordering::Greater);
+                if before && !done[i] {
+                    tracing::debug!(sequence = ?record.seq, "a stream record applied before: skipped");
+                    done[i] = true;
+                    outcome.already += 1;
+                }
+            }
+        }
+        Ok(checkpoint)
+    }
+}
+
+/// How many times an invocation reads a moved checkpoint again before it
+/// reports the batch failed (Lambda then delivers it again).
+const CHECKPOINT_REREADS: u32 = 3;
+
+/// A group's records committed.
+fn applied(
+    batch: &mut Batch,
+    readings: &[Option<Reading>],
+    group: &[usize],
+    increments: &Increments,
+    outcome: &mut Outcome,
+) {
+    for &i in group {
+        batch.add(readings[i].as_ref().expect("only readable records are grouped"));
+    }
+    batch.changed(increments);
+    outcome.applied += group.len();
+}
+
+/// The record at `position` could not be applied: it and every one after it fail.
+fn failed(records: &[Delivered], position: usize, err: &StoreError, outcome: &mut Outcome) {
+    tracing::error!(error = %err, sequence = ?records[position].seq, "a stream record could not be applied");
+    outcome.failed_from = Some(position);
+    outcome.error = Some(err.to_string());
 }
 
 /// The partial batch response: the failed record and every one after it, by
@@ -283,10 +501,10 @@ pub fn metrics_line(function: &str, failed: usize, at: chrono::DateTime<chrono::
 
 /// One invocation: a DynamoDB event in, the batch item failures out, and
 /// how many records failed as a metric line on standard output.
-pub async fn handle(consumer: &LambdaConsumer, event: &Value) -> Result<DynamoDbEventResponse, LambdaError> {
+pub async fn handle(consumer: &LambdaConsumer, event: &Value) -> Result<Response, LambdaError> {
     let result = handle_records(consumer, event).await;
     let failed = match &result {
-        Ok(response) => response.batch_item_failures.len(),
+        Ok(response) => response.failures.batch_item_failures.len(),
         Err(_) => event.get("Records").and_then(Value::as_array).map_or(0, Vec::len),
     };
     let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_default();
@@ -294,11 +512,23 @@ pub async fn handle(consumer: &LambdaConsumer, event: &Value) -> Result<DynamoDb
     result
 }
 
-async fn handle_records(consumer: &LambdaConsumer, event: &Value) -> Result<DynamoDbEventResponse, LambdaError> {
-    let records = event.get("Records").and_then(Value::as_array).ok_or(LambdaError::NotAStreamEvent)?;
+async fn handle_records(consumer: &LambdaConsumer, event: &Value) -> Result<Response, LambdaError> {
+    let window = Window::of(event);
+    let state = window.as_ref().map(|_| HashMap::new());
+    let records = match event.get("Records").and_then(Value::as_array) {
+        Some(records) => records,
+        // A window's closing call may come without records.
+        None if window.as_ref().is_some_and(|w| w.closing) => return Ok(Response { state, ..Response::default() }),
+        None => return Err(LambdaError::NotAStreamEvent),
+    };
     let delivered: Vec<Delivered> = records.iter().map(Delivered::from_json).collect();
-    let outcome = consumer.apply(&delivered).await;
+    let outcome = match &window {
+        Some(_) if delivered.is_empty() => Outcome::default(),
+        Some(window) => consumer.apply_shard(&window.shard, &delivered).await,
+        None => consumer.apply(&delivered).await,
+    };
     tracing::info!(
+        shard = window.as_ref().map(|w| w.shard.shard_id.as_str()),
         records = delivered.len(),
         applied = outcome.applied,
         already_applied = outcome.already,
@@ -306,7 +536,7 @@ async fn handle_records(consumer: &LambdaConsumer, event: &Value) -> Result<Dyna
         failed_from = ?outcome.failed_from,
         "stream batch"
     );
-    response(&delivered, &outcome)
+    Ok(Response { failures: response(&delivered, &outcome)?, state })
 }
 
 /// Serves invocations from the Lambda Runtime API (`AWS_LAMBDA_RUNTIME_API`)
@@ -422,6 +652,32 @@ mod tests {
         unnumbered[2].seq = None;
         let outcome = Outcome { failed_from: Some(1), ..Outcome::default() };
         assert!(matches!(response(&unnumbered, &outcome), Err(LambdaError::Unreportable { position: 2 })));
+    }
+
+    #[test]
+    fn a_windowed_event_names_its_shard_and_its_answer_carries_a_state() {
+        let arn = "arn:aws:dynamodb:us-east-1:123456789012:table/orders/stream/2026-11-29T00:00:00.000";
+        let mut event = json!({
+            "Records": [event_record("1", Some("PENDING"), None)],
+            "window": {"start": "2026-12-04T17:00:00Z", "end": "2026-12-04T17:01:00Z"},
+            "state": {}, "shardId": "shardId-0001", "eventSourceARN": arn,
+            "isFinalInvokeForWindow": false, "isWindowTerminatedEarly": false
+        });
+        let shard = ShardOf { stream_arn: arn.into(), shard_id: "shardId-0001".into() };
+        assert_eq!(Window::of(&event), Some(Window { shard: shard.clone(), closing: false }));
+        event["isFinalInvokeForWindow"] = json!(true);
+        assert!(Window::of(&event).unwrap().closing);
+        // The ARN of the records when the event leaves it out.
+        event.as_object_mut().unwrap().remove("eventSourceARN");
+        assert_eq!(Window::of(&event).map(|w| w.shard), Some(shard));
+        for unnamed in [json!({"Records": []}), json!({"Records": [], "shardId": ""}), json!({"shardId": "s"})] {
+            assert_eq!(Window::of(&unnamed), None, "{unnamed}");
+        }
+
+        let windowed = Response { state: Some(HashMap::new()), ..Response::default() };
+        assert_eq!(serde_json::to_value(&windowed).unwrap(), json!({"batchItemFailures": [], "state": {}}));
+        let bare = Response::default();
+        assert_eq!(serde_json::to_value(&bare).unwrap(), json!({"batchItemFailures": []}), "no state without a window");
     }
 
     #[test]
