@@ -309,14 +309,22 @@ mod tests {
 
     #[test]
     fn lambda_local_changes_only_what_it_is_given() {
-        let cli = parse(&["lambda-local", "--parallelization-factor", "4", "--max-retries", "-1"]).unwrap();
-        let Some(Command::LambdaLocal(args)) = cli.command else { panic!("not lambda-local: {:?}", cli.command) };
-        let settings = args.settings().unwrap();
+        let args = |flags: &[&str]| {
+            let cli = parse(&[&["lambda-local"][..], flags].concat()).unwrap();
+            let Some(Command::LambdaLocal(args)) = cli.command else { panic!("not lambda-local: {:?}", cli.command) };
+            args
+        };
+        let windowed = args(&["--parallelization-factor", "4"]).settings();
+        assert!(windowed.is_err(), "the template's tumbling window needs one batch of a shard at a time");
+        let settings = args(&["--parallelization-factor", "4", "--tumbling-window-secs", "0", "--max-retries", "-1"])
+            .settings()
+            .unwrap();
         let deployed = crate::server::sim::lambda::MappingSettings::deployed().unwrap();
         assert_eq!(settings.parallelization_factor, 4);
         assert_eq!(settings.max_retries, None, "-1: until the records expire");
         assert_eq!(settings.batch_size, deployed.batch_size);
         assert_eq!(settings.max_record_age, deployed.max_record_age);
+        assert_eq!((settings.tumbling_window, deployed.tumbling_window.is_some()), (None, true));
         for bad in [&["lambda-local", "--parallelization-factor", "11"][..], &["lambda-local", "--max-retries", "-2"]] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }

@@ -70,12 +70,14 @@ pub(super) async fn run_lambda_local(
     };
     println!(
         "local Lambda event source mapping on the stream of {}: batches of {} (window {} s), {} at once a shard, \
+         tumbling window {}, \
          bisect {}, {} retries, records given up after {}; environments' logs in {}, the on-failure destination \
          {} (Ctrl-C to stop)",
         store.orders_table(),
         settings.batch_size,
         settings.batching_window.as_secs(),
         settings.parallelization_factor,
+        settings.tumbling_window.map_or("none".into(), |w| format!("{} s", w.as_secs())),
         settings.bisect_on_error,
         settings.max_retries.map_or("unlimited".into(), |n| n.to_string()),
         settings.max_record_age.map_or("no age".into(), |age| format!("{} s", age.as_secs())),

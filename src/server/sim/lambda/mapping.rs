@@ -9,7 +9,7 @@ use crate::server::sim::wire;
 use crate::server::store::error::StoreError;
 use crate::server::store::{Store, StreamBatch};
 use aws_sdk_dynamodbstreams::types::{KeyType, Record, ShardIteratorType};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use std::collections::{HashSet, VecDeque};
@@ -59,6 +59,8 @@ pub struct MappingStats {
     /// (Lambda's `IteratorAge`): the last, and the most.
     pub behind_ms: Option<i64>,
     pub most_behind_ms: i64,
+    /// Tumbling windows closed with a call of their own (no records).
+    pub windows_closed: u64,
 }
 
 impl std::fmt::Display for MappingStats {
@@ -422,15 +424,25 @@ struct Delivery {
 }
 
 /// One of a shard's concurrent batches: gathers its records into batches
-/// and delivers them one after another, in order.
+/// and delivers them one after another, in order; closes its tumbling
+/// window when it ends.
 async fn lane(delivery: Arc<Delivery>, mut records: mpsc::Receiver<Record>) {
     let (size, window) = (delivery.inner.settings.batch_size.max(1), delivery.inner.settings.batching_window);
+    let mut open: Option<OpenWindow> = None;
     loop {
+        let closes_in = open.as_ref().map(|w| (w.end - Utc::now()).to_std().unwrap_or(Duration::ZERO));
         let first = tokio::select! {
             _ = delivery.inner.stop.cancelled() => return,
+            _ = tokio::time::sleep(closes_in.unwrap_or(RETRY_MOST)), if closes_in.is_some() => {
+                delivery.close(&mut open).await;
+                continue;
+            }
             first = records.recv() => match first {
                 Some(first) => first,
-                None => return,
+                None => {
+                    delivery.close(&mut open).await;
+                    return;
+                }
             },
         };
         let mut batch = vec![first];
@@ -446,7 +458,36 @@ async fn lane(delivery: Arc<Delivery>, mut records: mpsc::Receiver<Record>) {
                 None => break,
             }
         }
-        delivery.deliver(batch).await;
+        delivery.deliver(batch, &mut open).await;
+    }
+}
+
+/// A lane's tumbling window: when it starts and ends (aligned to the
+/// clock), and the state the function's last answer in it gave.
+#[derive(Clone, Debug)]
+struct OpenWindow {
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    state: Value,
+}
+
+impl OpenWindow {
+    fn at(now: DateTime<Utc>, length: Duration) -> OpenWindow {
+        let length_ms = (length.as_millis() as i64).max(1);
+        let start_ms = now.timestamp_millis().div_euclid(length_ms) * length_ms;
+        let at = |ms: i64| DateTime::from_timestamp_millis(ms).unwrap_or(now);
+        OpenWindow { start: at(start_ms), end: at(start_ms + length_ms), state: json!({}) }
+    }
+
+    /// The fields Lambda adds to an event of the window.
+    fn fields(&self, event: &mut Value, delivery: &Delivery, closing: bool) {
+        let iso = |at: &DateTime<Utc>| at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        event["window"] = json!({"start": iso(&self.start), "end": iso(&self.end)});
+        event["state"] = self.state.clone();
+        event["shardId"] = json!(delivery.shard);
+        event["eventSourceARN"] = json!(delivery.arn);
+        event["isFinalInvokeForWindow"] = json!(closing);
+        event["isWindowTerminatedEarly"] = json!(false);
     }
 }
 
@@ -463,8 +504,12 @@ enum Verdict {
 
 /// Reads a partial batch response as Lambda does: no list, or an empty one,
 /// is success; the lowest reported record is where the batch resumes; an
-/// identifier that is empty, missing or no record of the batch fails all of it.
-fn verdict(body: &Value, records: &[Record], report_failures: bool) -> Verdict {
+/// identifier that is empty, missing or no record of the batch fails all of
+/// it; so does an answer in a tumbling window (`windowed`) without `state`.
+fn verdict(body: &Value, records: &[Record], report_failures: bool, windowed: bool) -> Verdict {
+    if windowed && !body.get("state").is_some_and(Value::is_object) {
+        return Verdict::Failed(format!("an answer in a tumbling window without a state: {body}"));
+    }
     if !report_failures {
         return Verdict::Done;
     }
@@ -491,7 +536,7 @@ impl Delivery {
     /// given up: partial failures resume from the reported record, a failed
     /// invocation is bisected (when set) or retried, with the limits of the
     /// mapping.
-    async fn deliver(&self, batch: Vec<Record>) {
+    async fn deliver(&self, batch: Vec<Record>, open: &mut Option<OpenWindow>) {
         let inner = &self.inner;
         let settings = &inner.settings;
         let mut pending: VecDeque<Vec<Record>> = VecDeque::from([batch]);
@@ -515,33 +560,47 @@ impl Delivery {
                     continue;
                 }
             }
-            let event =
+            let mut event =
                 json!({"Records": current.iter().map(|r| wire::lambda_record(r, &self.arn)).collect::<Vec<_>>()});
+            if let Some(length) = settings.tumbling_window {
+                if open.as_ref().is_some_and(|w| w.end <= Utc::now()) {
+                    self.close(open).await;
+                }
+                open.get_or_insert_with(|| OpenWindow::at(Utc::now(), length)).fields(&mut event, self, false);
+            }
             inner.count(|s| {
                 s.invocations += 1;
                 s.records_delivered += current.len() as u64;
             });
             request_id = uuid::Uuid::new_v4().to_string();
             let answer = inner.pool.invoke(event).await;
+            let windowed = settings.tumbling_window.is_some();
+            if let (Ok(Answer::Response(body)), Some(window)) = (&answer, open.as_mut())
+                && let Some(state) = body.get("state").filter(|s| s.is_object())
+            {
+                window.state = state.clone();
+            }
             let failed_whole = match &answer {
-                Ok(Answer::Response(body)) => match verdict(body, &current, settings.report_batch_item_failures) {
-                    Verdict::Done => {
-                        self.done(&current);
-                        (failures, last) = (0, None);
-                        continue;
-                    }
-                    Verdict::FailedFrom(from) => {
-                        inner.count(|s| s.partial_failures += 1);
-                        self.done(&current[..from]);
-                        if from > 0 {
-                            failures = 0;
+                Ok(Answer::Response(body)) => {
+                    match verdict(body, &current, settings.report_batch_item_failures, windowed) {
+                        Verdict::Done => {
+                            self.done(&current);
+                            (failures, last) = (0, None);
+                            continue;
                         }
-                        current.drain(..from);
-                        last = Some(LastResponse { function_error: None });
-                        None
+                        Verdict::FailedFrom(from) => {
+                            inner.count(|s| s.partial_failures += 1);
+                            self.done(&current[..from]);
+                            if from > 0 {
+                                failures = 0;
+                            }
+                            current.drain(..from);
+                            last = Some(LastResponse { function_error: None });
+                            None
+                        }
+                        Verdict::Failed(why) => Some(why),
                     }
-                    Verdict::Failed(why) => Some(why),
-                },
+                }
                 Ok(Answer::Error(body)) => Some(format!("the function failed: {body}")),
                 Err(err) => {
                     if matches!(err, InvokeError::Timeout(_)) {
@@ -575,6 +634,28 @@ impl Delivery {
                 return;
             }
             pending.push_front(current);
+        }
+    }
+
+    /// The call that ends a tumbling window: no records, the window's last
+    /// state. Its answer changes nothing here (Lambda hands the state on to
+    /// nothing).
+    async fn close(&self, open: &mut Option<OpenWindow>) {
+        let Some(window) = open.take() else { return };
+        let mut event = json!({"Records": []});
+        window.fields(&mut event, self, true);
+        self.inner.count(|s| {
+            s.invocations += 1;
+            s.windows_closed += 1;
+        });
+        match self.inner.pool.invoke(event).await {
+            Ok(Answer::Response(_)) => {}
+            Ok(Answer::Error(body)) => {
+                tracing::warn!(shard = self.shard, %body, "local Lambda: a window's closing call failed")
+            }
+            Err(err) => {
+                tracing::warn!(shard = self.shard, error = %err, "local Lambda: a window's closing call failed")
+            }
         }
     }
 
@@ -629,6 +710,7 @@ mod tests {
     fn a_partial_batch_response_is_read_as_lambda_reads_it() {
         let records: Vec<Record> = ["1", "2", "3", "4"].iter().map(|s| record("k", s)).collect();
         let failures = |ids: Value| json!({"batchItemFailures": ids});
+        let verdict = |body: &Value, records: &[Record], report: bool| verdict(body, records, report, false);
         assert_eq!(verdict(&json!(null), &records, true), Verdict::Done);
         assert_eq!(verdict(&json!({}), &records, true), Verdict::Done);
         assert_eq!(verdict(&failures(json!([])), &records, true), Verdict::Done);
@@ -644,6 +726,26 @@ mod tests {
             assert!(matches!(verdict(&failures(bad.clone()), &records, true), Verdict::Failed(_)), "{bad}");
         }
         assert!(matches!(verdict(&failures(json!("2")), &records, true), Verdict::Failed(_)));
+    }
+
+    #[test]
+    fn an_answer_in_a_tumbling_window_needs_a_state() {
+        let records: Vec<Record> = ["1", "2"].iter().map(|s| record("k", s)).collect();
+        assert_eq!(verdict(&json!({"batchItemFailures": [], "state": {}}), &records, true, true), Verdict::Done);
+        let failed = json!({"batchItemFailures": [{"itemIdentifier": "2"}], "state": {"a": "1"}});
+        assert_eq!(verdict(&failed, &records, true, true), Verdict::FailedFrom(1));
+        for stateless in [json!({"batchItemFailures": []}), json!({"state": "x"}), json!(null)] {
+            assert!(matches!(verdict(&stateless, &records, true, true), Verdict::Failed(_)), "{stateless}");
+        }
+    }
+
+    #[test]
+    fn windows_are_aligned_to_the_clock() {
+        let at = DateTime::parse_from_rfc3339("2026-12-04T17:41:25.300Z").unwrap().with_timezone(&Utc);
+        let window = OpenWindow::at(at, Duration::from_secs(60));
+        assert_eq!(window.start.to_rfc3339(), "2026-12-04T17:41:00+00:00");
+        assert_eq!(window.end.to_rfc3339(), "2026-12-04T17:42:00+00:00");
+        assert!(window.start <= at && at < window.end);
     }
 
     #[test]

@@ -21,12 +21,21 @@
 //!   on-failure destination gets Lambda's invocation record
 //!   (`dead_letters`).
 //!
+//! - `TumblingWindowInSeconds`: windows aligned to the clock; each event of
+//!   a window names its shard and stream and carries the state the window's
+//!   last answer gave (`{}` at first); an answer without `state` fails the
+//!   batch; once a window ends, the function gets one more call for it with
+//!   no records (`isFinalInvokeForWindow`). A batch does not span windows.
+//!
 //! The settings default to what the CloudFormation template deploys (read
 //! from the template itself). Not simulated: the mapping's own checkpoint
 //! surviving a restart (it starts again from `StartingPosition`; the
-//! function's markers make a second delivery change nothing), concurrency
-//! limits and throttling of the function, the 6 MB payload limit, event
-//! filtering, and tumbling windows (a template that sets one is refused).
+//! function's checkpoints and markers make a second delivery change
+//! nothing), concurrency limits and throttling of the function, the 6 MB
+//! payload limit, and event filtering (a template that sets a filter is
+//! refused). A tumbling window with a `ParallelizationFactor` above 1 is
+//! refused: the function then guards a shard by its checkpoint, which
+//! needs one batch of the shard at a time.
 
 pub mod dead_letters;
 mod mapping;
@@ -62,6 +71,8 @@ pub struct MappingSettings {
     /// `None`: no age limit (`-1`).
     pub max_record_age: Option<Duration>,
     pub starting_position: StartingPosition,
+    /// `TumblingWindowInSeconds`; `None`: no window (0).
+    pub tumbling_window: Option<Duration>,
     pub function_timeout: Duration,
     pub memory_mb: u32,
 }
@@ -101,9 +112,6 @@ impl MappingSettings {
 
     /// The settings of a mapping's and a function's CloudFormation properties.
     pub fn from_properties(mapping: &Value, function: &Value) -> Result<MappingSettings, MappingError> {
-        if let Some(window) = mapping.get("TumblingWindowInSeconds").filter(|w| w.as_u64() != Some(0)) {
-            return Err(MappingError::Unsupported(format!("TumblingWindowInSeconds {window}")));
-        }
         if mapping.get("FilterCriteria").is_some() {
             return Err(MappingError::Unsupported("FilterCriteria".into()));
         }
@@ -113,7 +121,7 @@ impl MappingSettings {
             Some("LATEST") => StartingPosition::Latest,
             _ => StartingPosition::TrimHorizon,
         };
-        Ok(MappingSettings {
+        let settings = MappingSettings {
             batch_size: number(&mapping["BatchSize"], 100).clamp(1, 10_000) as usize,
             batching_window: Duration::from_secs(number(&mapping["MaximumBatchingWindowInSeconds"], 0).max(0) as u64),
             parallelization_factor: number(&mapping["ParallelizationFactor"], 1).clamp(1, 10) as usize,
@@ -125,9 +133,30 @@ impl MappingSettings {
             max_record_age: unlimited(number(&mapping["MaximumRecordAgeInSeconds"], -1))
                 .map(|secs| Duration::from_secs(secs as u64)),
             starting_position,
+            tumbling_window: Some(Duration::from_secs(
+                number(&mapping["TumblingWindowInSeconds"], 0).clamp(0, 900) as u64
+            ))
+            .filter(|w| !w.is_zero()),
             function_timeout: Duration::from_secs(number(&function["Timeout"], 3).max(1) as u64),
             memory_mb: number(&function["MemorySize"], 128).max(128) as u32,
-        })
+        };
+        settings.checked()
+    }
+
+    /// Settings the function can be driven by: a tumbling window makes it
+    /// guard each shard by its checkpoint, so one batch of a shard at a time.
+    fn checked(self) -> Result<MappingSettings, MappingError> {
+        if self.tumbling_window.is_some() && self.parallelization_factor > 1 {
+            return Err(MappingError::Setting {
+                setting: "ParallelizationFactor",
+                why: format!(
+                    "{} with a tumbling window: the function moves each shard's checkpoint, which needs one batch \
+                     of a shard at a time (1)",
+                    self.parallelization_factor
+                ),
+            });
+        }
+        Ok(self)
     }
 }
 
@@ -176,6 +205,9 @@ pub struct LambdaLocalArgs {
     /// Seconds after which a record is given up; -1: never [default: the template's]
     #[arg(long, allow_hyphen_values = true, value_parser = clap::value_parser!(i64).range(-1..=604_800))]
     pub max_record_age_secs: Option<i64>,
+    /// Seconds of a tumbling window; 0: none [default: the template's]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=900))]
+    pub tumbling_window_secs: Option<u32>,
     /// Where shards found at start are read from
     #[arg(long, value_enum, default_value_t = StartingPosition::TrimHorizon)]
     pub starting_position: StartingPosition,
@@ -216,8 +248,11 @@ impl LambdaLocalArgs {
         if let Some(secs) = self.timeout_secs {
             settings.function_timeout = Duration::from_secs(u64::from(secs));
         }
+        if let Some(secs) = self.tumbling_window_secs {
+            settings.tumbling_window = Some(Duration::from_secs(u64::from(secs))).filter(|w| !w.is_zero());
+        }
         settings.starting_position = self.starting_position;
-        Ok(settings)
+        settings.checked()
     }
 }
 
@@ -239,10 +274,15 @@ mod tests {
         assert_eq!(settings.bisect_on_error, mapping["BisectBatchOnFunctionError"].as_bool().unwrap());
         assert!(settings.report_batch_item_failures);
         assert_eq!(settings.function_timeout.as_secs(), template["Resources"]["Consumer"]["Properties"]["Timeout"]);
+        assert_eq!(settings.tumbling_window.map(|w| w.as_secs()), mapping["TumblingWindowInSeconds"].as_u64());
+        assert_eq!(
+            settings.parallelization_factor, 1,
+            "the function's checkpoints need one batch of a shard at a time"
+        );
     }
 
     #[test]
-    fn lambda_defaults_fill_what_a_mapping_leaves_out_and_windows_are_refused() {
+    fn lambda_defaults_fill_what_a_mapping_leaves_out() {
         let bare = MappingSettings::from_properties(&json!({"StartingPosition": "LATEST"}), &json!({})).unwrap();
         assert_eq!(bare.batch_size, 100);
         assert_eq!(bare.parallelization_factor, 1);
@@ -250,7 +290,18 @@ mod tests {
         assert!(!bare.bisect_on_error && !bare.report_batch_item_failures);
         assert_eq!(bare.starting_position, StartingPosition::Latest);
         assert_eq!(bare.function_timeout, Duration::from_secs(3));
-        let windowed = json!({"TumblingWindowInSeconds": 60});
-        assert!(matches!(MappingSettings::from_properties(&windowed, &json!({})), Err(MappingError::Unsupported(_))));
+        assert_eq!(bare.tumbling_window, None);
+    }
+
+    #[test]
+    fn a_tumbling_window_is_read_and_needs_one_batch_of_a_shard_at_a_time() {
+        let windowed = MappingSettings::from_properties(&json!({"TumblingWindowInSeconds": 60}), &json!({})).unwrap();
+        assert_eq!(windowed.tumbling_window, Some(Duration::from_secs(60)));
+        let none = MappingSettings::from_properties(&json!({"TumblingWindowInSeconds": 0}), &json!({})).unwrap();
+        assert_eq!(none.tumbling_window, None);
+        let parallel = json!({"TumblingWindowInSeconds": 60, "ParallelizationFactor": 2});
+        let err = MappingSettings::from_properties(&parallel, &json!({})).unwrap_err();
+        assert!(matches!(&err, MappingError::Setting { setting: "ParallelizationFactor", .. }), "{err}");
+        assert!(MappingSettings::from_properties(&json!({"FilterCriteria": {}}), &json!({})).is_err());
     }
 }
