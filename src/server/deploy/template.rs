@@ -309,12 +309,10 @@ fn provisioned_condition(role: TableRole) -> String {
 
 /// How `serve` in the stack treats the orders stream: it runs no consumer
 /// of its own, since the Lambda function consumes the stream (two would
-/// count every change twice), and no reconciliation, which is anchored at
-/// the in-process consumer's shard checkpoints the Lambda does not write.
-/// Kept in this one place: when serve learns to reconcile against the
-/// Lambda's records, this is the one thing to change.
+/// count every change twice). Its reconciliation, anchored at the Lambda's
+/// shard checkpoints, runs every `ReconcileMinutes` (console.rs).
 fn consumer_mode_environment() -> Vec<(&'static str, &'static str)> {
-    vec![("NORTHWIND_NO_CONSUMER", "true"), ("NORTHWIND_RECONCILE_MINUTES", "0")]
+    vec![("NORTHWIND_NO_CONSUMER", "true")]
 }
 
 /// `Retain` on deletion and on replacement: for what holds data.
@@ -405,9 +403,18 @@ mod tests {
     }
 
     #[test]
-    fn serve_in_the_stack_runs_no_consumer_and_no_reconciliation() {
+    fn serve_in_the_stack_runs_no_consumer_and_reconciles_against_the_lambdas_checkpoints() {
         let environment = consumer_mode_environment();
         assert!(environment.contains(&("NORTHWIND_NO_CONSUMER", "true")));
-        assert!(environment.contains(&("NORTHWIND_RECONCILE_MINUTES", "0")));
+        let template = template(&deployment(TableCapacity::OnDemand));
+        let mapping = &template["Resources"]["ConsumerEvents"]["Properties"];
+        assert!(mapping["TumblingWindowInSeconds"].as_u64().is_some_and(|w| w > 0), "the Lambda writes checkpoints");
+        assert_eq!(mapping["ParallelizationFactor"], 1, "one batch of a shard at a time");
+        let serve =
+            template["Resources"].as_object().unwrap().values().find(|r| r["Type"] == "AWS::ECS::TaskDefinition");
+        let variables = &serve.unwrap()["Properties"]["ContainerDefinitions"][0]["Environment"];
+        let reconcile = variables.as_array().unwrap().iter().find(|v| v["Name"] == "NORTHWIND_RECONCILE_MINUTES");
+        assert_eq!(reconcile.unwrap()["Value"], json!({"Ref": "ReconcileMinutes"}));
+        assert_eq!(template["Parameters"]["ReconcileMinutes"]["Default"], 10);
     }
 }

@@ -37,7 +37,7 @@ pub(super) const STOP_TIMEOUT_SECS: u64 = 30;
 const CONTAINER: &str = "serve";
 
 /// The console's parameters, for their group in the console.
-pub(super) const PARAMETERS: [&str; 17] = [
+pub(super) const PARAMETERS: [&str; 18] = [
     "DeployConsole",
     "DomainName",
     "CertificateArn",
@@ -52,6 +52,7 @@ pub(super) const PARAMETERS: [&str; 17] = [
     "ConsoleMinTasks",
     "ConsoleMaxTasks",
     "RequestsPerTarget",
+    "ReconcileMinutes",
     "OidcIssuer",
     "OidcClientId",
     "OidcClientSecretArn",
@@ -159,6 +160,15 @@ fn console_parameters() -> Map<String, Value> {
         ("ConsoleMinTasks", number(2, 1, "Tasks at least (one per zone keeps a zone's loss harmless)")),
         ("ConsoleMaxTasks", number(6, 1, "Tasks at most")),
         ("RequestsPerTarget", number(3000, 1, "Requests a minute per task that scaling keeps to")),
+        (
+            "ReconcileMinutes",
+            number(
+                10,
+                0,
+                "Minutes between the console's reconciliations of the PENDING counters (0: none; 0 for the first day \
+                 of a stack upgraded from one whose consumer had no tumbling window)",
+            ),
+        ),
         ("OidcIssuer", text("", "OpenID Connect issuer URL; empty: local accounts only")),
         ("OidcClientId", text("", "OpenID Connect client id")),
         ("OidcClientSecretArn", text("", "The Secrets Manager secret holding the OpenID Connect client secret")),
@@ -446,6 +456,8 @@ fn environment(deployment: &Deployment) -> Value {
         pair("AWS_REGION", reference("AWS::Region")),
     ];
     variables.extend(consumer_mode_environment().into_iter().map(|(name, value)| pair(name, json!(value))));
+    // Anchored at the Lambda's shard checkpoints (its tumbling window).
+    variables.push(pair("NORTHWIND_RECONCILE_MINUTES", reference("ReconcileMinutes")));
     for (name, parameter) in [("NORTHWIND_OIDC_ISSUER", "OidcIssuer"), ("NORTHWIND_OIDC_CLIENT_ID", "OidcClientId")] {
         variables.push(if_("ConsoleOidc", pair(name, reference(parameter)), no_value()));
     }
