@@ -226,9 +226,13 @@ impl LambdaConsumer {
             tracing::warn!(sequence = ?d.seq, "a stream record without an event id or images: skipped");
             outcome.skipped += 1;
         }
-        let batch = match shard {
-            Some(shard) => self.commit_shard(shard, records, &readings, &mut done, &mut outcome).await,
-            None => self.commit_marked(records, &readings, &mut done, &mut outcome).await,
+        let guarding = match shard {
+            Some(shard) => self.shard_guarding(shard, records, &mut done, &mut outcome).await,
+            None => Some(Guarding::Markers),
+        };
+        let batch = match guarding {
+            Some(mut guarding) => self.commit_groups(records, &readings, &mut done, &mut outcome, &mut guarding).await,
+            None => Batch::default(),
         };
         self.core.record_progress(outcome.applied as u64, &batch);
         if outcome.applied > 0
@@ -289,49 +293,44 @@ impl LambdaConsumer {
         (increments, group, end)
     }
 
-    /// Each record's marker in the transaction that applies it.
-    async fn commit_marked(
+    /// Applies the records not done, in order, as few transactions as the
+    /// limits allow, each guarded as `guarding` says. After a transaction
+    /// failed, its records go one at a time, to find the one that fails and
+    /// apply those before it; that one and every record after it fail.
+    async fn commit_groups(
         &self,
         records: &[Delivered],
         readings: &[Option<Reading>],
         done: &mut [bool],
         outcome: &mut Outcome,
+        guarding: &mut Guarding<'_>,
     ) -> Batch {
         let mut batch = Batch::default();
         let (mut start, mut one_by_one_until) = (0, 0);
+        // Items in a transaction beside the increments: a marker a record,
+        // or the shard's one checkpoint.
+        let (per_record, fixed) = match guarding {
+            Guarding::Markers => (1, 0),
+            Guarding::Shard { .. } => (0, 1),
+        };
         while start < records.len() {
             if done[start] {
                 start += 1;
                 continue;
             }
-            // After a transaction failed, its records go one at a time, to
-            // find the one that fails and apply those before it.
             let most = if start < one_by_one_until { 1 } else { usize::MAX };
-            let (increments, group, end) = self.group(readings, done, start, most, 1, 0);
-            let markers: Vec<Marker<'_>> = group
-                .iter()
-                .map(|&i| Marker {
-                    event_id: records[i].event_id.as_deref().unwrap_or_default(),
-                    seq: records[i].seq.as_deref(),
-                })
-                .collect();
-            match self.core.commit(&increments, Guard::Markers(&markers)).await {
-                Ok(Marked::Applied) => {
+            let (increments, group, end) = self.group(readings, done, start, most, per_record, fixed);
+            match self.commit_group(records, &group, &increments, guarding, done, outcome).await {
+                Step::Applied => {
                     applied(&mut batch, readings, &group, &increments, outcome);
                     start = end;
                 }
-                Ok(Marked::AlreadyApplied(positions)) => {
-                    for position in positions {
-                        tracing::debug!(sequence = ?records[group[position]].seq, "a stream record applied before: skipped");
-                        done[group[position]] = true;
-                        outcome.already += 1;
-                    }
-                }
-                Err(err) if group.len() > 1 => {
+                Step::Again => {}
+                Step::Failed(err) if group.len() > 1 && !matches!(err, StoreError::Conflict(_)) => {
                     tracing::warn!(error = %err, records = group.len(), "a transaction of stream records failed: one at a time");
                     one_by_one_until = end;
                 }
-                Err(err) => {
+                Step::Failed(err) => {
                     failed(records, group[0], &err, outcome);
                     break;
                 }
@@ -340,20 +339,77 @@ impl LambdaConsumer {
         batch
     }
 
-    /// The shard's checkpoint moved over the records each transaction
-    /// applies. A checkpoint found elsewhere than where this invocation read
-    /// it (another delivery of the batch got there first) is read again.
-    async fn commit_shard(
+    /// One transaction of `group`'s records. Records found applied before
+    /// (their markers exist, or the checkpoint moved past them) are done,
+    /// and the rest go `Again`.
+    async fn commit_group(
         &self,
-        shard: &ShardOf,
         records: &[Delivered],
-        readings: &[Option<Reading>],
+        group: &[usize],
+        increments: &Increments,
+        guarding: &mut Guarding<'_>,
         done: &mut [bool],
         outcome: &mut Outcome,
-    ) -> Batch {
-        let mut batch = Batch::default();
-        let (mut start, mut one_by_one_until, mut reread) = (0, 0, 0);
-        // A record the checkpoint cannot be moved to: none of Lambda's.
+    ) -> Step {
+        match guarding {
+            Guarding::Markers => {
+                let markers: Vec<Marker<'_>> = group
+                    .iter()
+                    .map(|&i| Marker {
+                        event_id: records[i].event_id.as_deref().unwrap_or_default(),
+                        seq: records[i].seq.as_deref(),
+                    })
+                    .collect();
+                match self.core.commit(increments, Guard::Markers(&markers)).await {
+                    Ok(Marked::Applied) => Step::Applied,
+                    Ok(Marked::AlreadyApplied(positions)) => {
+                        for position in positions {
+                            tracing::debug!(sequence = ?records[group[position]].seq, "a stream record applied before: skipped");
+                            done[group[position]] = true;
+                            outcome.already += 1;
+                        }
+                        Step::Again
+                    }
+                    Err(err) => Step::Failed(err),
+                }
+            }
+            Guarding::Shard { shard, prev, rereads } => {
+                let last = group.last().and_then(|&i| records[i].seq.as_deref());
+                let holder = Holder::Mapping { stream_arn: &shard.stream_arn, shard_id: &shard.shard_id };
+                let moves = [CheckpointMove { holder, prev: prev.as_deref(), seq: last, finished: false }];
+                match self.core.commit(increments, Guard::Checkpoints(&moves)).await {
+                    Ok(_) => {
+                        *prev = last.map(str::to_string);
+                        Step::Applied
+                    }
+                    Err(StoreError::Conflict(why)) if *rereads < CHECKPOINT_REREADS => {
+                        tracing::warn!(why, shard = shard.shard_id, "the shard's checkpoint moved: read again");
+                        *rereads += 1;
+                        match self.checkpoint(shard, records, done, outcome).await {
+                            Ok(now) => {
+                                *prev = now;
+                                Step::Again
+                            }
+                            Err(err) => Step::Failed(err),
+                        }
+                    }
+                    Err(err) => Step::Failed(err),
+                }
+            }
+        }
+    }
+
+    /// The guard of a batch of one shard: its checkpoint, read first (the
+    /// records at or before it are done); `None` when it cannot be read,
+    /// and the batch then failed. A record without a sequence number, which
+    /// the checkpoint cannot be moved to (none of Lambda's), is skipped.
+    async fn shard_guarding<'a>(
+        &self,
+        shard: &'a ShardOf,
+        records: &[Delivered],
+        done: &mut [bool],
+        outcome: &mut Outcome,
+    ) -> Option<Guarding<'a>> {
         for (i, record) in records.iter().enumerate() {
             if !done[i] && record.seq.is_none() {
                 tracing::warn!(position = i, event = ?record.event_id, "a stream record without a sequence number: skipped");
@@ -361,53 +417,15 @@ impl LambdaConsumer {
                 outcome.skipped += 1;
             }
         }
-        let mut prev = match self.checkpoint(shard, records, done, outcome).await {
-            Ok(prev) => prev,
+        match self.checkpoint(shard, records, done, outcome).await {
+            Ok(prev) => Some(Guarding::Shard { shard, prev, rereads: 0 }),
             Err(err) => {
                 if let Some(first) = (0..records.len()).find(|&i| !done[i]) {
                     failed(records, first, &err, outcome);
                 }
-                return batch;
-            }
-        };
-        while start < records.len() {
-            if done[start] {
-                start += 1;
-                continue;
-            }
-            let most = if start < one_by_one_until { 1 } else { usize::MAX };
-            let (increments, group, end) = self.group(readings, done, start, most, 0, 1);
-            let last = group.last().and_then(|&i| records[i].seq.as_deref());
-            let holder = Holder::Mapping { stream_arn: &shard.stream_arn, shard_id: &shard.shard_id };
-            let moves = [CheckpointMove { holder, prev: prev.as_deref(), seq: last, finished: false }];
-            match self.core.commit(&increments, Guard::Checkpoints(&moves)).await {
-                Ok(_) => {
-                    applied(&mut batch, readings, &group, &increments, outcome);
-                    prev = last.map(str::to_string);
-                    start = end;
-                }
-                Err(StoreError::Conflict(why)) if reread < CHECKPOINT_REREADS => {
-                    tracing::warn!(why, shard = shard.shard_id, "the shard's checkpoint moved: read again");
-                    reread += 1;
-                    match self.checkpoint(shard, records, done, outcome).await {
-                        Ok(now) => prev = now,
-                        Err(err) => {
-                            failed(records, group[0], &err, outcome);
-                            break;
-                        }
-                    }
-                }
-                Err(err) if group.len() > 1 && !matches!(err, StoreError::Conflict(_)) => {
-                    tracing::warn!(error = %err, records = group.len(), "a transaction of stream records failed: one at a time");
-                    one_by_one_until = end;
-                }
-                Err(err) => {
-                    failed(records, group[0], &err, outcome);
-                    break;
-                }
+                None
             }
         }
-        batch
     }
 
     /// The shard's checkpoint; the records at or before it, not yet done,
@@ -432,6 +450,21 @@ impl LambdaConsumer {
         }
         Ok(checkpoint)
     }
+}
+
+/// What guards a batch's transactions: each record's marker, or the shard's
+/// checkpoint, as last read.
+enum Guarding<'a> {
+    Markers,
+    Shard { shard: &'a ShardOf, prev: Option<String>, rereads: u32 },
+}
+
+/// What one transaction came to.
+enum Step {
+    Applied,
+    /// Some records were found applied before: the group is made again.
+    Again,
+    Failed(StoreError),
 }
 
 /// How many times an invocation reads a moved checkpoint again before it
