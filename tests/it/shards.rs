@@ -644,15 +644,7 @@ async fn lambda_at(engine: &Engine, shards: u32) -> Result<(), String> {
     let tables = Tables::new(engine).await.behind_the_proxy().await;
     let sim = tables.sim(shards, Limits::default()).await;
     let settings = MappingSettings::deployed().unwrap();
-    let function = FunctionConfig {
-        binary: env!("CARGO_BIN_EXE_northwind-ops").into(),
-        args: vec!["lambda".into()],
-        env: function_env(&store_config_at(&tables)).unwrap(),
-        name: "northwind-ops-consumer".into(),
-        memory_mb: settings.memory_mb,
-        timeout: settings.function_timeout,
-        work_dir: tables.dir.path().join("lambda"),
-    };
+    let function = function_for(&tables, &settings, "lambda");
     let letters = Arc::new(DeadLetters::new(Some(tables.dir.path().join("dead-letters.jsonl"))));
     let mapping = Mapping::start(tables.through(&sim).await, settings, function, letters);
     let written = day_with_a_split(&tables, &sim, &format!("l{shards}")).await as u64;
@@ -679,9 +671,7 @@ async fn lambda_at(engine: &Engine, shards: u32) -> Result<(), String> {
     );
     let metrics = tables.config.metrics_table.clone();
     let tally = tables.stop().await.unwrap_or_default();
-    let families: Vec<_> = tally.writes_by_family.iter().filter(|((table, _), _)| *table == metrics).collect();
-    let units: f64 = families.iter().map(|(_, u)| **u).sum();
-    let markers: f64 = families.iter().filter(|((_, family), _)| family.starts_with("APPLIED")).map(|(_, u)| **u).sum();
+    let (families, units, markers) = metrics_units(&tally, &metrics);
     let summary = format!(
         "{summary}; transaction conflicts (throttle proxy): {:?}; metrics-table write units {units:.0}, {:.2} a \
          record ({} invocations); by family {families:?}",
@@ -1212,15 +1202,7 @@ async fn metrics_outage(engine: &Engine, lambda: bool) -> Result<(), String> {
     let (mut instances, mut mapping) = (Vec::new(), None);
     if lambda {
         let settings = MappingSettings::deployed().unwrap();
-        let function = FunctionConfig {
-            binary: env!("CARGO_BIN_EXE_northwind-ops").into(),
-            args: vec!["lambda".into()],
-            env: function_env(&store_config_at(&tables)).unwrap(),
-            name: "northwind-ops-consumer".into(),
-            memory_mb: settings.memory_mb,
-            timeout: settings.function_timeout,
-            work_dir: tables.dir.path().join("lambda"),
-        };
+        let function = function_for(&tables, &settings, "lambda");
         let letters = Arc::new(DeadLetters::new(None));
         mapping = Some(Mapping::start(tables.through(&sim).await, settings, function, letters));
     } else {
@@ -1286,6 +1268,16 @@ async fn metrics_outage(engine: &Engine, lambda: bool) -> Result<(), String> {
 
 // ---- What the counters cost per order ---------------------------------------
 
+/// The write units the proxy charged the metrics table: by family of
+/// partition keys, in all, and the markers' (`APPLIED#`) share.
+fn metrics_units<'a>(tally: &'a Tally, metrics: &str) -> (Vec<(&'a String, f64)>, f64, f64) {
+    let families: Vec<(&String, f64)> =
+        tally.writes_by_family.iter().filter(|((table, _), _)| table == metrics).map(|((_, f), u)| (f, *u)).collect();
+    let units = families.iter().map(|(_, u)| u).sum();
+    let markers = families.iter().filter(|(family, _)| family.starts_with("APPLIED")).map(|(_, u)| u).sum();
+    (families, units, markers)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_pass_over_many_shards_costs_the_counters_under_1_2_write_units_an_order() {
     let _turn = ONE_AT_A_TIME.lock().await;
@@ -1319,12 +1311,11 @@ async fn units_per_order_at(engine: &Engine, shards: u32) {
     sim.stop().await;
     let metrics = tables.config.metrics_table.clone();
     let tally = tables.stop().await.expect("the proxy's tally");
-    let units: f64 = tally.writes_by_family.iter().filter(|((table, _), _)| *table == metrics).map(|(_, u)| u).sum();
+    let (families, units, _) = metrics_units(&tally, &metrics);
     let per_order = units / ORDERS as f64;
     println!(
         "{engine:?}, {shards} shards: {written} records of {ORDERS} orders applied in {passes} passes: {units:.0} \
-         metrics-table write units, {per_order:.2} an order; by family {:?}",
-        tally.writes_by_family.iter().filter(|((t, _), _)| *t == metrics).collect::<Vec<_>>()
+         metrics-table write units, {per_order:.2} an order; by family {families:?}"
     );
     assert!(off.is_empty(), "{engine:?}: {off:?}");
     assert!(per_order <= 1.2, "{engine:?}, {shards} shards: {per_order:.2} write units an order");
@@ -1369,9 +1360,7 @@ async fn lambda_units_per_order_at(engine: &Engine, shards: u32, most: f64) {
     sim.stop().await;
     let metrics = tables.config.metrics_table.clone();
     let tally = tables.stop().await.expect("the proxy's tally");
-    let families: Vec<_> = tally.writes_by_family.iter().filter(|((table, _), _)| *table == metrics).collect();
-    let units: f64 = families.iter().map(|(_, u)| **u).sum();
-    let markers: f64 = families.iter().filter(|((_, family), _)| family.starts_with("APPLIED")).map(|(_, u)| **u).sum();
+    let (families, units, markers) = metrics_units(&tally, &metrics);
     let per_order = units / ORDERS as f64;
     println!(
         "{engine:?}, {shards} shards, the Lambda form on a backlog: {written} records of {ORDERS} orders in {} \
