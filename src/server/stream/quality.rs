@@ -25,7 +25,8 @@
 //! so a new consumer (a cold Lambda environment, a restart) adds only what
 //! the items lack, and they stay bounded however many consumers write (at
 //! 32 shards, 31 Lambda environments each adding their own 20 keys made an
-//! hour's largest item 638 attributes, some 16 write units a commit).
+//! hour's largest item 638 attributes, about 11 KB at some 17 bytes a key
+//! and size: 11 write units, 22 in a transaction, each time one was added).
 //! Consumers committing at the same moment may still each add a few keys.
 //! The counts and the histogram are exact whatever reads the stream.
 
