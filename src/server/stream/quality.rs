@@ -230,22 +230,19 @@ impl Tracker {
     /// samples of `chunk` on that day are then read.
     pub fn seed(&mut self, day: NaiveDate, items: &[Item], chunk: &Chunk) {
         for item in items {
-            let Some(sk) = item.get(keys::SK).and_then(|v| v.as_s().ok()) else { continue };
-            match keys::parse_quality_sk(sk) {
-                Some(QualitySk::Largest(hour)) => {
+            match Stored::read(item) {
+                Some(Stored::Largest { hour, sizes }) => {
                     let sized = self.sized.entry((day, hour)).or_default();
-                    for (key, size) in numbers(item) {
+                    for (key, size) in sizes {
                         let known = sized.entry(key.to_string()).or_default();
-                        *known = (*known).max(size.max(0) as u64);
+                        *known = (*known).max(size);
                     }
                 }
-                Some(QualitySk::Sample { kind, field }) => {
-                    let Ok(kind) = kind.parse::<ProblemKind>() else { continue };
-                    let sampled = self.sampled.entry((day, (kind, field.to_string()))).or_default();
-                    let names = item.keys().filter_map(|name| keys::parse_quality_sample_attribute(name));
-                    sampled.extend(names.map(|(_, key)| key.to_string()));
+                Some(Stored::Sample { drift, seen }) => {
+                    let sampled = self.sampled.entry((day, drift)).or_default();
+                    sampled.extend(seen.into_iter().map(|(_, key)| key.to_string()));
                 }
-                _ => {}
+                Some(Stored::Hour(_)) | None => {}
             }
         }
         self.seeded_hours.extend(chunk.largest.keys().filter(|(d, _)| *d == day).copied());
@@ -376,22 +373,17 @@ impl Figures {
     fn of(items: &[Item]) -> Self {
         let mut figures = Figures::default();
         for item in items {
-            let Some(sk) = item.get(keys::SK).and_then(|v| v.as_s().ok()) else { continue };
-            match keys::parse_quality_sk(sk) {
-                Some(QualitySk::Hour(_)) => figures.hour(item),
-                Some(QualitySk::Largest(_)) => {
-                    for (key, size) in numbers(item) {
+            match Stored::read(item) {
+                Some(Stored::Hour(item)) => figures.hour(item),
+                Some(Stored::Largest { sizes, .. }) => {
+                    for (key, size) in sizes {
                         let largest = figures.largest.entry(key.to_string()).or_default();
-                        *largest = (*largest).max(size.max(0) as u64);
+                        *largest = (*largest).max(size);
                     }
                 }
-                Some(QualitySk::Sample { kind, field }) => {
-                    let Ok(kind) = kind.parse::<ProblemKind>() else { continue };
-                    let samples = figures.samples.entry((kind, field.to_string())).or_default();
-                    samples.extend(item.keys().filter_map(|name| {
-                        let (at, key) = keys::parse_quality_sample_attribute(name)?;
-                        Some((at, key.to_string()))
-                    }));
+                Some(Stored::Sample { drift, seen }) => {
+                    let samples = figures.samples.entry(drift).or_default();
+                    samples.extend(seen.into_iter().map(|(at, key)| (at, key.to_string())));
                 }
                 None => {}
             }
@@ -492,6 +484,43 @@ impl Figures {
 }
 
 /// An item's numeric attributes (the keys and anything else left out).
+/// A quality item as read back: what `Tracker::seed` and `report` both
+/// take from it (the one reads the day's largest and samples again, the
+/// other sums them over the day).
+enum Stored<'a> {
+    Hour(&'a Item),
+    /// An hour's largest keys, each with its largest size.
+    Largest {
+        hour: u32,
+        sizes: Vec<(&'a str, u64)>,
+    },
+    /// A drift kind and field's sampled keys, each with when it was written.
+    Sample {
+        drift: Drift,
+        seen: Vec<(DateTime<Utc>, &'a str)>,
+    },
+}
+
+impl<'a> Stored<'a> {
+    /// `None` for an item that is none of them, or a drift kind this
+    /// version does not know.
+    fn read(item: &'a Item) -> Option<Self> {
+        let sk = item.get(keys::SK)?.as_s().ok()?;
+        match keys::parse_quality_sk(sk)? {
+            QualitySk::Hour(_) => Some(Stored::Hour(item)),
+            QualitySk::Largest(hour) => {
+                let sizes = numbers(item).map(|(key, size)| (key, size.max(0) as u64)).collect();
+                Some(Stored::Largest { hour, sizes })
+            }
+            QualitySk::Sample { kind, field } => {
+                let kind = kind.parse::<ProblemKind>().ok()?;
+                let seen = item.keys().filter_map(|name| keys::parse_quality_sample_attribute(name)).collect();
+                Some(Stored::Sample { drift: (kind, field.to_string()), seen })
+            }
+        }
+    }
+}
+
 fn numbers(item: &Item) -> impl Iterator<Item = (&str, i64)> {
     item.iter().filter_map(|(name, value)| Some((name.as_str(), value.as_n().ok()?.parse::<i64>().ok()?)))
 }
