@@ -20,6 +20,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+/// What a page needs and a hashed asset does not (the server's `cache_control`).
+const DOCUMENT_ONLY: [&str; 5] =
+    ["content-security-policy", "referrer-policy", "x-frame-options", "last-modified", "x-request-id"];
 
 /// One answer, read raw (this client decompresses nothing by itself).
 struct Raw {
@@ -231,6 +234,17 @@ async fn hashed_assets_are_cached_for_good_and_pages_revalidated() {
             let asset = get(&app, link, "br").await;
             assert_eq!(asset.status, 200, "{page} links {link}");
             assert_eq!(asset.header(CACHE_CONTROL), Some(IMMUTABLE), "{link}");
+            // A file that is never revalidated nor shown as a document goes
+            // without the headers only those read; its type is still enforced.
+            for name in DOCUMENT_ONLY {
+                assert_eq!(asset.headers.get(name), None, "{link} carries {name}");
+            }
+            assert_eq!(asset.headers.get("x-content-type-options").map(|v| v.as_bytes()), Some(&b"nosniff"[..]));
+        }
+        // The page itself keeps them all.
+        let again = get(&app, page, "br").await;
+        for name in DOCUMENT_ONLY.iter().filter(|name| **name != "last-modified") {
+            assert!(again.headers.contains_key(*name), "{page} lacks {name}");
         }
     }
     // Neither the API nor a file without a hashed name is kept for good.

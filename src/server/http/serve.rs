@@ -164,8 +164,9 @@ fn routed(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::Resu
         .layer(axum::middleware::from_fn(middleware::json_errors))
         // Outside json_errors, which reads error bodies back as JSON.
         .layer(compression())
-        .layer(axum::middleware::from_fn(move |req, next| middleware::cache_control(hashed_assets, req, next)))
         .layer(middleware::request_ids())
+        // Outside request_ids: a hashed asset goes without the request id too.
+        .layer(axum::middleware::from_fn(move |req, next| middleware::cache_control(hashed_assets, req, next)))
         // Outermost: every request is counted, those refused before routing too.
         .layer(axum::middleware::from_fn(crate::server::http::telemetry::track_http))
         .with_state(state);
