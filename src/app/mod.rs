@@ -22,6 +22,12 @@ use leptos_meta::{HashedStylesheet, MetaTags, Title, provide_meta_context};
 use leptos_router::components::{A, Route, Router, Routes};
 use leptos_router::{Lazy, SsrMode, path};
 
+/// `public/favicon.svg` as a data URL (the pages' policy allows `data:`
+/// images).
+const FAVICON: &str = "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 32 32'%3E\
+    %3Crect width='32' height='32' rx='6' fill='%230b5cad'/%3E\
+    %3Cpath d='M9 24V8h3.2l7.6 10.6V8H23v16h-3.2l-7.6-10.6V24z' fill='%23fff'/%3E%3C/svg%3E";
+
 /// The page around the app. Its Content-Security-Policy names the nonce of
 /// the scripts below; the server's `security_headers` writes it.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -31,8 +37,9 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
             <head>
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
-                // From `public/` (cargo-leptos copies it into the site root).
-                <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
+                // The icon in the page: one request fewer on a first visit
+                // (`public/favicon.svg` is the same drawing).
+                <link rel="icon" href=FAVICON type="image/svg+xml"/>
                 <link rel="icon" href="/favicon.ico" sizes="32x32"/>
                 // The stylesheet, script and wasm under their hashed names
                 // (cargo-leptos `hash-files`): cached for good by the browser.
