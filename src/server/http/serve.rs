@@ -30,6 +30,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
+use tower_http::CompressionLevel;
 use tower_http::compression::{CompressionLayer, DefaultPredicate};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
@@ -179,6 +180,13 @@ pub fn route_table(service: Service, args: &ServeArgs, addr: SocketAddr) -> std:
     routed(service, args, addr).map(|(_, routes)| routes)
 }
 
+/// The compressors' quality: 5 rather than tower-http's 4, since the
+/// dashboard's page (25 rows) is 6.6 KB in brotli at 4 and 6.1 KB at 5 for
+/// about a tenth more of the compressor's time (0.61 to 0.68 ms a page, as
+/// measured with Node's brotli); 6 and above save a few dozen bytes more
+/// at a growing cost.
+const PAGE_QUALITY: i32 = 5;
+
 /// Answers compressed (brotli, else gzip) for a client that accepts it:
 /// pages, JSON, CSV and JSON lines as they are written, static files too
 /// when the build left no precompressed copy beside them (the release
@@ -187,7 +195,7 @@ pub fn route_table(service: Service, args: &ServeArgs, addr: SocketAddr) -> std:
 /// (`text/event-stream` is excluded by the default predicate): a compressor
 /// would hold events back until its buffer filled.
 fn compression() -> CompressionLayer<DefaultPredicate> {
-    CompressionLayer::new()
+    CompressionLayer::new().quality(CompressionLevel::Precise(PAGE_QUALITY))
 }
 
 /// Sessions in the store, behind an HttpOnly, SameSite=Lax cookie that is
