@@ -10,6 +10,7 @@ use super::*;
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DayCounts {
+    #[serde(with = "day")]
     pub date: NaiveDate,
     /// Whether the stream consumer has counted anything for this day; when
     /// not, every figure is unknown rather than zero.
@@ -64,11 +65,13 @@ pub enum LiveEvent {
     Counters(LiveCounters),
     #[serde(rename_all = "camelCase")]
     Entered {
+        #[serde(with = "day")]
         date: NaiveDate,
         order: PendingOrder,
     },
     #[serde(rename_all = "camelCase")]
     Left {
+        #[serde(with = "day")]
         date: NaiveDate,
         order_id: String,
     },
@@ -76,6 +79,7 @@ pub enum LiveEvent {
     /// (another instance applied them): page one is to be read again.
     #[serde(rename_all = "camelCase")]
     Changed {
+        #[serde(with = "day")]
         date: NaiveDate,
     },
     /// Events were missed: read the page again.

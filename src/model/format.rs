@@ -41,6 +41,52 @@ pub fn format_age(from: DateTime<Utc>, to: DateTime<Utc>) -> String {
     }
 }
 
+/// A day on the wire as chrono writes it (`2026-12-04`), read without
+/// chrono's general parser: its `FromStr`, which the default `Deserialize`
+/// uses, was 6.7 KB of the dashboard's wasm (issue 34's first load) for the
+/// one layout the server writes. The server also reads what API clients
+/// send, so there anything else still goes to chrono, as before.
+pub mod day {
+    use super::*;
+    use serde::{Deserializer, Serializer};
+
+    pub fn parse(s: &str) -> Option<NaiveDate> {
+        as_written(s).or_else(|| as_chrono_reads(s))
+    }
+
+    #[cfg(feature = "ssr")]
+    fn as_chrono_reads(s: &str) -> Option<NaiveDate> {
+        s.parse().ok()
+    }
+
+    /// The wasm reads only what the server wrote.
+    #[cfg(not(feature = "ssr"))]
+    fn as_chrono_reads(_: &str) -> Option<NaiveDate> {
+        None
+    }
+
+    /// `YYYY-MM-DD`, zero-padded.
+    fn as_written(s: &str) -> Option<NaiveDate> {
+        let b = s.as_bytes();
+        if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+            return None;
+        }
+        let number = |from: usize, to: usize| {
+            b[from..to].iter().try_fold(0u32, |n, &c| c.is_ascii_digit().then(|| n * 10 + u32::from(c - b'0')))
+        };
+        NaiveDate::from_ymd_opt(number(0, 4)? as i32, number(5, 7)?, number(8, 10)?)
+    }
+
+    pub fn serialize<S: Serializer>(day: &NaiveDate, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(day)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<NaiveDate, D::Error> {
+        let s = String::deserialize(d)?;
+        parse(&s).ok_or_else(|| serde::de::Error::custom(format!("{s:?} is not a day (YYYY-MM-DD)")))
+    }
+}
+
 /// Timestamps are UTC ISO-8601 with exactly three fractional digits, so that
 /// their strings sort as their instants do: the sort keys depend on it.
 pub mod iso_millis {

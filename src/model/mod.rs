@@ -130,6 +130,26 @@ mod tests {
     }
 
     #[test]
+    fn days_read_as_chrono_writes_them_and_the_server_still_reads_what_chrono_reads() {
+        for day in ["2026-12-04", "1999-01-31", "2024-02-29", "0001-01-01", "9999-12-31"] {
+            let parsed = day::parse(day).unwrap_or_else(|| panic!("{day}"));
+            assert_eq!(parsed.to_string(), day);
+            let json = serde_json::to_string(&DayShards { date: parsed, outcome: "written".into() }).unwrap();
+            assert!(json.contains(&format!("\"date\":\"{day}\"")), "{json}");
+            assert_eq!(serde_json::from_str::<DayShards>(&json).unwrap().date, parsed);
+        }
+        for bad in ["2026-13-01", "2026-02-30", "2026-12-0x", "20261204", "", "2026/12/04", "yesterday"] {
+            assert_eq!(day::parse(bad), None, "{bad}");
+        }
+        // Whatever else chrono reads, the server reads as it did.
+        for odd in ["2026-12-4", "2026-1-01", " 2026-12-04", "+2026-12-04", "12026-12-04"] {
+            assert_eq!(day::parse(odd), odd.parse::<NaiveDate>().ok(), "{odd}");
+        }
+        let err = serde_json::from_str::<DayShards>(r#"{"date":"soon","outcome":"x"}"#).unwrap_err();
+        assert!(err.to_string().contains("\"soon\" is not a day (YYYY-MM-DD)"), "{err}");
+    }
+
+    #[test]
     fn money_and_ages_format_for_people() {
         assert_eq!(format_money(12345, "USD"), "USD 123.45");
         assert_eq!(format_money(-5, "EUR"), "EUR -0.05");

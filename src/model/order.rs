@@ -312,6 +312,7 @@ pub struct PendingPage {
     /// Index items the store read to answer this page.
     pub items_read: u64,
     /// The newest day of the query, and how many days back it reaches.
+    #[serde(with = "day")]
     pub date: NaiveDate,
     pub days: u32,
     /// Server time the page was read at: ages are computed from it, never

@@ -8,6 +8,7 @@ use super::*;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QualityReport {
+    #[serde(with = "day")]
     pub date: NaiveDate,
     #[serde(with = "iso_millis")]
     pub as_of: DateTime<Utc>,

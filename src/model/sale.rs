@@ -175,6 +175,7 @@ pub struct ShardsWritten {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DayShards {
+    #[serde(with = "day")]
     pub date: NaiveDate,
     /// `written`, or `already` (the same count was there).
     pub outcome: String,
