@@ -386,6 +386,7 @@ async fn every_route_answers_each_role_as_it_declares() {
                     Some(Body::Form(fields)) => call.form(fields),
                     None => call,
                 };
+                let started = std::time::Instant::now();
                 let response = call.send().await.unwrap();
                 let status = response.status();
                 let text = if request.stream && status.is_success() {
@@ -394,7 +395,10 @@ async fn every_route_answers_each_role_as_it_declares() {
                     response.text().await.unwrap_or_default()
                 };
                 let want = expected(route.access, caller, page, request.ok);
-                let what = format!("{engine:?} {:?} {} as {caller:?}", route.method, route.path);
+                // A 503 with an empty body is the request timeout (seen once
+                // in a full run, on /capacity): how long it took says so.
+                let what =
+                    format!("{engine:?} {:?} {} as {caller:?} after {:?}", route.method, route.path, started.elapsed());
                 assert_eq!(status, want, "{what}: {}", text.chars().take(300).collect::<String>());
                 if !page && !status.is_success() {
                     let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
