@@ -483,7 +483,6 @@ impl Figures {
     }
 }
 
-/// An item's numeric attributes (the keys and anything else left out).
 /// A quality item as read back: what `Tracker::seed` and `report` both
 /// take from it (the one reads the day's largest and samples again, the
 /// other sums them over the day).
@@ -521,6 +520,7 @@ impl<'a> Stored<'a> {
     }
 }
 
+/// An item's numeric attributes (the keys and anything else left out).
 fn numbers(item: &Item) -> impl Iterator<Item = (&str, i64)> {
     item.iter().filter_map(|(name, value)| Some((name.as_str(), value.as_n().ok()?.parse::<i64>().ok()?)))
 }
