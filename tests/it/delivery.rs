@@ -339,3 +339,48 @@ async fn the_live_stream_is_sent_uncompressed_and_each_event_as_it_happens() {
     task.await.unwrap();
     app.stop().await;
 }
+
+/// Starting another server in a process that is serving pages leaves those
+/// pages alone. Leptos lists an app's routes by rendering it with a
+/// process-wide flag set that parks any resource first polled meanwhile
+/// (leptos-rs/leptos#4773): a page rendered then waited for the request
+/// timeout. Here three clients ask for pages with resources while more
+/// servers start beside this one, one every 20 ms or so, till they are done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_answer_while_more_servers_start_in_the_same_process() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const ROUNDS: usize = 40;
+    let app = TestApp::spawn(Engine::Dynoxide).await;
+    let order = some_orders(&app).await;
+    let order_page = format!("/orders/{order}");
+    let asking = AtomicUsize::new(3);
+    let ask = |pages: [&str; 2]| {
+        let (app, asking) = (&app, &asking);
+        let pages = pages.map(|p| if p == "order" { order_page.clone() } else { p.to_string() });
+        async move {
+            for _ in 0..ROUNDS {
+                for page in &pages {
+                    let started = Instant::now();
+                    let answer = tokio::time::timeout(Duration::from_secs(10), get(app, page, "identity")).await;
+                    let answer =
+                        answer.unwrap_or_else(|_| panic!("{page} still rendering after {:?}", started.elapsed()));
+                    assert_eq!(answer.status, 200, "{page} after {:?}", started.elapsed());
+                }
+            }
+            asking.fetch_sub(1, Ordering::Relaxed);
+        }
+    };
+    let start_more = async {
+        let mut started = 0;
+        while asking.load(Ordering::Relaxed) > 0 {
+            app.another_instance().await.stop().await;
+            started += 1;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        started
+    };
+    let (started, (), (), ()) =
+        tokio::join!(start_more, ask(["/", "/capacity"]), ask(["order", "/capacity"]), ask(["/", "order"]));
+    assert!(started >= 3, "servers started while pages were asked for: {started}");
+    app.stop().await;
+}

@@ -22,9 +22,9 @@ use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
 use leptos::config::get_configuration;
 use leptos::prelude::*;
-use leptos_axum::generate_route_list;
+use leptos_axum::{AxumRouteListing, generate_route_list};
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -38,6 +38,20 @@ use tower_sessions::SessionManagerLayer;
 
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "nwo_session";
+
+/// The app's pages as Leptos lists them, worked out once per process.
+///
+/// Listing them renders the app with a process-wide flag set that parks
+/// every resource first polled meanwhile, on any thread, for good
+/// (leptos_server's `SuppressResourceLoad`; leptos-rs/leptos#4773). A
+/// second server started in a process already serving pages (the tests,
+/// each with its own app) would leave a page then being rendered waiting
+/// until the request timeout. Listed once, before any server of this
+/// process can serve a page, nothing renders while the flag is set.
+pub fn page_routes() -> Vec<AxumRouteListing> {
+    static ROUTES: OnceLock<Vec<AxumRouteListing>> = OnceLock::new();
+    ROUTES.get_or_init(|| generate_route_list(App)).clone()
+}
 
 #[derive(Clone)]
 pub struct AppState {
@@ -140,7 +154,7 @@ fn routed(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::Resu
     let timed = Routes::new()
         .merge(api::routes())
         .merge(routes::routes())
-        .leptos(&state, generate_route_list(App), crate::app::PAGES, context.clone(), pages)
+        .leptos(&state, page_routes(), crate::app::PAGES, context.clone(), pages)
         .route_layer(axum::middleware::from_fn(crate::server::http::telemetry::mark_route))
         .static_files(
             &leptos_options.site_root,
