@@ -73,13 +73,10 @@ impl Function {
         }
     }
 
-    /// The batch item failures of an invocation that answered.
-    async fn failures(&mut self, event: Value) -> Vec<String> {
+    /// The answer of an invocation that answered.
+    async fn respond(&mut self, event: Value) -> Value {
         match self.invoke(event).await {
-            Answer::Response(body) => {
-                let failures = body["batchItemFailures"].as_array().unwrap_or_else(|| panic!("{body}"));
-                failures.iter().map(|f| f["itemIdentifier"].as_str().unwrap().to_string()).collect()
-            }
+            Answer::Response(body) => body,
             Answer::Error(body) => panic!("the invocation failed: {body}\n{}", self.log_tail()),
         }
     }
@@ -93,6 +90,17 @@ impl Function {
     }
 }
 
+fn failures_of(body: &Value) -> Vec<String> {
+    let failures = body["batchItemFailures"].as_array().unwrap_or_else(|| panic!("{body}"));
+    failures.iter().map(|f| f["itemIdentifier"].as_str().unwrap().to_string()).collect()
+}
+
+/// The stream-priced write units and the shard heat's writes a day's items
+/// hold (`state`): what a window carries to its close.
+fn observations(state: &Value) -> (f64, u64) {
+    (state["stream_units"].as_f64().unwrap_or_default(), state["heat_writes"].as_u64().unwrap_or_default())
+}
+
 // ---- Records in the Lambda event shape --------------------------------------
 
 /// A record read from the stream, as Lambda hands it to a function.
@@ -104,12 +112,13 @@ fn event(records: &[Value]) -> Value {
     json!({"Records": records})
 }
 
-/// The event of a mapping with a tumbling window: it names its shard.
-fn windowed_event(records: &[Value], stream_arn: &str, shard_id: &str, closing: bool) -> Value {
+/// The event of a mapping with a tumbling window: it names its shard, and
+/// carries the state the window's last answer gave.
+fn windowed_event(records: &[Value], stream_arn: &str, shard_id: &str, state: &Value, closing: bool) -> Value {
     json!({
         "Records": records,
         "window": {"start": "2026-12-04T17:00:00Z", "end": "2026-12-04T17:01:00Z"},
-        "state": {},
+        "state": state,
         "shardId": shard_id,
         "eventSourceARN": stream_arn,
         "isFinalInvokeForWindow": closing,
@@ -223,6 +232,8 @@ async fn state(store: &Store, day: NaiveDate) -> Value {
     let capacity = store.persisted_capacity_day(day).await.unwrap();
     json!({
         "counters": format!("{counters:?}"),
+        "stream_units": capacity.stream.values().flatten().sum::<f64>(),
+        "heat_writes": heat.writes.iter().flatten().sum::<u64>(),
         "heat": format!("{heat:?}"),
         "stream": format!("{:?}", capacity.stream),
         "hot": format!("{:?}", capacity.hot),
@@ -274,17 +285,31 @@ async fn lambda_on(engine: Engine, windowed: bool) {
     assert!(first < failing && failing < n - 1, "the failing record {failing} is in the middle of the second batch");
 
     let shard = store.stream_shards(&arn).await.unwrap().remove(0).id;
-    let event =
-        |records: &[Value]| if windowed { windowed_event(records, &arn, &shard, false) } else { event(records) };
+    // The state Lambda hands on: the last answer's, as the function gave it.
+    let carried = std::sync::Mutex::new(json!({}));
+    let event = |records: &[Value]| {
+        if windowed { windowed_event(records, &arn, &shard, &carried.lock().unwrap(), false) } else { event(records) }
+    };
+    let carry = |answer: &Value| {
+        if windowed {
+            *carried.lock().unwrap() = answer["state"].clone();
+        }
+    };
     let checkpoint = async || store.checkpoint(&arn, &shard).await.unwrap().seq;
     let mut function = Function::start(&endpoint, &orders_table, &metrics_table, dir.path()).await;
 
     // Batch 1, then the same batch again: the second changes nothing. A
-    // windowed answer carries a state (Lambda fails one without it).
+    // windowed answer carries a state (Lambda fails one without it): the
+    // window's observations, not written yet.
     let Answer::Response(answer) = function.invoke(event(&records[..first])).await else { panic!("batch 1 failed") };
     assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
-    assert_eq!(answer.get("state"), windowed.then(|| json!({})).as_ref(), "{answer}");
+    assert_eq!(answer.get("state").is_some(), windowed, "{answer}");
+    carry(&answer);
     let after_first = state(&store, day).await;
+    if windowed {
+        assert!(answer["state"]["adds"].as_str().is_some_and(|a| a.contains("CAPACITY#")), "{answer}");
+        assert_eq!(observations(&after_first), (0.0, 0), "carried, not written: {after_first}");
+    }
     let marks = marked(&store, &metrics_table, &records[..first]).await;
     if windowed {
         assert_eq!(marks, vec![false; first], "no marker: the checkpoint guards the shard");
@@ -293,7 +318,9 @@ async fn lambda_on(engine: Engine, windowed: bool) {
         assert_eq!(marks, vec![true; first]);
         assert_eq!(checkpoint().await, None, "no checkpoint without a window");
     }
-    assert_eq!(function.failures(event(&records[..first])).await, Vec::<String>::new(), "the replay");
+    let Answer::Response(replayed) = function.invoke(event(&records[..first])).await else { panic!("the replay") };
+    assert_eq!(replayed["batchItemFailures"], json!([]), "the replay: {replayed}");
+    assert_eq!(replayed.get("state"), answer.get("state"), "the replay carries nothing more");
     assert_eq!(state(&store, day).await, after_first, "a replayed batch changed nothing");
 
     // Batch 2 overlaps batch 1 by ten records, and its first SHIPPED record
@@ -301,7 +328,9 @@ async fn lambda_on(engine: Engine, windowed: bool) {
     // it are reported, in order, and none of them is applied.
     damage_shipped(&store, &metrics_table, day, true).await;
     let second = first - 10;
-    let failures = function.failures(event(&records[second..])).await;
+    let body = function.respond(event(&records[second..])).await;
+    carry(&body);
+    let failures = failures_of(&body);
     let expected: Vec<String> = records[failing..].iter().map(seq).collect();
     assert_eq!(failures, expected, "the failing record and every one after it");
     let log = function.log();
@@ -319,24 +348,39 @@ async fn lambda_on(engine: Engine, windowed: bool) {
 
     // The store takes it once repaired; Lambda delivers the failures again.
     damage_shipped(&store, &metrics_table, day, false).await;
-    assert_eq!(function.failures(event(&records[failing..])).await, Vec::<String>::new());
+    let body = function.respond(event(&records[failing..])).await;
+    carry(&body);
+    assert_eq!(failures_of(&body), Vec::<String>::new());
     let off = differences(&store, &orders_table, day).await;
     assert!(off.is_empty(), "every counter family equals its recount: {off:?}\n{}", function.log_tail());
     let settled = state(&store, day).await;
 
     // The whole stream once more, in one batch: nothing changes.
-    assert_eq!(function.failures(event(&records)).await, Vec::<String>::new(), "the whole stream again");
+    let body = function.respond(event(&records)).await;
+    assert_eq!(body.get("state"), windowed.then(|| carried.lock().unwrap().clone()).as_ref(), "nothing more carried");
+    assert_eq!(failures_of(&body), Vec::<String>::new(), "the whole stream again");
     assert_eq!(state(&store, day).await, settled, "a redelivered stream changed nothing");
     if windowed {
         assert_eq!(checkpoint().await, Some(seq(&records[n - 1])));
-        // The call that closes a window has no records: it changes nothing.
-        let closing = windowed_event(&[], &arn, &shard, true);
-        let Answer::Response(answer) = function.invoke(closing).await else { panic!("the closing call failed") };
+        // The call that closes the window writes what it carried, once:
+        // made again (Lambda retries a failed one), it adds nothing.
+        let last = carried.lock().unwrap().clone();
+        let closing = windowed_event(&[], &arn, &shard, &last, true);
+        let Answer::Response(answer) = function.invoke(closing.clone()).await else {
+            panic!("the closing call failed")
+        };
         assert_eq!(answer, json!({"batchItemFailures": [], "state": {}}));
-        let mut bare = windowed_event(&[], &arn, &shard, true);
+        let closed = state(&store, day).await;
+        assert_eq!(closed["counters"], settled["counters"], "the counters were written with the checkpoint");
+        let (stream_units, heat) = observations(&closed);
+        assert!(stream_units > 0.0 && heat > 0, "the window's observations written: {closed}");
+        assert!(matches!(function.invoke(closing).await, Answer::Response(_)), "the closing call again");
+        assert_eq!(state(&store, day).await, closed, "a closing call made again adds nothing");
+        // One without Records, and one carrying nothing: nothing to add.
+        let mut bare = windowed_event(&[], &arn, &shard, &json!({}), true);
         bare.as_object_mut().unwrap().remove("Records");
         assert!(matches!(function.invoke(bare).await, Answer::Response(_)), "a closing call without Records");
-        assert_eq!(state(&store, day).await, settled);
+        assert_eq!(state(&store, day).await, closed);
     }
     assert!(differences(&store, &orders_table, day).await.is_empty());
     let counters = store.read_counters(day).await.unwrap();
@@ -359,5 +403,51 @@ async fn lambda_on(engine: Engine, windowed: bool) {
     drop(function);
     if let Some(embedded) = embedded {
         embedded.shutdown().await;
+    }
+}
+
+/// A window's close adds its observations item by item: an item with more
+/// attributes than one update expression takes is added in several, every
+/// increment once, on both engines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_windows_observations_are_added_item_by_item_however_wide() {
+    use northwind_ops::server::stream::counters::Deltas;
+    for engine in common::engines() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = common::store_config(&engine, dir.path(), &[]);
+        let (store, embedded) = northwind_ops::server::store::connect(&config).await.unwrap();
+        store.provision(Some(TableCapacity::OnDemand)).await.unwrap();
+        let day = Utc::now().date_naive();
+        let (wide, narrow) = (keys::heat_key(day, 1), keys::heat_key(day, 2));
+        let mut deltas = Deltas::default();
+        for i in 0..250 {
+            deltas.add(wide.clone(), format!("s{i}"), i + 1);
+        }
+        deltas.add(narrow.clone(), "s0".into(), 7);
+        store.add_deltas(&deltas).await.unwrap();
+        store.add_deltas(&deltas).await.unwrap();
+        let read = |key: (String, String)| {
+            let store = &store;
+            let table = config.metrics_table.clone();
+            async move {
+                let out = store.client().get_item().table_name(table).key(keys::PK, AttributeValue::S(key.0));
+                let item = out.key(keys::SK, AttributeValue::S(key.1)).consistent_read(true).send().await.unwrap();
+                let item = item.item.unwrap_or_default();
+                let mut sums: Vec<(String, i64)> = item
+                    .iter()
+                    .filter_map(|(name, value)| Some((name.clone(), value.as_n().ok()?.parse().ok()?)))
+                    .collect();
+                sums.sort();
+                sums
+            }
+        };
+        let wide_sums = read(wide).await;
+        assert_eq!(wide_sums.len(), 250, "{engine:?}: every attribute of the wide item");
+        assert!(wide_sums.iter().all(|(name, sum)| *sum == 2 * (name[1..].parse::<i64>().unwrap() + 1)), "{engine:?}");
+        assert_eq!(read(narrow).await, [("s0".to_string(), 14)], "{engine:?}");
+        drop(store);
+        if let Some(embedded) = embedded {
+            embedded.shutdown().await;
+        }
     }
 }

@@ -392,7 +392,9 @@ async fn the_lambda_form_in_a_tumbling_window_is_reconciled_and_its_drift_repair
         let shard = ShardOf { stream_arn: arn, shard_id };
         let lambda = LambdaConsumer::new(app.store.clone());
         let (applied, behind) = records.split_at(records.len() - 20);
-        let outcome = lambda.apply_shard(&shard, applied).await;
+        // The window's observations, carried (the counters do not wait).
+        let mut carried = Default::default();
+        let outcome = lambda.apply_shard(&shard, applied, &mut carried).await;
         assert_eq!((outcome.applied, outcome.failed_from), (applied.len(), None), "{engine:?}: {outcome:?}");
         let damaged = [("pending", 4), ("shard1", 4)];
         damage(&app, keys::metric_pending_key(day), &damaged).await;
@@ -402,9 +404,9 @@ async fn the_lambda_form_in_a_tumbling_window_is_reconciled_and_its_drift_repair
         assert_eq!((&fixed.off, fixed.drift, fixed.repaired), (&off(&damaged), 4, true), "{engine:?}: {fixed:?}");
         assert_eq!(fixed.touched, 20, "{engine:?}: the records after the checkpoint are the function's to apply");
 
-        let rest = lambda.apply_shard(&shard, behind).await;
+        let rest = lambda.apply_shard(&shard, behind, &mut carried).await;
         assert_eq!(rest.applied, 20, "{engine:?}: {rest:?}");
-        let again = lambda.apply_shard(&shard, &records).await;
+        let again = lambda.apply_shard(&shard, &records, &mut carried).await;
         assert_eq!((again.applied, again.already), (0, records.len()), "{engine:?}: all at or before the checkpoint");
         assert_all_exact(&app, day).await;
         let after = reconciler(&app, "lambda-again").pending(day, true).await.unwrap();

@@ -1274,7 +1274,9 @@ fn metrics_units<'a>(tally: &'a Tally, metrics: &str) -> (Vec<(&'a String, f64)>
     let families: Vec<(&String, f64)> =
         tally.writes_by_family.iter().filter(|((table, _), _)| table == metrics).map(|((_, f), u)| (f, *u)).collect();
     let units = families.iter().map(|(_, u)| u).sum();
-    let markers = families.iter().filter(|(family, _)| family.starts_with("APPLIED")).map(|(_, u)| u).sum();
+    // A record's marker; a window's close has one of its own (`APPLIED#WINDOW`).
+    let record_marker = |family: &str| family.starts_with("APPLIED") && family != "APPLIED#WINDOW";
+    let markers = families.iter().filter(|(family, _)| record_marker(family)).map(|(_, u)| u).sum();
     (families, units, markers)
 }
 
@@ -1325,10 +1327,11 @@ async fn units_per_order_at(engine: &Engine, shards: u32) {
 async fn the_lambda_form_in_a_tumbling_window_with_full_batches_costs_the_counters_a_write_unit_or_two_an_order() {
     let _turn = ONE_AT_A_TIME.lock().await;
     for engine in common::engines() {
-        // At 32 shards the goal of 1.2 is missed: 32 cold environments commit
-        // at once, and the transactions refused in conflict and sent again
-        // are charged too (README, "What a commit costs").
-        for (shards, most) in [(8, 1.2), (32, 2.5)] {
+        // At 32 shards the goal of 1.2 is missed on DynamoDB Local (1.22
+        // measured): 32 cold environments commit the counters at once, and
+        // the transactions refused in conflict and sent again are charged
+        // too (README, "What a commit costs").
+        for (shards, most) in [(8, 1.2), (32, 1.5)] {
             lambda_units_per_order_at(&engine, shards, most).await;
         }
     }

@@ -19,6 +19,10 @@ const KEEP_SECS: i64 = 7 * 24 * 3600;
 /// DynamoDB's limit of actions in one transaction.
 pub const TRANSACTION_ITEMS: usize = 100;
 
+/// Most attributes one update of `add_deltas` adds to: an update
+/// expression is limited in size.
+const ADDS_PER_UPDATE: usize = 100;
+
 /// One stream record's marker: its event id, and its sequence number (kept
 /// on the marker, for whoever looks).
 #[derive(Clone, Copy, Debug)]
@@ -87,6 +91,57 @@ impl Store {
 }
 
 impl Store {
+    /// Adds `deltas` item by item, each an UpdateItem of its own (at most
+    /// `ADDS_PER_UPDATE` attributes each), not a transaction: every shard's
+    /// Lambda window closes at the same moment and adds to the same
+    /// observation items, where transactions would refuse each other (and
+    /// each item would be charged twice). What was added before an error
+    /// stays added.
+    pub async fn add_deltas(&self, deltas: &Deltas) -> Result<(), StoreError> {
+        for ((pk, sk), increments) in deltas.items() {
+            for chunk in increments.chunks(ADDS_PER_UPDATE) {
+                let mut update = self
+                    .client
+                    .update_item()
+                    .table_name(&self.metrics_table)
+                    .key(keys::PK, AttributeValue::S(pk.clone()))
+                    .key(keys::SK, AttributeValue::S(sk.clone()));
+                let mut adds = Vec::with_capacity(chunk.len());
+                for (i, (attribute, by)) in chunk.iter().enumerate() {
+                    adds.push(format!("#a{i} :v{i}"));
+                    update = update
+                        .expression_attribute_names(format!("#a{i}"), attribute.as_str())
+                        .expression_attribute_values(format!(":v{i}"), AttributeValue::N(by.to_string()));
+                }
+                update.update_expression(format!("ADD {}", adds.join(", "))).send().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts `marker` only where none exists, alone (one write unit, where a
+    /// transaction is charged two): whether this call put it.
+    pub async fn put_marker(&self, marker: &Marker<'_>) -> Result<bool, StoreError> {
+        let (pk, sk) = keys::applied_key(marker.event_id);
+        let expires = chrono::Utc::now().timestamp() + KEEP_SECS;
+        let mut put = self
+            .client
+            .put_item()
+            .table_name(&self.metrics_table)
+            .item(keys::PK, AttributeValue::S(pk))
+            .item(keys::SK, AttributeValue::S(sk))
+            .item(attr::EXPIRES_AT, AttributeValue::N(expires.to_string()))
+            .condition_expression("attribute_not_exists(PK)");
+        if let Some(seq) = marker.seq {
+            put = put.item(attr::SEQ, AttributeValue::S(seq.to_string()));
+        }
+        match put.send().await {
+            Ok(_) => Ok(true),
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),
+            Err(err) => Err(err.into()),
+        }
+    }
+
     /// Whether a stream record's marker exists (a strongly consistent read).
     pub async fn applied(&self, event_id: &str) -> Result<bool, StoreError> {
         Ok(self.metric_item(keys::applied_key(event_id), true).await?.is_some())

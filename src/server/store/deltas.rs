@@ -77,6 +77,36 @@ impl Deltas {
         days
     }
 
+    /// Moves the increments of the items `take` picks out into a `Deltas`
+    /// of their own.
+    pub fn split_off(&mut self, take: impl Fn(&Key) -> bool) -> Deltas {
+        let (taken, kept) = std::mem::take(&mut self.items).into_iter().partition(|(key, _)| take(key));
+        self.items = kept;
+        Deltas { items: taken }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Every increment as a row: `PK`, `SK`, attribute, by how much.
+    pub fn rows(&self) -> Vec<(String, String, String, i64)> {
+        let mut rows = Vec::new();
+        for ((pk, sk), attributes) in &self.items {
+            rows.extend(attributes.iter().map(|(a, by)| (pk.clone(), sk.clone(), a.clone(), *by)));
+        }
+        rows
+    }
+
+    /// The increments `rows` lists, summed.
+    pub fn from_rows(rows: Vec<(String, String, String, i64)>) -> Deltas {
+        let mut deltas = Deltas::default();
+        for (pk, sk, attribute, by) in rows {
+            deltas.add((pk, sk), attribute, by);
+        }
+        deltas
+    }
+
     /// Adds every increment of `other`.
     pub fn merge(&mut self, other: Deltas) {
         for (key, attributes) in other.items {
@@ -84,5 +114,32 @@ impl Deltas {
                 self.add(key.clone(), attribute, by);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(pk: &str) -> Key {
+        (pk.to_string(), "SK".to_string())
+    }
+
+    #[test]
+    fn items_split_off_leave_the_rest_and_rows_read_back_the_same() {
+        let mut deltas = Deltas::default();
+        deltas.add(key("A#1"), "n".into(), 2);
+        deltas.add(key("B#1"), "n".into(), 3);
+        deltas.add(key("B#1"), "m".into(), -1);
+        let rows = deltas.rows();
+        assert_eq!(rows.len(), 3);
+        assert_eq!(Deltas::from_rows(rows), deltas);
+        let taken = deltas.split_off(|(pk, _)| pk.starts_with("B#"));
+        assert_eq!(
+            taken.rows(),
+            [("B#1".into(), "SK".into(), "m".into(), -1), ("B#1".into(), "SK".into(), "n".into(), 3)]
+        );
+        assert_eq!(deltas.rows(), [("A#1".to_string(), "SK".to_string(), "n".to_string(), 2)]);
+        assert!(!deltas.is_empty() && deltas.split_off(|_| true).item_count() == 1 && deltas.is_empty());
     }
 }

@@ -156,6 +156,7 @@ const QUALITY_HOUR: &str = "HOUR#";
 const QUALITY_LARGEST: &str = "LARGEST#";
 const QUALITY_SAMPLE: &str = "SAMPLE#";
 const APPLIED_SK: &str = "RECORD";
+const WINDOW: &str = "WINDOW#";
 /// Sale plans: one partition, a plan per item (a handful, read whole).
 const SALES: &str = "SALES";
 const SALE_PLAN: &str = "PLAN#";
@@ -520,6 +521,21 @@ pub fn parse_checkpoint_sk(sk: &str) -> Option<&str> {
 /// metrics table's TTL attribute), well past the stream's 24 hours.
 pub fn applied_key(event_id: &str) -> (String, String) {
     (format!("{APPLIED}{event_id}"), APPLIED_SK.to_string())
+}
+
+/// Whether a metrics item holds observations (the stream-priced capacity
+/// and hot keys, the shard heat, the data quality), which only the capacity
+/// and quality pages read, rather than counters the live pages follow: what
+/// a Lambda tumbling window may carry to its close.
+pub fn is_observation(pk: &str) -> bool {
+    [CAPACITY, HEAT, QUALITY].iter().any(|prefix| pk.starts_with(prefix))
+}
+
+/// The marker id of what a tumbling window carried, added by the call that
+/// closes it: one per shard, window and first record carried, so a closing
+/// call delivered again adds nothing.
+pub fn window_marker_id(shard_id: &str, window_start: &str, since: &str) -> String {
+    format!("{WINDOW}{shard_id}#{window_start}#{since}")
 }
 
 /// An entry of the consumer registry: a consumer of the stream, by how it
@@ -1085,6 +1101,14 @@ mod tests {
     #[test]
     fn quality_keys_round_trip() {
         let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+        for observation in [capacity_pk(day), heat_key(day, 7).0, quality_pk(day)] {
+            assert!(is_observation(&observation), "{observation}");
+        }
+        for counter in [metric_pending_key(day).0, metric_minutes_pk(day), applied_key("x").0] {
+            assert!(!is_observation(&counter), "{counter}");
+        }
+        let marker = applied_key(&window_marker_id("shardId-1", "2026-12-04T17:00:00Z", "42")).0;
+        assert_eq!(marker, "APPLIED#WINDOW#shardId-1#2026-12-04T17:00:00Z#42");
         assert_eq!(quality_pk(day), "QUALITY#2026-11-29");
         assert_eq!(parse_quality_sk(&quality_hour_sk(7)), Some(QualitySk::Hour(7)));
         assert_eq!(parse_quality_sk(&quality_largest_sk(23)), Some(QualitySk::Largest(23)));

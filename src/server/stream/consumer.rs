@@ -1002,6 +1002,18 @@ impl Applier {
     /// A checkpoint that moved is a `Conflict`; markers that exist are
     /// `Marked::AlreadyApplied`, and nothing was written.
     pub async fn commit(&self, increments: &Increments, guard: Guard<'_>) -> Result<Marked, StoreError> {
+        self.commit_carrying(increments, guard, None).await
+    }
+
+    /// `commit`, but the observations' increments (`keys::is_observation`)
+    /// are not written: once the rest committed they are added to `carried`,
+    /// for the caller to write later (a Lambda tumbling window's close).
+    pub async fn commit_carrying(
+        &self,
+        increments: &Increments,
+        guard: Guard<'_>,
+        carried: Option<&mut Deltas>,
+    ) -> Result<Marked, StoreError> {
         let mut versions = match &self.hub {
             Some(hub) => Some(hub.versions().await),
             None => None,
@@ -1012,6 +1024,10 @@ impl Applier {
         let mut applied = increments.deltas.clone();
         applied.extend(&plan.adds);
         applied.extend(&quality.adds);
+        let observations = match carried {
+            Some(_) => applied.split_off(|(pk, _)| keys::is_observation(pk)),
+            None => Deltas::default(),
+        };
         let outcome = match guard {
             Guard::Checkpoints(moves) => {
                 self.store.commit_batches(moves, &applied).await?;
@@ -1020,6 +1036,9 @@ impl Applier {
             Guard::Markers(markers) => self.store.commit_marked(markers, &applied).await?,
         };
         if outcome == Marked::Applied {
+            if let Some(carried) = carried {
+                carried.merge(observations);
+            }
             if let Some(versions) = versions.as_mut() {
                 versions.committed(&increments.deltas.versions());
             }

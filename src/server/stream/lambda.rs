@@ -13,8 +13,18 @@
 //! anchors at), only from where it was read; a record at or before the
 //! checkpoint was applied before. That is one item per transaction, however
 //! many records, and it holds because Lambda delivers a shard one batch at
-//! a time (`ParallelizationFactor` 1, which the template sets). An answer to
-//! a windowed event carries an empty `state` (Lambda fails one without it).
+//! a time (`ParallelizationFactor` 1, which the template sets).
+//!
+//! Within a window only the counters the live pages follow are written with
+//! the checkpoint. The observations (stream-priced capacity and hot keys,
+//! shard heat, data quality: `keys::is_observation`) are summed in the
+//! window's `state`, which Lambda hands from one call of a shard's window to
+//! the next, and added once by the call that closes the window, guarded by a
+//! marker of their own: at 32 shards each invocation otherwise rewrote those
+//! items for a handful of records. The capacity and quality pages see a
+//! shard's figures up to a window late. A state Lambda drops (it keeps the
+//! last successful answer's; an invocation that fails after committing some
+//! records loses their share) loses observations, never counts.
 //!
 //! An event without a window says nothing of the shard, so each record's
 //! increments are written in one transaction with a marker of its own
@@ -31,8 +41,10 @@
 //! and skipped, as `consume` does (priced only, when it has images).
 
 use crate::server::store::error::StoreError;
+use crate::server::store::keys;
 use crate::server::store::{CheckpointMove, Holder, Marked, Marker, Store, TRANSACTION_ITEMS};
 use crate::server::stream::consumer::{Applier, Batch, Guard, Increments, Reading};
+use crate::server::stream::counters::Deltas;
 use crate::server::stream::lag;
 use crate::server::stream::reconcile::compare_seq;
 use crate::server::stream::registry::LambdaBeat;
@@ -54,6 +66,8 @@ pub enum LambdaError {
          the whole batch is failed, to be delivered again"
     )]
     Unreportable { position: usize },
+    #[error("the window's observations could not be added (the closing call is failed, to be made again): {0}")]
+    WindowClose(StoreError),
 }
 
 /// One record of a Lambda DynamoDB event, as the consumer reads it.
@@ -121,12 +135,14 @@ pub struct ShardOf {
     pub shard_id: String,
 }
 
-/// A windowed event's own fields: its shard, and whether it is the call
-/// that closes a window (no records; its state goes nowhere).
+/// A windowed event's own fields: its shard, when the window started,
+/// whether it is the call that closes it, and what it carries.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Window {
     pub shard: ShardOf,
+    pub start: String,
     pub closing: bool,
+    pub carried: Carried,
 }
 
 impl Window {
@@ -138,14 +154,57 @@ impl Window {
         let stream_arn =
             text(event.get("eventSourceARN")).or_else(|| text(event.pointer("/Records/0/eventSourceARN")))?;
         let closing = event.get("isFinalInvokeForWindow").and_then(Value::as_bool).unwrap_or(false);
-        Some(Window { shard: ShardOf { stream_arn, shard_id }, closing })
+        let start = text(event.pointer("/window/start")).unwrap_or_default();
+        let carried = Carried::from_state(event.get("state"));
+        Some(Window { shard: ShardOf { stream_arn, shard_id }, start, closing, carried })
+    }
+}
+
+/// The observations a window carries from call to call of one shard, and
+/// the first record they came with (naming them in the close's marker).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Carried {
+    pub since: Option<String>,
+    pub deltas: Deltas,
+}
+
+/// The `state` fields: the first record's sequence number, and the
+/// increments as JSON rows `[PK, SK, attribute, by]`.
+const STATE_SINCE: &str = "since";
+const STATE_ADDS: &str = "adds";
+
+impl Carried {
+    /// What a `state` carries: nothing when it is empty, or unreadable
+    /// (then said: those observations are lost, the counters are not).
+    pub fn from_state(state: Option<&Value>) -> Carried {
+        let Some(adds) = state.and_then(|s| s.get(STATE_ADDS)) else { return Carried::default() };
+        let rows = adds.as_str().and_then(|text| serde_json::from_str(text).ok());
+        let Some(rows) = rows else {
+            tracing::error!(%adds, "a window's state that is not this function's: its observations are dropped");
+            return Carried::default();
+        };
+        let since = state.and_then(|s| s.get(STATE_SINCE)).and_then(Value::as_str).map(str::to_string);
+        Carried { since, deltas: Deltas::from_rows(rows) }
+    }
+
+    pub fn to_state(&self) -> HashMap<String, String> {
+        let mut state = HashMap::new();
+        if !self.deltas.is_empty() {
+            state.insert(STATE_ADDS.to_string(), self.rows_json());
+            state.insert(STATE_SINCE.to_string(), self.since.clone().unwrap_or_default());
+        }
+        state
+    }
+
+    fn rows_json(&self) -> String {
+        serde_json::to_string(&self.deltas.rows()).unwrap_or_default()
     }
 }
 
 /// The function's answer: the batch item failures, and for a windowed
-/// event the state Lambda hands to the window's next call. Lambda takes a
-/// windowed answer without `state` as failed; nothing is carried in it (the
-/// checkpoint is in the metrics table), so it is empty.
+/// event the state Lambda hands to the window's next call (the window's
+/// observations so far; empty once closed). Lambda takes a windowed answer
+/// without `state` as failed.
 #[derive(Debug, Default, serde::Serialize)]
 pub struct Response {
     #[serde(flatten)]
@@ -200,12 +259,13 @@ impl LambdaConsumer {
     /// moves the shard's checkpoint over the records it applies, and a
     /// record at or before the checkpoint was applied before (an event with
     /// a tumbling window, which names its shard; Lambda delivers a shard one
-    /// batch at a time when `ParallelizationFactor` is 1).
-    pub async fn apply_shard(&self, shard: &ShardOf, records: &[Delivered]) -> Outcome {
-        self.apply_guarded(records, Some(shard)).await
+    /// batch at a time when `ParallelizationFactor` is 1). The observations
+    /// of what committed are added to `carried`, not written.
+    pub async fn apply_shard(&self, shard: &ShardOf, records: &[Delivered], carried: &mut Deltas) -> Outcome {
+        self.apply_guarded(records, Some((shard, carried))).await
     }
 
-    async fn apply_guarded(&self, records: &[Delivered], shard: Option<&ShardOf>) -> Outcome {
+    async fn apply_guarded(&self, records: &[Delivered], shard: Option<(&ShardOf, &mut Deltas)>) -> Outcome {
         self.beat.beat(&self.store).await;
         let mut outcome = Outcome::default();
         let readings = match self.readings(records).await {
@@ -227,7 +287,7 @@ impl LambdaConsumer {
             outcome.skipped += 1;
         }
         let guarding = match shard {
-            Some(shard) => self.shard_guarding(shard, records, &mut done, &mut outcome).await,
+            Some((shard, carried)) => self.shard_guarding(shard, carried, records, &mut done, &mut outcome).await,
             None => Some(Guarding::Markers),
         };
         let batch = match guarding {
@@ -373,11 +433,11 @@ impl LambdaConsumer {
                     Err(err) => Step::Failed(err),
                 }
             }
-            Guarding::Shard { shard, prev, rereads } => {
+            Guarding::Shard { shard, prev, rereads, carried } => {
                 let last = group.last().and_then(|&i| records[i].seq.as_deref());
                 let holder = Holder::Mapping { stream_arn: &shard.stream_arn, shard_id: &shard.shard_id };
                 let moves = [CheckpointMove { holder, prev: prev.as_deref(), seq: last, finished: false }];
-                match self.core.commit(increments, Guard::Checkpoints(&moves)).await {
+                match self.core.commit_carrying(increments, Guard::Checkpoints(&moves), Some(&mut **carried)).await {
                     Ok(_) => {
                         *prev = last.map(str::to_string);
                         Step::Applied
@@ -406,6 +466,7 @@ impl LambdaConsumer {
     async fn shard_guarding<'a>(
         &self,
         shard: &'a ShardOf,
+        carried: &'a mut Deltas,
         records: &[Delivered],
         done: &mut [bool],
         outcome: &mut Outcome,
@@ -418,7 +479,7 @@ impl LambdaConsumer {
             }
         }
         match self.checkpoint(shard, records, done, outcome).await {
-            Ok(prev) => Some(Guarding::Shard { shard, prev, rereads: 0 }),
+            Ok(prev) => Some(Guarding::Shard { shard, prev, rereads: 0, carried }),
             Err(err) => {
                 if let Some(first) = (0..records.len()).find(|&i| !done[i]) {
                     failed(records, first, &err, outcome);
@@ -453,10 +514,10 @@ impl LambdaConsumer {
 }
 
 /// What guards a batch's transactions: each record's marker, or the shard's
-/// checkpoint, as last read.
+/// checkpoint, as last read (and where the window's observations go).
 enum Guarding<'a> {
     Markers,
-    Shard { shard: &'a ShardOf, prev: Option<String>, rereads: u32 },
+    Shard { shard: &'a ShardOf, prev: Option<String>, rereads: u32, carried: &'a mut Deltas },
 }
 
 /// What one transaction came to.
@@ -546,19 +607,32 @@ pub async fn handle(consumer: &LambdaConsumer, event: &Value) -> Result<Response
 }
 
 async fn handle_records(consumer: &LambdaConsumer, event: &Value) -> Result<Response, LambdaError> {
-    let window = Window::of(event);
-    let state = window.as_ref().map(|_| HashMap::new());
+    let mut window = Window::of(event);
     let records = match event.get("Records").and_then(Value::as_array) {
-        Some(records) => records,
+        Some(records) => records.as_slice(),
         // A window's closing call may come without records.
-        None if window.as_ref().is_some_and(|w| w.closing) => return Ok(Response { state, ..Response::default() }),
+        None if window.as_ref().is_some_and(|w| w.closing) => &[],
         None => return Err(LambdaError::NotAStreamEvent),
     };
     let delivered: Vec<Delivered> = records.iter().map(Delivered::from_json).collect();
-    let outcome = match &window {
+    let outcome = match window.as_mut() {
         Some(_) if delivered.is_empty() => Outcome::default(),
-        Some(window) => consumer.apply_shard(&window.shard, &delivered).await,
+        Some(window) => {
+            let carried = &mut window.carried;
+            if carried.since.is_none() {
+                carried.since = delivered.iter().find_map(|d| d.seq.clone());
+            }
+            consumer.apply_shard(&window.shard, &delivered, &mut carried.deltas).await
+        }
         None => consumer.apply(&delivered).await,
+    };
+    let state = match window.as_mut() {
+        Some(window) if window.closing => {
+            consumer.close_window(window).await.map_err(LambdaError::WindowClose)?;
+            Some(HashMap::new())
+        }
+        Some(window) => Some(window.carried.to_state()),
+        None => None,
     };
     tracing::info!(
         shard = window.as_ref().map(|w| w.shard.shard_id.as_str()),
@@ -570,6 +644,28 @@ async fn handle_records(consumer: &LambdaConsumer, event: &Value) -> Result<Resp
         "stream batch"
     );
     Ok(Response { failures: response(&delivered, &outcome)?, state })
+}
+
+impl LambdaConsumer {
+    /// Adds what `window` carried, at most once: its marker first, put only
+    /// where none exists, then the increments, item by item (`add_deltas`:
+    /// every shard closes its window at once, and transactions on the same
+    /// items would refuse each other). A close that fails after its marker
+    /// is made again by Lambda and adds nothing: what it had not added is
+    /// lost, as the module's comment says, never added twice.
+    async fn close_window(&self, window: &Window) -> Result<(), StoreError> {
+        if window.carried.deltas.is_empty() {
+            return Ok(());
+        }
+        let since = window.carried.since.as_deref().unwrap_or_default();
+        let id = keys::window_marker_id(&window.shard.shard_id, &window.start, since);
+        let marker = Marker { event_id: &id, seq: None };
+        if !self.store.put_marker(&marker).await? {
+            tracing::info!(shard = window.shard.shard_id, "a window's observations were added before");
+            return Ok(());
+        }
+        self.store.add_deltas(&window.carried.deltas).await
+    }
 }
 
 /// Serves invocations from the Lambda Runtime API (`AWS_LAMBDA_RUNTIME_API`)
@@ -687,6 +783,32 @@ mod tests {
         assert!(matches!(response(&unnumbered, &outcome), Err(LambdaError::Unreportable { position: 2 })));
     }
 
+    fn carried(items: usize, attributes: usize) -> Carried {
+        let mut deltas = Deltas::default();
+        for i in 0..items {
+            for a in 0..attributes {
+                deltas.add(
+                    (format!("CAPACITY#2026-12-04#{i:03}"), "STREAM#17".into()),
+                    format!("w{a:03}"),
+                    1 + a as i64,
+                );
+            }
+        }
+        Carried { since: Some("100".into()), deltas }
+    }
+
+    #[test]
+    fn a_window_carries_its_observations_in_the_state_and_reads_them_back() {
+        let carried = carried(3, 2);
+        let state = serde_json::to_value(carried.to_state()).unwrap();
+        assert_eq!(Carried::from_state(Some(&state)), carried);
+        assert_eq!(serde_json::to_value(Carried::default().to_state()).unwrap(), json!({}), "nothing carried: {{}}");
+        for nothing in [json!({}), json!({"1": 282}), json!({"adds": "not rows"}), json!({"adds": 3})] {
+            assert_eq!(Carried::from_state(Some(&nothing)), Carried::default(), "{nothing}");
+        }
+        assert_eq!(Carried::from_state(None), Carried::default());
+    }
+
     #[test]
     fn a_windowed_event_names_its_shard_and_its_answer_carries_a_state() {
         let arn = "arn:aws:dynamodb:us-east-1:123456789012:table/orders/stream/2026-11-29T00:00:00.000";
@@ -697,7 +819,9 @@ mod tests {
             "isFinalInvokeForWindow": false, "isWindowTerminatedEarly": false
         });
         let shard = ShardOf { stream_arn: arn.into(), shard_id: "shardId-0001".into() };
-        assert_eq!(Window::of(&event), Some(Window { shard: shard.clone(), closing: false }));
+        let start = "2026-12-04T17:00:00Z".to_string();
+        let carried = Carried::default();
+        assert_eq!(Window::of(&event), Some(Window { shard: shard.clone(), start, closing: false, carried }));
         event["isFinalInvokeForWindow"] = json!(true);
         assert!(Window::of(&event).unwrap().closing);
         // The ARN of the records when the event leaves it out.

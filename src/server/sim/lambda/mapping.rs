@@ -425,14 +425,18 @@ struct Delivery {
 
 /// One of a shard's concurrent batches: gathers its records into batches
 /// and delivers them one after another, in order; closes its tumbling
-/// window when it ends.
+/// window when it ends, when the shard ends, and when the mapping stops (a
+/// window's state holds what the function has not written yet).
 async fn lane(delivery: Arc<Delivery>, mut records: mpsc::Receiver<Record>) {
     let (size, window) = (delivery.inner.settings.batch_size.max(1), delivery.inner.settings.batching_window);
     let mut open: Option<OpenWindow> = None;
     loop {
         let closes_in = open.as_ref().map(|w| (w.end - Utc::now()).to_std().unwrap_or(Duration::ZERO));
         let first = tokio::select! {
-            _ = delivery.inner.stop.cancelled() => return,
+            _ = delivery.inner.stop.cancelled() => {
+                delivery.close(&mut open).await;
+                return;
+            }
             _ = tokio::time::sleep(closes_in.unwrap_or(RETRY_MOST)), if closes_in.is_some() => {
                 delivery.close(&mut open).await;
                 continue;
@@ -638,23 +642,29 @@ impl Delivery {
     }
 
     /// The call that ends a tumbling window: no records, the window's last
-    /// state. Its answer changes nothing here (Lambda hands the state on to
-    /// nothing).
+    /// state. Made again until it succeeds, as Lambda holds the shard until
+    /// then, or until the mapping stops (one call more once stopping).
     async fn close(&self, open: &mut Option<OpenWindow>) {
         let Some(window) = open.take() else { return };
         let mut event = json!({"Records": []});
         window.fields(&mut event, self, true);
-        self.inner.count(|s| {
-            s.invocations += 1;
-            s.windows_closed += 1;
-        });
-        match self.inner.pool.invoke(event).await {
-            Ok(Answer::Response(_)) => {}
-            Ok(Answer::Error(body)) => {
-                tracing::warn!(shard = self.shard, %body, "local Lambda: a window's closing call failed")
-            }
-            Err(err) => {
-                tracing::warn!(shard = self.shard, error = %err, "local Lambda: a window's closing call failed")
+        let mut failures: u32 = 0;
+        loop {
+            self.inner.count(|s| s.invocations += 1);
+            let failed = match self.inner.pool.invoke(event.clone()).await {
+                Ok(Answer::Response(_)) => {
+                    self.inner.count(|s| s.windows_closed += 1);
+                    return;
+                }
+                Ok(Answer::Error(body)) => body.to_string(),
+                Err(err) => err.to_string(),
+            };
+            tracing::warn!(shard = self.shard, failed, "local Lambda: a window's closing call failed");
+            failures += 1;
+            self.inner.count(|s| s.retries += 1);
+            let wait = RETRY_FIRST.saturating_mul(1 << (failures - 1).min(8)).min(RETRY_MOST);
+            if !self.inner.pause(wait).await {
+                return;
             }
         }
     }
