@@ -523,12 +523,15 @@ pub fn applied_key(event_id: &str) -> (String, String) {
     (format!("{APPLIED}{event_id}"), APPLIED_SK.to_string())
 }
 
-/// Whether a metrics item holds observations (the stream-priced capacity
-/// and hot keys, the shard heat, the data quality), which only the capacity
-/// and quality pages read, rather than counters the live pages follow: what
-/// a Lambda tumbling window may carry to its close.
-pub fn is_observation(pk: &str) -> bool {
-    [CAPACITY, HEAT, QUALITY].iter().any(|prefix| pk.starts_with(prefix))
+/// Whether a metrics item holds observations that are sums and nothing
+/// else (the stream-priced capacity and hot keys, the shard heat, the
+/// quality's hourly counts), which only the capacity and quality pages read,
+/// rather than counters the live pages follow: what a Lambda tumbling window
+/// may carry to its close. Not the quality's largest items and samples: a
+/// consumer chooses what to add to those by what it read of them
+/// (`quality::Tracker::seed`), so they are written when chosen.
+pub fn is_observation((pk, sk): &(String, String)) -> bool {
+    pk.starts_with(CAPACITY) || pk.starts_with(HEAT) || (pk.starts_with(QUALITY) && sk.starts_with(QUALITY_HOUR))
 }
 
 /// The marker id of what a tumbling window carried, added by the call that
@@ -1101,11 +1104,14 @@ mod tests {
     #[test]
     fn quality_keys_round_trip() {
         let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
-        for observation in [capacity_pk(day), heat_key(day, 7).0, quality_pk(day)] {
-            assert!(is_observation(&observation), "{observation}");
+        let capacity = (capacity_pk(day), capacity_stream_sk("orders", 7));
+        let quality = |sk: String| (quality_pk(day), sk);
+        for observation in [capacity, heat_key(day, 7), quality(quality_hour_sk(7))] {
+            assert!(is_observation(&observation), "{observation:?}");
         }
-        for counter in [metric_pending_key(day).0, metric_minutes_pk(day), applied_key("x").0] {
-            assert!(!is_observation(&counter), "{counter}");
+        let chosen = [quality(quality_largest_sk(7)), quality(quality_sample_sk("ORDER", "status"))];
+        for other in chosen.into_iter().chain([metric_pending_key(day), metric_minutes_key(day, 7), applied_key("x")]) {
+            assert!(!is_observation(&other), "{other:?}");
         }
         let marker = applied_key(&window_marker_id("shardId-1", "2026-12-04T17:00:00Z", "42")).0;
         assert_eq!(marker, "APPLIED#WINDOW#shardId-1#2026-12-04T17:00:00Z#42");

@@ -1025,7 +1025,7 @@ impl Applier {
         applied.extend(&plan.adds);
         applied.extend(&quality.adds);
         let observations = match carried {
-            Some(_) => applied.split_off(|(pk, _)| keys::is_observation(pk)),
+            Some(_) => applied.split_off(keys::is_observation),
             None => Deltas::default(),
         };
         let outcome = match guard {

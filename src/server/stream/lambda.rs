@@ -16,15 +16,16 @@
 //! a time (`ParallelizationFactor` 1, which the template sets).
 //!
 //! Within a window only the counters the live pages follow are written with
-//! the checkpoint. The observations (stream-priced capacity and hot keys,
-//! shard heat, data quality: `keys::is_observation`) are summed in the
-//! window's `state`, which Lambda hands from one call of a shard's window to
-//! the next, and added once by the call that closes the window, guarded by a
-//! marker of their own: at 32 shards each invocation otherwise rewrote those
-//! items for a handful of records. The capacity and quality pages see a
-//! shard's figures up to a window late. A state Lambda drops (it keeps the
-//! last successful answer's; an invocation that fails after committing some
-//! records loses their share) loses observations, never counts.
+//! the checkpoint. The observations that are plain sums (stream-priced
+//! capacity and hot keys, shard heat, the quality's hourly counts:
+//! `keys::is_observation`) are summed in the window's `state`, which Lambda
+//! hands from one call of a shard's window to the next, and added once by
+//! the call that closes the window, guarded by a marker of their own: at 32
+//! shards each invocation otherwise rewrote those items for a handful of
+//! records. The capacity and quality pages see a shard's figures up to a
+//! window late. A state Lambda does not hand on (after an invocation that
+//! failed having committed some records), or a close that fails after its
+//! marker, loses observations, never counts.
 //!
 //! An event without a window says nothing of the shard, so each record's
 //! increments are written in one transaction with a marker of its own
