@@ -11,6 +11,7 @@ use crate::server::store::error::StoreError;
 use crate::server::store::keys::{self, attr};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, CancellationReason, Put, TransactWriteItem};
+use std::collections::HashMap;
 
 /// How long a marker is kept (the metrics table's TTL): the stream keeps a
 /// record 24 hours, and Lambda retries a record no longer than that.
@@ -22,6 +23,24 @@ pub const TRANSACTION_ITEMS: usize = 100;
 /// Most attributes one update of `add_deltas` adds to: an update
 /// expression is limited in size.
 const ADDS_PER_UPDATE: usize = 100;
+
+/// A marker is put only where none exists.
+const MARKER_ABSENT: &str = "attribute_not_exists(PK)";
+
+/// A marker item: its key, its expiry, and the record's sequence number.
+fn marker_item(marker: &Marker<'_>) -> HashMap<String, AttributeValue> {
+    let (pk, sk) = keys::applied_key(marker.event_id);
+    let expires = chrono::Utc::now().timestamp() + KEEP_SECS;
+    let mut item = HashMap::from([
+        (keys::PK.to_string(), AttributeValue::S(pk)),
+        (keys::SK.to_string(), AttributeValue::S(sk)),
+        (attr::EXPIRES_AT.to_string(), AttributeValue::N(expires.to_string())),
+    ]);
+    if let Some(seq) = marker.seq {
+        item.insert(attr::SEQ.to_string(), AttributeValue::S(seq.to_string()));
+    }
+    item
+}
 
 /// One stream record's marker: its event id, and its sequence number (kept
 /// on the marker, for whoever looks).
@@ -51,19 +70,12 @@ impl Store {
     /// still in conflict after those retries: `Unavailable`; refused, e.g. a
     /// counter that is not a number: `Rejected`).
     pub async fn commit_marked(&self, markers: &[Marker<'_>], deltas: &Deltas) -> Result<Marked, StoreError> {
-        let expires = chrono::Utc::now().timestamp() + KEEP_SECS;
         let mut transaction = self.client.transact_write_items();
         for marker in markers {
-            let (pk, sk) = keys::applied_key(marker.event_id);
-            let mut put = Put::builder()
+            let put = Put::builder()
                 .table_name(&self.metrics_table)
-                .item(keys::PK, AttributeValue::S(pk))
-                .item(keys::SK, AttributeValue::S(sk))
-                .item(attr::EXPIRES_AT, AttributeValue::N(expires.to_string()))
-                .condition_expression("attribute_not_exists(PK)");
-            if let Some(seq) = marker.seq {
-                put = put.item(attr::SEQ, AttributeValue::S(seq.to_string()));
-            }
+                .set_item(Some(marker_item(marker)))
+                .condition_expression(MARKER_ABSENT);
             transaction = transaction.transact_items(TransactWriteItem::builder().put(put.build()?).build());
         }
         for (key, increments) in deltas.items() {
@@ -100,20 +112,17 @@ impl Store {
     pub async fn add_deltas(&self, deltas: &Deltas) -> Result<(), StoreError> {
         for ((pk, sk), increments) in deltas.items() {
             for chunk in increments.chunks(ADDS_PER_UPDATE) {
-                let mut update = self
-                    .client
+                let add = super::checkpoints::AddExpression::of(chunk);
+                self.client
                     .update_item()
                     .table_name(&self.metrics_table)
                     .key(keys::PK, AttributeValue::S(pk.clone()))
-                    .key(keys::SK, AttributeValue::S(sk.clone()));
-                let mut adds = Vec::with_capacity(chunk.len());
-                for (i, (attribute, by)) in chunk.iter().enumerate() {
-                    adds.push(format!("#a{i} :v{i}"));
-                    update = update
-                        .expression_attribute_names(format!("#a{i}"), attribute.as_str())
-                        .expression_attribute_values(format!(":v{i}"), AttributeValue::N(by.to_string()));
-                }
-                update.update_expression(format!("ADD {}", adds.join(", "))).send().await?;
+                    .key(keys::SK, AttributeValue::S(sk.clone()))
+                    .update_expression(add.expression)
+                    .set_expression_attribute_names(Some(add.names))
+                    .set_expression_attribute_values(Some(add.values))
+                    .send()
+                    .await?;
             }
         }
         Ok(())
@@ -122,19 +131,12 @@ impl Store {
     /// Puts `marker` only where none exists, alone (one write unit, where a
     /// transaction is charged two): whether this call put it.
     pub async fn put_marker(&self, marker: &Marker<'_>) -> Result<bool, StoreError> {
-        let (pk, sk) = keys::applied_key(marker.event_id);
-        let expires = chrono::Utc::now().timestamp() + KEEP_SECS;
-        let mut put = self
+        let put = self
             .client
             .put_item()
             .table_name(&self.metrics_table)
-            .item(keys::PK, AttributeValue::S(pk))
-            .item(keys::SK, AttributeValue::S(sk))
-            .item(attr::EXPIRES_AT, AttributeValue::N(expires.to_string()))
-            .condition_expression("attribute_not_exists(PK)");
-        if let Some(seq) = marker.seq {
-            put = put.item(attr::SEQ, AttributeValue::S(seq.to_string()));
-        }
+            .set_item(Some(marker_item(marker)))
+            .condition_expression(MARKER_ABSENT);
         match put.send().await {
             Ok(_) => Ok(true),
             Err(err) if err.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),

@@ -254,18 +254,35 @@ impl Store {
         (pk, sk): &(String, String),
         increments: &[(&String, i64)],
     ) -> Result<Update, StoreError> {
-        let mut update = Update::builder()
+        let add = AddExpression::of(increments);
+        Ok(Update::builder()
             .table_name(&self.metrics_table)
             .key(keys::PK, AttributeValue::S(pk.clone()))
-            .key(keys::SK, AttributeValue::S(sk.clone()));
-        let mut adds = Vec::with_capacity(increments.len());
+            .key(keys::SK, AttributeValue::S(sk.clone()))
+            .update_expression(add.expression)
+            .set_expression_attribute_names(Some(add.names))
+            .set_expression_attribute_values(Some(add.values))
+            .build()?)
+    }
+}
+
+/// An `ADD` of increments to one item's attributes, names and values as
+/// placeholders (attribute names may be reserved words or hold `#`).
+pub(super) struct AddExpression {
+    pub expression: String,
+    pub names: HashMap<String, String>,
+    pub values: HashMap<String, AttributeValue>,
+}
+
+impl AddExpression {
+    pub fn of(increments: &[(&String, i64)]) -> AddExpression {
+        let (mut adds, mut names, mut values) = (Vec::new(), HashMap::new(), HashMap::new());
         for (i, (attribute, by)) in increments.iter().enumerate() {
             adds.push(format!("#a{i} :v{i}"));
-            update = update
-                .expression_attribute_names(format!("#a{i}"), attribute.as_str())
-                .expression_attribute_values(format!(":v{i}"), AttributeValue::N(by.to_string()));
+            names.insert(format!("#a{i}"), attribute.to_string());
+            values.insert(format!(":v{i}"), AttributeValue::N(by.to_string()));
         }
-        Ok(update.update_expression(format!("ADD {}", adds.join(", "))).build()?)
+        AddExpression { expression: format!("ADD {}", adds.join(", ")), names, values }
     }
 }
 
