@@ -1376,5 +1376,8 @@ async fn lambda_units_per_order_at(engine: &Engine, shards: u32, most: f64) {
     );
     assert!(off.is_empty(), "{engine:?}: {off:?}");
     assert_eq!((stats.given_up, markers), (0, 0.0), "{engine:?}: {stats}");
+    // Every shard's window closed (at the latest when the mapping stopped),
+    // so what the windows carried is in the units above.
+    assert!(stats.windows_closed >= u64::from(shards), "{engine:?}: {stats:?}");
     assert!(per_order <= most, "{engine:?}, {shards} shards: {per_order:.2} write units an order");
 }
