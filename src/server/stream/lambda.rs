@@ -181,7 +181,8 @@ impl Carried {
         let Some(adds) = state.and_then(|s| s.get(STATE_ADDS)) else { return Carried::default() };
         let rows = adds.as_str().and_then(|text| serde_json::from_str(text).ok());
         let Some(rows) = rows else {
-            tracing::error!(%adds, "a window's state that is not this function's: its observations are dropped");
+            let bytes = adds.to_string().len();
+            tracing::error!(bytes, "a window's state that is not this function's: its observations are dropped");
             return Carried::default();
         };
         let since = state.and_then(|s| s.get(STATE_SINCE)).and_then(Value::as_str).map(str::to_string);
