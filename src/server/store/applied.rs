@@ -6,6 +6,7 @@
 
 use super::Store;
 use super::conflicts::send_retrying_conflicts;
+use super::items::{AddExpression, add_to_metric};
 use crate::server::store::deltas::Deltas;
 use crate::server::store::error::StoreError;
 use crate::server::store::keys::{self, attr};
@@ -112,17 +113,8 @@ impl Store {
     pub async fn add_deltas(&self, deltas: &Deltas) -> Result<(), StoreError> {
         for ((pk, sk), increments) in deltas.items() {
             for chunk in increments.chunks(ADDS_PER_UPDATE) {
-                let add = super::checkpoints::AddExpression::of(chunk);
-                self.client
-                    .update_item()
-                    .table_name(&self.metrics_table)
-                    .key(keys::PK, AttributeValue::S(pk.clone()))
-                    .key(keys::SK, AttributeValue::S(sk.clone()))
-                    .update_expression(add.expression)
-                    .set_expression_attribute_names(Some(add.names))
-                    .set_expression_attribute_values(Some(add.values))
-                    .send()
-                    .await?;
+                let add = AddExpression::of_increments(chunk);
+                add_to_metric(&self.client, &self.metrics_table, (pk, sk), add).await?;
             }
         }
         Ok(())

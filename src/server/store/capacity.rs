@@ -9,6 +9,7 @@
 //! minutes for the next one. An `ADD` the SDK retries after a lost answer
 //! may count twice: the figures are for capacity planning, not billing.
 
+use super::items::{AddExpression, add_to_metric};
 use super::{Item, Store};
 use crate::server::store::error::{StoreError, unless_condition_failed};
 use crate::server::store::keys::{self, CapacitySk};
@@ -125,21 +126,8 @@ impl UsageFlusher {
     }
 
     async fn update(&self, write: &Write) -> Result<(), StoreError> {
-        let mut update = self
-            .client
-            .update_item()
-            .table_name(&self.metrics_table)
-            .key(keys::PK, AttributeValue::S(write.pk.clone()))
-            .key(keys::SK, AttributeValue::S(write.sk.clone()));
-        let mut adds = Vec::with_capacity(write.adds.len());
-        for (i, (attribute, value)) in write.adds.iter().enumerate() {
-            adds.push(format!("#a{i} :v{i}"));
-            update = update
-                .expression_attribute_names(format!("#a{i}"), attribute)
-                .expression_attribute_values(format!(":v{i}"), AttributeValue::N(value.clone()));
-        }
-        update.update_expression(format!("ADD {}", adds.join(", "))).send().await?;
-        Ok(())
+        let add = AddExpression::of(write.adds.iter().map(|(attribute, value)| (attribute.as_str(), value.clone())));
+        add_to_metric(&self.client, &self.metrics_table, (&write.pk, &write.sk), add).await
     }
 }
 

@@ -2,7 +2,7 @@
 //! applies a batch of counter increments together with its checkpoint.
 
 use super::conflicts::send_retrying_conflicts;
-use super::items::{LEASE_FREE, lease_names, lease_values};
+use super::items::{AddExpression, LEASE_FREE, lease_names, lease_values};
 use super::{Item, Store};
 use crate::server::store::deltas::Deltas;
 use crate::server::store::error::{StoreError, Unavailable, unless_condition_failed};
@@ -254,35 +254,15 @@ impl Store {
         (pk, sk): &(String, String),
         increments: &[(&String, i64)],
     ) -> Result<Update, StoreError> {
-        let add = AddExpression::of(increments);
+        let add = AddExpression::of_increments(increments);
         Ok(Update::builder()
             .table_name(&self.metrics_table)
             .key(keys::PK, AttributeValue::S(pk.clone()))
             .key(keys::SK, AttributeValue::S(sk.clone()))
-            .update_expression(add.expression)
+            .update_expression(add.expression())
             .set_expression_attribute_names(Some(add.names))
             .set_expression_attribute_values(Some(add.values))
             .build()?)
-    }
-}
-
-/// An `ADD` of increments to one item's attributes, names and values as
-/// placeholders (attribute names may be reserved words or hold `#`).
-pub(super) struct AddExpression {
-    pub expression: String,
-    pub names: HashMap<String, String>,
-    pub values: HashMap<String, AttributeValue>,
-}
-
-impl AddExpression {
-    pub fn of(increments: &[(&String, i64)]) -> AddExpression {
-        let (mut adds, mut names, mut values) = (Vec::new(), HashMap::new(), HashMap::new());
-        for (i, (attribute, by)) in increments.iter().enumerate() {
-            adds.push(format!("#a{i} :v{i}"));
-            names.insert(format!("#a{i}"), attribute.to_string());
-            values.insert(format!(":v{i}"), AttributeValue::N(by.to_string()));
-        }
-        AddExpression { expression: format!("ADD {}", adds.join(", ")), names, values }
     }
 }
 

@@ -1,10 +1,11 @@
 //! Shapes the store's parts share against the metrics table: an item read
-//! by its key, an item written only where none is, and the condition under
-//! which a lease is taken.
+//! by its key, an item written only where none is, numbers added to an
+//! item's attributes, and the condition under which a lease is taken.
 
 use super::error::{StoreError, unless_condition_failed};
 use super::keys::{self, attr};
 use super::{Item, Store};
+use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
@@ -94,6 +95,60 @@ impl Store {
             .await;
         Ok(unless_condition_failed(update)?.is_some())
     }
+}
+
+/// An `ADD` of numbers to one item's attributes, names and values as
+/// placeholders (`#aN`, `:vN`: attribute names may be reserved words or
+/// hold `#`).
+pub(super) struct AddExpression {
+    /// `#aN :vN`, one an attribute.
+    pub terms: Vec<String>,
+    pub names: HashMap<String, String>,
+    pub values: HashMap<String, AttributeValue>,
+}
+
+impl AddExpression {
+    /// `adds`: each attribute and the number added to it, as DynamoDB's
+    /// number text.
+    pub fn of<'a>(adds: impl IntoIterator<Item = (&'a str, String)>) -> AddExpression {
+        let (mut terms, mut names, mut values) = (Vec::new(), HashMap::new(), HashMap::new());
+        for (i, (attribute, number)) in adds.into_iter().enumerate() {
+            terms.push(format!("#a{i} :v{i}"));
+            names.insert(format!("#a{i}"), attribute.to_string());
+            values.insert(format!(":v{i}"), AttributeValue::N(number));
+        }
+        AddExpression { terms, names, values }
+    }
+
+    /// Of counter increments.
+    pub fn of_increments(increments: &[(&String, i64)]) -> AddExpression {
+        Self::of(increments.iter().map(|(attribute, by)| (attribute.as_str(), by.to_string())))
+    }
+
+    pub fn expression(&self) -> String {
+        format!("ADD {}", self.terms.join(", "))
+    }
+}
+
+/// One UpdateItem adding `add` to the metrics table's item under `key`
+/// (created if there is none).
+pub(super) async fn add_to_metric(
+    client: &Client,
+    metrics_table: &str,
+    (pk, sk): (&str, &str),
+    add: AddExpression,
+) -> Result<(), StoreError> {
+    client
+        .update_item()
+        .table_name(metrics_table)
+        .key(keys::PK, AttributeValue::S(pk.to_string()))
+        .key(keys::SK, AttributeValue::S(sk.to_string()))
+        .update_expression(add.expression())
+        .set_expression_attribute_names(Some(add.names))
+        .set_expression_attribute_values(Some(add.values))
+        .send()
+        .await?;
+    Ok(())
 }
 
 /// An item's attributes with its keys.

@@ -3,7 +3,7 @@
 //! the repair of a counter by a delta, and the lease of the stream reader.
 
 use super::checkpoints::checkpoint_of;
-use super::items::{LEASE_FREE, keyed, lease_names, lease_values};
+use super::items::{AddExpression, LEASE_FREE, keyed, lease_names, lease_values};
 use super::{Checkpoint, Item, Store, backoff, key_item};
 use crate::model::iso_millis;
 use crate::server::store::deltas::Key;
@@ -214,23 +214,22 @@ impl Store {
 
     fn repair(&self, repair: &CounterRepair) -> Result<Update, StoreError> {
         let (pk, sk) = repair.key.clone();
+        let mut add = AddExpression::of(repair.adds.iter().map(|(attribute, by)| (attribute.as_str(), by.to_string())));
+        let repaired = !add.terms.is_empty();
+        if repaired {
+            add.terms.push("#repairs :one".into());
+        }
+        let mut expression = if repaired { add.expression() } else { String::new() };
         let mut update = Update::builder()
             .table_name(&self.metrics_table)
             .key(keys::PK, AttributeValue::S(pk))
             .key(keys::SK, AttributeValue::S(sk))
+            .set_expression_attribute_names(Some(add.names))
+            .set_expression_attribute_values(Some(add.values))
             .expression_attribute_names("#repairs", attr::REPAIRS);
-        let mut adds = Vec::new();
-        for (i, (attribute, by)) in repair.adds.iter().enumerate() {
-            adds.push(format!("#a{i} :v{i}"));
-            update = update
-                .expression_attribute_names(format!("#a{i}"), attribute)
-                .expression_attribute_values(format!(":v{i}"), AttributeValue::N(by.to_string()));
-        }
-        if !adds.is_empty() {
-            adds.push("#repairs :one".into());
+        if repaired {
             update = update.expression_attribute_values(":one", AttributeValue::N("1".into()));
         }
-        let mut expression = if adds.is_empty() { String::new() } else { format!("ADD {}", adds.join(", ")) };
         if let Some(verdict) = &repair.verdict {
             update = with_verdict(update, verdict);
             expression.push_str(" SET #vat = :vat, #vdrift = :vdrift, #vrep = :vrep, #vby = :vby");
