@@ -53,14 +53,15 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   took
 fi
 
-# Build tools are compiled without link-time optimisation and with the
-# compiler's parallel code generation: cargo-leptos' own release profile
-# (fat LTO, one codegen unit) makes a faster tool that takes far longer to
-# build, and the tool's speed is not what anyone waits on.
+# Build tools are compiled unoptimised, without link-time optimisation and
+# with the compiler's parallel code generation: cargo-leptos' own release
+# profile (fat LTO, one codegen unit) makes a faster tool that takes far
+# longer to build, and the tool's speed is not what anyone waits on (it
+# starts cargo and hands files on; the README's first-run table).
 cheap_tool_profile=(
   CARGO_PROFILE_RELEASE_LTO=false
   CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
-  CARGO_PROFILE_RELEASE_OPT_LEVEL=1
+  CARGO_PROFILE_RELEASE_OPT_LEVEL=0
   CARGO_PROFILE_RELEASE_DEBUG=false
 )
 
