@@ -15,7 +15,9 @@ profile="${1:-release}"
 tag="${2:-northwind-ops:latest}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$root/deploy/containers.conf}"
-bin="$root/target/$profile/northwind-ops"
+# Binaries where cargo puts them (CARGO_TARGET_DIR when set); the site where
+# cargo-leptos does, under the project whatever that is.
+bin="${CARGO_TARGET_DIR:-$root/target}/$profile/northwind-ops"
 site="$root/target/site"
 for needed in "$bin" "$site/pkg"; do
   [ -e "$needed" ] || { echo "error: $needed is missing: build first (make build, or cargo leptos build --release --split --precompress)" >&2; exit 1; }

@@ -15,7 +15,7 @@ rm -rf "$data"
 export NORTHWIND_DATA_DIR="$data" NORTHWIND_CURSOR_SECRET="e2e-cursor-secret-of-at-least-32-chars" NORTHWIND_LOG="${NORTHWIND_LOG:-warn,dynoxide=error}"
 # Every test signs in from 127.0.0.1: more password attempts a minute than a person needs.
 export NORTHWIND_SIGN_IN_ATTEMPTS=1000
-bin=target/debug/northwind-ops
+bin="${CARGO_TARGET_DIR:-target}/debug/northwind-ops"
 $bin seed --seed 7
 for role in viewer support ops admin; do
   printf 'e2e-password-%s' "$role" | $bin user add "e2e-$role" --role "$role" >/dev/null

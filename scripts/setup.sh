@@ -91,14 +91,14 @@ install_tool() {
 has() { "${CARGO_INSTALL_ROOT:+$CARGO_INSTALL_ROOT/bin/}$1" --version 2>/dev/null | grep -q "$2"; }
 
 if ! has cargo-leptos "$CARGO_LEPTOS_VERSION"; then
-  step "installing cargo-leptos $CARGO_LEPTOS_VERSION (built from source, once: under 15 minutes on 2 cores, what the tool's own profile took)"
+  step "installing cargo-leptos $CARGO_LEPTOS_VERSION (built from source, once: about 5 minutes on 2 cores)"
   # no_downloads: take wasm-bindgen and wasm-opt from PATH instead of the internet.
   install_tool cargo-leptos --version "$CARGO_LEPTOS_VERSION" --features no_downloads
   took
 fi
 
 if ! has wasm-bindgen "$WASM_BINDGEN_VERSION"; then
-  step "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (built from source, once: a few minutes)"
+  step "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (built from source, once: about a minute)"
   install_tool wasm-bindgen-cli --version "=$WASM_BINDGEN_VERSION"
   took
 fi
