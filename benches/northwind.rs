@@ -1170,7 +1170,7 @@ fn machine() -> String {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     format!(
         "{cores} cores ({cpu}), {memory} memory, Linux; in-process measurements (tables 1, 2, 5) on the dev build \
-         (dependencies at opt-level 2, this crate at 0); the server's tables name the build of the binary"
+         (dependencies at opt-level 1, this crate at 0); the server's tables name the build of the binary"
     )
 }
 
