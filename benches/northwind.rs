@@ -6,7 +6,7 @@
 //! per request, default 5; table 1 also runs at 20 ms), NORTHWIND_BENCH_QUICK=1
 //! (fewer samples). The server's own figures (tables 3, 4, 6 and 7) run its
 //! binaries as built: `target/debug` and, when `make bench` has built it,
-//! `target/release`. NORTHWIND_BENCH_ONLY=pending (tables 1 and 2) or any of
+//! `target/release` (under CARGO_TARGET_DIR when set). NORTHWIND_BENCH_ONLY=pending (tables 1 and 2) or any of
 //! fanout,reads,server,ingest,wasm,browser,live runs only those parts and prints
 //! them, leaving BENCHMARKS.md as it is. NORTHWIND_BENCH_LIVE_CLIENTS and
 //! NORTHWIND_BENCH_LIVE_RATE change table 7's 1,000 clients and 200 orders/s.
@@ -444,16 +444,27 @@ async fn walk(store: &Store, day: NaiveDate, limit: u32, plan: ReadPlan, pages: 
 #[derive(Clone, Copy)]
 struct Build {
     name: &'static str,
-    bin: &'static str,
+    /// Cargo's directory of the build's binaries.
+    profile_dir: &'static str,
 }
 
-const DEV: Build = Build { name: "dev", bin: "target/debug/northwind-ops" };
-const RELEASE: Build = Build { name: "release", bin: "target/release/northwind-ops" };
+const DEV: Build = Build { name: "dev", profile_dir: "debug" };
+const RELEASE: Build = Build { name: "release", profile_dir: "release" };
+
+/// Where cargo puts binaries: CARGO_TARGET_DIR when set, as cargo does.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("target"))
+}
 
 impl Build {
+    /// The server binary of this build.
+    fn bin(&self) -> PathBuf {
+        target_dir().join(self.profile_dir).join("northwind-ops")
+    }
+
     /// The builds there are binaries for (`make bench` builds both).
     fn available() -> Vec<Build> {
-        [DEV, RELEASE].into_iter().filter(|b| Path::new(b.bin).exists()).collect()
+        [DEV, RELEASE].into_iter().filter(|b| b.bin().exists()).collect()
     }
 }
 
@@ -469,7 +480,7 @@ struct Server {
 impl Server {
     /// `build`'s binary on a freshly seeded embedded store under `data`.
     fn start(build: Build, data: &Path) -> Server {
-        let bin = PathBuf::from(build.bin);
+        let bin = build.bin();
         let seeded =
             Command::new(&bin).arg("--data-dir").arg(data).arg("seed").env("NORTHWIND_LOG", "error").output().unwrap();
         assert!(seeded.status.success(), "seed failed: {}", String::from_utf8_lossy(&seeded.stderr));
@@ -790,7 +801,7 @@ async fn live_client(
 /// Goal 2: `clients` live dashboards open on one instance while orders
 /// arrive through the API at `rate` a second.
 async fn live_crowd(settings: &Settings, out: &mut String) {
-    let build = if Path::new(RELEASE.bin).exists() { RELEASE } else { DEV };
+    let build = if RELEASE.bin().exists() { RELEASE } else { DEV };
     let (clients, rate, seconds) = (settings.live_clients, settings.live_rate, settings.live_seconds);
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(build, dir.path());
@@ -1020,9 +1031,9 @@ struct Site {
 impl Site {
     fn read() -> Option<Site> {
         let pkg = PathBuf::from("target/site/pkg");
-        let hashes = ["target/release/hash.txt", "target/debug/hash.txt"]
+        let hashes = [RELEASE, DEV]
             .iter()
-            .find_map(|p| std::fs::read_to_string(p).ok())?;
+            .find_map(|b| std::fs::read_to_string(target_dir().join(b.profile_dir).join("hash.txt")).ok())?;
         let hash = |key: &str| {
             hashes
                 .lines()
@@ -1094,7 +1105,7 @@ fn wasm_size(out: &mut String) {
 /// The dashboard's first load and a repeat visit in Chromium, on emulated
 /// links (end2end/bench/first-load.mjs), against the release server.
 async fn browser(out: &mut String) {
-    let build = if Path::new(RELEASE.bin).exists() { RELEASE } else { DEV };
+    let build = if RELEASE.bin().exists() { RELEASE } else { DEV };
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(build, dir.path());
     // Let the consumer count the seed before measuring.
@@ -1279,7 +1290,7 @@ async fn rehearsal(counters: bool, out: &mut String) {
     let Some(CliCommand::Rehearse(args)) = cli.command else { unreachable!("rehearse was named") };
     let (section, comparison) = if counters {
         // The consumers run as processes of the binary `make build` made.
-        let binary = std::fs::canonicalize("target/debug/northwind-ops").expect("make build made the binary");
+        let binary = std::fs::canonicalize(DEV.bin()).expect("make build made the binary");
         let options = counters_rehearsal::CountersOptions {
             stream_shards: args.stream_shards.clone(),
             forms: args.forms.clone(),
