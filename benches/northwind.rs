@@ -6,7 +6,8 @@
 //! per request, default 5; table 1 also runs at 20 ms), NORTHWIND_BENCH_QUICK=1
 //! (fewer samples). The server's own figures (tables 3, 4, 6 and 7) run its
 //! binaries as built: `target/debug` and, when `make bench` has built it,
-//! `target/release` (under CARGO_TARGET_DIR when set). NORTHWIND_BENCH_ONLY=pending (tables 1 and 2) or any of
+//! `target/release` (under CARGO_TARGET_DIR when set).
+//! NORTHWIND_BENCH_ONLY=pending (tables 1 and 2) or any of
 //! fanout,reads,server,ingest,wasm,browser,live runs only those parts and prints
 //! them, leaving BENCHMARKS.md as it is. NORTHWIND_BENCH_LIVE_CLIENTS and
 //! NORTHWIND_BENCH_LIVE_RATE change table 7's 1,000 clients and 200 orders/s.
@@ -444,22 +445,25 @@ async fn walk(store: &Store, day: NaiveDate, limit: u32, plan: ReadPlan, pages: 
 #[derive(Clone, Copy)]
 struct Build {
     name: &'static str,
-    /// Cargo's directory of the build's binaries.
+    /// Cargo's directory of the build's binaries, under its target
+    /// directory (CARGO_TARGET_DIR when set, as cargo does).
     profile_dir: &'static str,
 }
 
 const DEV: Build = Build { name: "dev", profile_dir: "debug" };
 const RELEASE: Build = Build { name: "release", profile_dir: "release" };
 
-/// Where cargo puts binaries: CARGO_TARGET_DIR when set, as cargo does.
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("target"))
-}
-
 impl Build {
+    /// Where this build's binaries and its `hash.txt` are.
+    fn dir(&self) -> PathBuf {
+        std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| PathBuf::from("target"), PathBuf::from)
+            .join(self.profile_dir)
+    }
+
     /// The server binary of this build.
     fn bin(&self) -> PathBuf {
-        target_dir().join(self.profile_dir).join("northwind-ops")
+        self.dir().join("northwind-ops")
     }
 
     /// The builds there are binaries for (`make bench` builds both).
@@ -1031,9 +1035,7 @@ struct Site {
 impl Site {
     fn read() -> Option<Site> {
         let pkg = PathBuf::from("target/site/pkg");
-        let hashes = [RELEASE, DEV]
-            .iter()
-            .find_map(|b| std::fs::read_to_string(target_dir().join(b.profile_dir).join("hash.txt")).ok())?;
+        let hashes = [RELEASE, DEV].iter().find_map(|b| std::fs::read_to_string(b.dir().join("hash.txt")).ok())?;
         let hash = |key: &str| {
             hashes
                 .lines()
