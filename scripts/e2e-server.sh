@@ -16,13 +16,13 @@ export NORTHWIND_DATA_DIR="$data" NORTHWIND_CURSOR_SECRET="e2e-cursor-secret-of-
 # Every test signs in from 127.0.0.1: more password attempts a minute than a person needs.
 export NORTHWIND_SIGN_IN_ATTEMPTS=1000
 bin="${CARGO_TARGET_DIR:-target}/debug/northwind-ops"
-$bin seed --seed 7
+"$bin" seed --seed 7
 for role in viewer support ops admin; do
-  printf 'e2e-password-%s' "$role" | $bin user add "e2e-$role" --role "$role" >/dev/null
+  printf 'e2e-password-%s' "$role" | "$bin" user add "e2e-$role" --role "$role" >/dev/null
 done
 # A second viewer for the capacity page's test: the sign-in tests disable e2e-viewer.
-printf 'e2e-password-capacity' | $bin user add e2e-capacity --role viewer >/dev/null
-$bin token create --name e2e --role admin > "$data/admin-token"
+printf 'e2e-password-capacity' | "$bin" user add e2e-capacity --role viewer >/dev/null
+"$bin" token create --name e2e --role admin > "$data/admin-token"
 if [ -n "${OIDC_ISSUER:-}" ]; then
   export NORTHWIND_OIDC_ISSUER="$OIDC_ISSUER" NORTHWIND_OIDC_CLIENT_ID="northwind-ops" \
     NORTHWIND_OIDC_CLIENT_SECRET="northwind-test-secret"
@@ -31,4 +31,4 @@ fi
 # test, which writes orders straight into it as another service would.
 store_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 echo "http://127.0.0.1:$store_port" > "$data/store-endpoint"
-exec $bin serve --addr "127.0.0.1:$port" --embedded-addr "127.0.0.1:$store_port"
+exec "$bin" serve --addr "127.0.0.1:$port" --embedded-addr "127.0.0.1:$store_port"
