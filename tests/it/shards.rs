@@ -868,8 +868,15 @@ async fn counter_transactions_in_conflict_are_sent_again_until_they_apply_once_e
     }
 }
 
+/// `name`, or the first `name-<n>` whose commits write the counters' sub-item
+/// 0 (`keys::counter_sub_for`): a shard keeps to its own sub-item, so these
+/// commits are made to collide.
+fn colliding(name: &str) -> String {
+    (0..).map(|n| format!("{name}-{n}")).find(|id| keys::counter_sub_for(id) == 0).unwrap_or_default()
+}
+
 /// Lambda invocations (markers) and in-process consumers (a checkpoint per
-/// shard) all adding to the same counter items at once, through the proxy
+/// shard) all adding to the same counter sub-items at once, through the proxy
 /// that cancels a transaction touching an item another one is writing, as
 /// DynamoDB does: every commit applies once, none is reported failed.
 async fn conflicting_commits(engine: &Engine) {
@@ -901,7 +908,7 @@ async fn conflicting_commits(engine: &Engine) {
         tasks.push(tokio::spawn(async move {
             let mut failed = Vec::new();
             for i in 0..COMMITS {
-                let event = format!("e-{task}-{i}");
+                let event = colliding(&format!("e-{task}-{i}"));
                 let marker = northwind_ops::server::store::Marker { event_id: &event, seq: None };
                 match store.commit_marked(&[marker], &deltas).await {
                     Ok(northwind_ops::server::store::Marked::Applied) => {}
@@ -912,7 +919,7 @@ async fn conflicting_commits(engine: &Engine) {
         }));
         let (store, deltas) = (proxied.clone(), make_deltas());
         tasks.push(tokio::spawn(async move {
-            let (shard, owner) = (format!("shard-{task}"), format!("consumer-{task}"));
+            let (shard, owner) = (colliding(&format!("shard-{task}")), format!("consumer-{task}"));
             let now = Utc::now().timestamp_millis();
             let lease = store::Lease { stream_arn: arn, shard_id: &shard, owner: &owner, until_ms: now + 120_000 };
             store.take_lease(&lease, now).await.unwrap().expect("a free lease");

@@ -79,7 +79,10 @@ impl Store {
                 .condition_expression(MARKER_ABSENT);
             transaction = transaction.transact_items(TransactWriteItem::builder().put(put.build()?).build());
         }
-        for (key, increments) in deltas.items() {
+        // The live counters go to sub-items (`keys::COUNTER_SUBS`), picked
+        // by the first record: batches of different shards rarely share one.
+        let sub = markers.first().map_or(0, |m| keys::counter_sub_for(m.event_id));
+        for (key, increments) in deltas.through_sub(sub).items() {
             transaction = transaction
                 .transact_items(TransactWriteItem::builder().update(self.increments(key, &increments)?).build());
         }

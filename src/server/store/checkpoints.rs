@@ -180,14 +180,18 @@ impl Store {
     /// backoff (`conflicts`); one cancelled for any other reason (throttled,
     /// or still in conflict after those retries) changes nothing either, and
     /// is `Unavailable`: the same batches go again later. Several shards in
-    /// one transaction write the day's counter items once for all of them.
+    /// one transaction write the day's counter items once for all of them,
+    /// through the first shard's sub-items (`keys::COUNTER_SUBS`).
     pub async fn commit_batches(&self, moves: &[CheckpointMove<'_>], deltas: &Deltas) -> Result<(), StoreError> {
         let mut transaction = self.client.transact_write_items();
         for m in moves {
             let update = self.checkpoint_update(m)?;
             transaction = transaction.transact_items(TransactWriteItem::builder().update(update).build());
         }
-        for (key, increments) in deltas.items() {
+        // The live counters go to the sub-items of the first shard: each
+        // shard to its own, so that shards do not refuse each other.
+        let sub = moves.first().map_or(0, |m| keys::counter_sub_for(m.holder.shard_id()));
+        for (key, increments) in deltas.through_sub(sub).items() {
             transaction = transaction
                 .transact_items(TransactWriteItem::builder().update(self.increments(key, &increments)?).build());
         }

@@ -107,6 +107,20 @@ impl Deltas {
         deltas
     }
 
+    /// The same increments, those of a live counter item moved to its
+    /// sub-item `sub` (`keys::counter_sub_key`): what a consumer's
+    /// transaction writes.
+    pub fn through_sub(&self, sub: u32) -> Deltas {
+        let items = self
+            .items
+            .iter()
+            .map(|(key, attributes)| {
+                (keys::counter_sub_key(key, sub).unwrap_or_else(|| key.clone()), attributes.clone())
+            })
+            .collect();
+        Deltas { items }
+    }
+
     /// Adds every increment of `other`.
     pub fn merge(&mut self, other: Deltas) {
         for (key, attributes) in other.items {
@@ -141,5 +155,19 @@ mod tests {
         );
         assert_eq!(deltas.rows(), [("A#1".to_string(), "SK".to_string(), "n".to_string(), 2)]);
         assert!(!deltas.is_empty() && deltas.split_off(|_| true).item_count() == 1 && deltas.is_empty());
+    }
+
+    #[test]
+    fn a_sub_takes_the_live_counters_and_leaves_the_rest() {
+        let day = NaiveDate::from_ymd_opt(2026, 12, 5).unwrap();
+        let mut deltas = Deltas::default();
+        deltas.add(keys::metric_pending_key(day), "pending".into(), 2);
+        deltas.add(keys::heat_key(day, 1), "m01s0".into(), 1);
+        let through = deltas.through_sub(3);
+        let sub = keys::counter_sub_key(&keys::metric_pending_key(day), 3).unwrap();
+        assert_eq!(through.get(&sub).and_then(|a| a.get("pending")), Some(&2));
+        assert!(through.get(&keys::metric_pending_key(day)).is_none());
+        assert_eq!(through.get(&keys::heat_key(day, 1)), deltas.get(&keys::heat_key(day, 1)));
+        assert_eq!(through.item_count(), 2);
     }
 }

@@ -46,7 +46,9 @@ pub use orders::{BatchPut, HistoryPage, Transition, order_item};
 pub use pending::ReadPlan;
 pub use pending::{Pace, PendingFilter, PendingRead};
 pub use provision::{IndexSpec, ProvisionReport, TableCapacity, TableDef, WarmThroughput};
-pub use reconcile::{CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot, TRANSACT_GET_MAX, Verdict};
+pub use reconcile::{
+    CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot, TRANSACT_GET_MAX, Verdict, snapshot_items,
+};
 pub use recount::Recount;
 pub use registry::ConsumerEntry;
 pub use sales::{Alarm, Recorded, ThroughputSettings};

@@ -86,23 +86,28 @@ pub struct ReadCapacity {
 }
 
 impl Store {
-    /// One TransactGetItems of `counters` and of the checkpoint of every
-    /// shard in `shards`; retried while it collides with a transaction.
+    /// One TransactGetItems of `counters`, each with its sub-items
+    /// (`keys::COUNTER_SUBS`), and of the checkpoint of every shard in
+    /// `shards`; retried while it collides with a transaction. Each counter
+    /// comes back as its item and sub-items summed.
     pub async fn snapshot(
         &self,
         counters: &[Key],
         stream_arn: &str,
         shards: &[String],
     ) -> Result<Snapshot, StoreError> {
-        if counters.len() + shards.len() > TRANSACT_GET_MAX {
+        let items = snapshot_items(counters) + shards.len();
+        if items > TRANSACT_GET_MAX {
             return Err(StoreError::Rejected(format!(
-                "a snapshot of {} items exceeds the {TRANSACT_GET_MAX} a transaction may read",
-                counters.len() + shards.len()
+                "a snapshot of {items} items (counters with their sub-items, and checkpoints) exceeds the \
+                 {TRANSACT_GET_MAX} a transaction may read"
             )));
         }
         let mut request = self.client.transact_get_items();
+        let counter_keys =
+            counters.iter().flat_map(|key| std::iter::once(key.clone()).chain(keys::counter_sub_keys(key)));
         let checkpoint_keys = shards.iter().map(|shard| keys::checkpoint_key(stream_arn, shard));
-        for key in counters.iter().cloned().chain(checkpoint_keys) {
+        for key in counter_keys.chain(checkpoint_keys) {
             let get = Get::builder().table_name(&self.metrics_table).set_key(Some(key_item(key))).build()?;
             request = request.transact_items(TransactGetItem::builder().get(get).build());
         }
@@ -117,7 +122,8 @@ impl Store {
         match sent {
             Ok(out) => {
                 let items: Vec<Option<Item>> = out.responses.unwrap_or_default().into_iter().map(|r| r.item).collect();
-                Ok(snapshot_of(items, counters.len(), shards))
+                let sizes: Vec<usize> = counters.iter().map(|key| 1 + keys::counter_sub_keys(key).len()).collect();
+                Ok(snapshot_of(items, &sizes, shards))
             }
             Err(err) if cancelled(&err) => {
                 Err(StoreError::Conflict("the snapshot kept colliding with the consumer's transactions".into()))
@@ -302,28 +308,48 @@ fn with_verdict(
         .expression_attribute_values(":vby", AttributeValue::S(verdict.by.clone()))
 }
 
-fn snapshot_of(mut items: Vec<Option<Item>>, counters: usize, shards: &[String]) -> Snapshot {
-    let checkpoint_items = items.split_off(counters.min(items.len()));
+/// Items a snapshot of `counters` reads besides the checkpoints: each
+/// counter item and its sub-items.
+pub fn snapshot_items(counters: &[Key]) -> usize {
+    counters.iter().map(|key| 1 + keys::counter_sub_keys(key).len()).sum()
+}
+
+/// A snapshot from the items read, in the order asked: each counter's
+/// `sizes` items (the item, then its sub-items), then a checkpoint a shard.
+fn snapshot_of(mut items: Vec<Option<Item>>, sizes: &[usize], shards: &[String]) -> Snapshot {
+    let checkpoint_items = items.split_off(sizes.iter().sum::<usize>().min(items.len()));
     let checkpoints = shards
         .iter()
         .zip(checkpoint_items)
         .filter_map(|(shard, item)| Some((shard.clone(), checkpoint_of(&item?))))
         .collect();
-    Snapshot { counters: items.iter().map(|item| counter_item(item.as_ref())).collect(), checkpoints }
+    let mut rest = items.as_slice();
+    let mut counters = Vec::new();
+    for size in sizes {
+        let (group, after) = rest.split_at((*size).min(rest.len()));
+        counters.push(counter_item(group));
+        rest = after;
+    }
+    Snapshot { counters, checkpoints }
 }
 
-fn counter_item(item: Option<&Item>) -> CounterItem {
-    let Some(item) = item else { return CounterItem::default() };
+/// A counter as a snapshot read it: its item (`group[0]`, where its
+/// `repairs` count is) and its sub-items, state counters summed.
+fn counter_item(group: &[Option<Item>]) -> CounterItem {
     let number = |v: &AttributeValue| v.as_n().ok().and_then(|n| n.parse::<i64>().ok());
-    CounterItem {
-        exists: true,
-        values: item
-            .iter()
-            .filter(|(name, _)| keys::is_state_attribute(name))
-            .filter_map(|(name, v)| Some((name.clone(), number(v)?)))
-            .collect(),
-        repairs: item.get(attr::REPAIRS).and_then(number),
+    let mut counter = CounterItem {
+        repairs: group.first().and_then(Option::as_ref).and_then(|item| item.get(attr::REPAIRS)).and_then(number),
+        ..CounterItem::default()
+    };
+    for item in group.iter().flatten() {
+        counter.exists = true;
+        for (name, value) in item.iter().filter(|(name, _)| keys::is_state_attribute(name)) {
+            if let Some(n) = number(value) {
+                *counter.values.entry(name.clone()).or_default() += n;
+            }
+        }
     }
+    counter
 }
 
 /// The verdict stored on a counter item, if a reconciliation left one.
@@ -350,8 +376,16 @@ mod tests {
         ]);
         let checkpoint = HashMap::from([("seq".to_string(), AttributeValue::S("000000000000000000042".into()))]);
         let shards = vec!["s-1".to_string(), "s-2".to_string()];
-        let snapshot = snapshot_of(vec![Some(counter), None, Some(checkpoint), None], 2, &shards);
-        assert_eq!(snapshot.counters[0].values, BTreeMap::from([("pending".into(), 4), ("shard1".into(), 4)]));
+        let sub = HashMap::from([
+            ("pending".to_string(), AttributeValue::N("-1".into())),
+            ("shard0".to_string(), AttributeValue::N("2".into())),
+            ("repairs".to_string(), AttributeValue::N("7".into())),
+        ]);
+        let items = vec![Some(counter), None, Some(sub), None, Some(checkpoint), None];
+        let snapshot = snapshot_of(items, &[3, 1], &shards);
+        // The item and its sub-items summed; the repairs count is the item's.
+        let summed = BTreeMap::from([("pending".into(), 3), ("shard0".into(), 2), ("shard1".into(), 4)]);
+        assert_eq!(snapshot.counters[0].values, summed);
         assert_eq!(snapshot.counters[0].repairs, Some(2));
         assert!(!snapshot.counters[1].exists);
         assert_eq!(snapshot.checkpoints["s-1"].seq.as_deref(), Some("000000000000000000042"));

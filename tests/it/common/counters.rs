@@ -279,22 +279,26 @@ pub async fn has_marker(store: &Store, metrics_table: &str, event_id: &str) -> b
     out.item.is_some()
 }
 
-/// Sets a counter the first SHIPPED record adds to to a string: the store
-/// refuses to add to it (`false` puts it right: no order was SHIPPED before).
+/// Sets a counter the first SHIPPED record adds to to a string, on the day
+/// item and every sub-item (a consumer adds to its shard's sub-item): the
+/// store refuses to add to it (`false` puts it right: no order was SHIPPED
+/// before).
 pub async fn damage_shipped(store: &Store, metrics_table: &str, day: NaiveDate, damaged: bool) {
-    let (pk, sk) = keys::metric_day_key(day);
-    let update = store
-        .client()
-        .update_item()
-        .table_name(metrics_table)
-        .key(keys::PK, AttributeValue::S(pk))
-        .key(keys::SK, AttributeValue::S(sk))
-        .expression_attribute_names("#s", keys::status_attribute(Status::Shipped.as_str()));
-    let update = match damaged {
-        true => update
-            .update_expression("SET #s = :text")
-            .expression_attribute_values(":text", AttributeValue::S("damaged by hand".into())),
-        false => update.update_expression("REMOVE #s"),
-    };
-    update.send().await.unwrap();
+    let key = keys::metric_day_key(day);
+    for (pk, sk) in std::iter::once(key.clone()).chain(keys::counter_sub_keys(&key)) {
+        let update = store
+            .client()
+            .update_item()
+            .table_name(metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .expression_attribute_names("#s", keys::status_attribute(Status::Shipped.as_str()));
+        let update = match damaged {
+            true => update
+                .update_expression("SET #s = :text")
+                .expression_attribute_values(":text", AttributeValue::S("damaged by hand".into())),
+            false => update.update_expression("REMOVE #s"),
+        };
+        update.send().await.unwrap();
+    }
 }

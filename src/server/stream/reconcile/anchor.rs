@@ -5,7 +5,7 @@
 use super::drift::Touched;
 use super::{ReconcileError, Reconciler};
 use crate::server::store::error::StoreError;
-use crate::server::store::{Checkpoint, CounterItem, StreamBatch, StreamShard, TRANSACT_GET_MAX};
+use crate::server::store::{Checkpoint, CounterItem, StreamBatch, StreamShard, TRANSACT_GET_MAX, snapshot_items};
 use crate::server::stream::consumer::state_before;
 use crate::server::stream::counters::Key;
 use aws_sdk_dynamodbstreams::types::Record;
@@ -50,6 +50,29 @@ impl Position {
             Position::Finished => false,
         }
     }
+}
+
+/// `keys` cut into snapshots, `group` keys at a time kept together, each
+/// reading at most `room` items (a counter costs its item and its
+/// sub-items: `snapshot_items`); `None` when one group alone does not fit.
+fn chunks(keys: &[Key], group: usize, room: usize) -> Option<Vec<&[Key]>> {
+    let mut chunks = Vec::new();
+    let (mut start, mut end) = (0, 0);
+    while end < keys.len() {
+        let next = (end + group.max(1)).min(keys.len());
+        if snapshot_items(&keys[start..next]) <= room {
+            end = next;
+        } else if start == end {
+            return None;
+        } else {
+            chunks.push(&keys[start..end]);
+            start = end;
+        }
+    }
+    if start < end {
+        chunks.push(&keys[start..end]);
+    }
+    Some(chunks)
 }
 
 /// Sequence numbers are decimal strings of varying width: compared as numbers.
@@ -102,13 +125,13 @@ impl Reconciler {
         let stream_arn = self.store.stream_arn().await?.ok_or(ReconcileError::NoStream)?;
         for _ in 0..SETTLE_TRIES {
             let shards = self.store.stream_shards(&stream_arn).await?;
-            let room = TRANSACT_GET_MAX.saturating_sub(shards.len()) / group * group;
-            if room == 0 {
+            let room = TRANSACT_GET_MAX.saturating_sub(shards.len());
+            let Some(chunks) = chunks(keys, group, room) else {
                 return Err(ReconcileError::TooManyShards { shards: shards.len(), items: group });
-            }
+            };
             let ids: Vec<String> = shards.iter().map(|s| s.id.clone()).collect();
             let mut taken = Vec::new();
-            for chunk in keys.chunks(room) {
+            for chunk in chunks {
                 let snapshot = self.store.snapshot(chunk, &stream_arn, &ids).await?;
                 let positions = ids.iter().map(|id| (id.clone(), Position::of(snapshot.checkpoints.get(id)))).collect();
                 taken.push(Taken { keys: chunk.to_vec(), counters: snapshot.counters, positions });
@@ -351,6 +374,19 @@ fn ready(listed: &[StreamShard], ended: &HashMap<String, bool>) -> Vec<StreamSha
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn snapshots_hold_as_many_counters_with_their_sub_items_as_fit() {
+        let day = chrono::NaiveDate::from_ymd_opt(2026, 12, 5).unwrap();
+        let minutes = crate::server::store::keys::metric_minutes_keys(day);
+        // The old whole-day item alone, then 24 hours of 17 items each.
+        let sizes = |chunks: Vec<&[Key]>| chunks.iter().map(|c| c.len()).collect::<Vec<_>>();
+        assert_eq!(sizes(chunks(&minutes, 1, 100 - 32).unwrap()), [4, 4, 4, 4, 4, 4, 1]);
+        assert_eq!(sizes(chunks(&minutes, 1, 17).unwrap()), [1; 25]);
+        assert_eq!(chunks(&minutes, 1, 16), None, "an hour and its sub-items do not fit");
+        assert_eq!(chunks(&minutes[..1], 1, 1).map(sizes), Some(vec![1]));
+        assert_eq!(chunks(&minutes, 2, 100).map(sizes), Some(vec![6, 4, 4, 4, 4, 3]));
+    }
 
     #[test]
     fn sequence_numbers_compare_as_numbers() {

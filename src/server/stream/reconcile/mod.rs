@@ -66,8 +66,8 @@ pub enum ReconcileError {
     )]
     Trimmed(String),
     #[error(
-        "cannot verify: {shards} stream shards and {items} counter item(s) do not fit one TransactGetItems \
-         (at most 100 items)"
+        "cannot verify: the checkpoints of {shards} stream shards and {items} counter item(s) with their \
+         sub-items do not fit one TransactGetItems (at most 100 items)"
     )]
     TooManyShards { shards: usize, items: usize },
     #[error("another reconciliation held the stream-reader lease for {0:?}; try again later")]
