@@ -1334,10 +1334,12 @@ async fn units_per_order_at(engine: &Engine, shards: u32) {
 async fn the_lambda_form_in_a_tumbling_window_with_full_batches_costs_the_counters_a_write_unit_or_two_an_order() {
     let _turn = ONE_AT_A_TIME.lock().await;
     for engine in common::engines() {
-        // At 32 shards the goal of 1.2 is missed on DynamoDB Local (1.22
-        // measured): 32 cold environments commit the counters at once, and
-        // the transactions refused in conflict and sent again are charged
-        // too (README, "What a commit costs").
+        // At 32 shards the goal of 1.2 holds on a quiet machine (measured
+        // 2026-12-06: 0.59 on Dynoxide, 0.74 on DynamoDB Local) but not with
+        // a build beside it (1.35, 69 transactions refused in conflict): 32
+        // cold environments commit at once, and the transactions refused in
+        // conflict and sent again are charged too (README, "What a commit
+        // costs"). So the test holds 32 shards to 1.5.
         for (shards, most) in [(8, 1.2), (32, 1.5)] {
             lambda_units_per_order_at(&engine, shards, most).await;
         }
