@@ -1293,14 +1293,7 @@ async fn rehearsal(counters: bool, out: &mut String) {
     let (section, comparison) = if counters {
         // The consumers run as processes of the binary `make build` made.
         let binary = std::fs::canonicalize(DEV.bin()).expect("make build made the binary");
-        let options = counters_rehearsal::CountersOptions {
-            stream_shards: args.stream_shards.clone(),
-            forms: args.forms.clone(),
-            days: args.days.clone(),
-            scale: args.scale(),
-            load: rehearse::flash_sale(&args),
-            binary,
-        };
+        let options = counters_rehearsal::CountersOptions::of(&args, binary);
         let reports = counters_rehearsal::rehearse_counters(&cli.store, &options).await.expect("the rehearsal ran");
         (&COUNTERS, counters_rehearsal::comparison(&options, &reports))
     } else {

@@ -60,14 +60,7 @@ async fn run_rehearse_counters(base: &StoreConfig, args: &RehearseArgs) -> Resul
     use crate::server::sim::counters_rehearsal::{CountersOptions, comparison, rehearse_counters};
     let binary =
         std::env::current_exe().map_err(|source| CliError::Io { what: "find this program's binary".into(), source })?;
-    let options = CountersOptions {
-        stream_shards: args.stream_shards.clone(),
-        forms: args.forms.clone(),
-        days: args.days.clone(),
-        scale: args.scale(),
-        load: rehearse::flash_sale(args),
-        binary,
-    };
+    let options = CountersOptions::of(args, binary);
     let reports = rehearse_counters(base, &options).await?;
     print_comparison(&comparison(&options, &reports));
     Ok(())

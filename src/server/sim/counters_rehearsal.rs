@@ -80,6 +80,24 @@ pub struct CountersOptions {
     pub load: LoadgenArgs,
     /// This program's binary: the `serve` instances and Lambda functions.
     pub binary: PathBuf,
+    /// The Lambda form's batching window instead of the template's.
+    pub batching_window: Option<Duration>,
+}
+
+impl CountersOptions {
+    /// The options `rehearse --counters` was given; `binary` runs the
+    /// `serve` instances and Lambda functions.
+    pub fn of(args: &crate::server::sim::rehearse::RehearseArgs, binary: PathBuf) -> CountersOptions {
+        CountersOptions {
+            stream_shards: args.stream_shards.clone(),
+            forms: args.forms.clone(),
+            days: args.days.clone(),
+            scale: args.scale(),
+            load: crate::server::sim::rehearse::flash_sale(args),
+            binary,
+            batching_window: args.batching_window_secs.map(|secs| Duration::from_secs(u64::from(secs))),
+        }
+    }
 }
 
 /// One run's figures.
@@ -502,7 +520,10 @@ impl Consumers {
             }
             Form::Lambda => {
                 let dashboard = Server::start(binary, store, scratch, "serve", false).await?;
-                let settings = MappingSettings::deployed().map_err(|e| RehearseError::Designs(e.to_string()))?;
+                let mut settings = MappingSettings::deployed().map_err(|e| RehearseError::Designs(e.to_string()))?;
+                if let Some(window) = options.batching_window {
+                    settings.batching_window = window;
+                }
                 let function = FunctionConfig {
                     binary: binary.clone(),
                     args: vec!["lambda".into()],
@@ -658,14 +679,18 @@ pub fn comparison(options: &CountersOptions, reports: &[RunReport]) -> Compariso
     let setup = format!(
         "Flash sale: {:.0} orders/s rising to {:.0}/s over {} s, held {} s, back over {} s, {} writers; a stream \
          shard split at the peak; partition limits × {}. Latency: from an order's acknowledgement to the first \
-         live `created` figure on an open dashboard that counts it.",
+         live `created` figure on an open dashboard that counts it.{}",
         load.rate,
         load.peak.unwrap_or(load.rate),
         load.ramp,
         load.hold,
         load.decay,
         load.writers,
-        options.scale
+        options.scale,
+        options.batching_window.map_or(String::new(), |window| format!(
+            " The Lambda form's batching window: {} s (not the template's).",
+            window.as_secs()
+        )),
     );
     let columns: Vec<String> = reports
         .iter()

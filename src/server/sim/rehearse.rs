@@ -74,6 +74,11 @@ pub struct RehearseArgs {
     /// (items holding a whole day) (--counters)
     #[arg(long, value_enum, value_delimiter = ',', default_value = "start,end", requires = "counters")]
     pub days: Vec<crate::server::sim::counters_rehearsal::DayTime>,
+    /// The Lambda form's MaximumBatchingWindowInSeconds, to weigh a fuller
+    /// batch against a change's time to the dashboards (--counters)
+    /// [default: the template's]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=300), requires = "counters")]
+    pub batching_window_secs: Option<u32>,
 }
 
 impl RehearseArgs {
