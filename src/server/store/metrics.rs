@@ -81,6 +81,17 @@ impl Store {
     /// Query of the sort keys that begin with the item's (a few hundred
     /// bytes each), only `projection` of each when given.
     async fn counter_items(&self, key: Key, consistent: bool, projection: Option<&str>) -> Result<Summed, StoreError> {
+        Ok(self.counter_items_read(key, consistent, projection).await?.0)
+    }
+
+    /// `counter_items`, and the read units the Query consumed (where the
+    /// engine says).
+    async fn counter_items_read(
+        &self,
+        key: Key,
+        consistent: bool,
+        projection: Option<&str>,
+    ) -> Result<(Summed, Option<f64>), StoreError> {
         let (pk, sk) = key.clone();
         let query = self
             .client
@@ -92,19 +103,24 @@ impl Store {
             .expression_attribute_values(":pk", AttributeValue::S(pk))
             .expression_attribute_values(":sk", AttributeValue::S(sk))
             .consistent_read(consistent)
-            .limit(COUNTER_PAGE);
+            .limit(COUNTER_PAGE)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total);
         let query = match projection {
             Some(attribute) => {
                 query.projection_expression("#sk, #projected").expression_attribute_names("#projected", attribute)
             }
             None => query,
         };
-        let mut pages = query.into_paginator().items().send();
-        let mut items = Vec::new();
-        while let Some(item) = pages.next().await {
-            items.push(item?);
+        let mut pages = query.into_paginator().send();
+        let (mut items, mut units) = (Vec::new(), None::<f64>);
+        while let Some(page) = pages.next().await {
+            let page = page?;
+            if let Some(used) = page.consumed_capacity.and_then(|c| c.capacity_units) {
+                units = Some(units.unwrap_or(0.0) + used);
+            }
+            items.extend(page.items.unwrap_or_default());
         }
-        Ok(Summed::of(&key, items))
+        Ok((Summed::of(&key, items), units))
     }
 
     /// Leaves the per-shard PENDING counts for sizing the list's reads.
@@ -134,32 +150,7 @@ impl Store {
     /// bytes each: a read unit or two), whatever the day's traffic. 0 for a
     /// day nothing has been counted on.
     pub async fn counters_version(&self, day: NaiveDate) -> Result<VersionRead, StoreError> {
-        let (pk, sk) = keys::metric_pending_key(day);
-        let mut pages = self
-            .client
-            .query()
-            .table_name(&self.metrics_table)
-            .key_condition_expression("#pk = :pk AND begins_with(#sk, :sk)")
-            .expression_attribute_names("#pk", keys::PK)
-            .expression_attribute_names("#sk", keys::SK)
-            .expression_attribute_names("#version", attr::VERSION)
-            .expression_attribute_values(":pk", AttributeValue::S(pk.clone()))
-            .expression_attribute_values(":sk", AttributeValue::S(sk.clone()))
-            .projection_expression("#sk, #version")
-            .consistent_read(true)
-            .limit(COUNTER_PAGE)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .into_paginator()
-            .send();
-        let (mut items, mut units) = (Vec::new(), None::<f64>);
-        while let Some(page) = pages.next().await {
-            let page = page?;
-            if let Some(used) = page.consumed_capacity.and_then(|c| c.capacity_units) {
-                units = Some(units.unwrap_or(0.0) + used);
-            }
-            items.extend(page.items.unwrap_or_default());
-        }
-        let summed = Summed::of(&(pk, sk), items);
+        let (summed, units) = self.counter_items_read(keys::metric_pending_key(day), true, Some(attr::VERSION)).await?;
         Ok(VersionRead { version: summed.number(attr::VERSION), units })
     }
 }
