@@ -67,6 +67,12 @@ const DESCRIBE_EVERY: Duration = Duration::from_secs(10);
 /// Lambda's pollers read a shard four times a second; so does this consumer.
 const READ_SPACING: Duration = Duration::from_millis(250);
 
+/// The least age of a description read again because another consumer
+/// finished a shard whose children it does not list: a stream whose last
+/// shards closed without children (its stream disabled) would otherwise be
+/// described at every pass.
+const CHILDREN_LOOKED_FOR_EVERY: Duration = Duration::from_secs(1);
+
 /// The stream as last described.
 struct Described {
     arn: String,
@@ -394,6 +400,18 @@ fn readable<'a>(shards: &'a [StreamShard], checkpoints: &HashMap<String, Checkpo
         .collect()
 }
 
+/// Whether a shard the description lists was finished (by any consumer)
+/// with none of its children listed: the description predates the split,
+/// and the children, readable now, are unknown to this consumer. Without
+/// this, an instance that did not read the parent to its close found its
+/// share of the children only at its next full description, up to
+/// `DESCRIBE_EVERY` later, while the other instance, holding its share, left
+/// them unread.
+fn children_unlisted(shards: &[StreamShard], checkpoints: &HashMap<String, Checkpoint>) -> bool {
+    let parents: HashSet<&str> = shards.iter().filter_map(|s| s.parent.as_deref()).collect();
+    shards.iter().any(|s| checkpoints.get(&s.id).is_some_and(|c| c.finished) && !parents.contains(s.id.as_str()))
+}
+
 impl Consumer {
     pub fn new(store: Arc<Store>, options: ConsumerOptions, hub: Option<LiveHub>) -> Self {
         Self {
@@ -535,10 +553,28 @@ impl Consumer {
         *self.described.lock().await = None;
     }
 
+    /// The description and the checkpoints, described again first when
+    /// another consumer finished a shard whose children this one does not
+    /// list (see `children_unlisted`).
+    async fn described_with_checkpoints(
+        &self,
+    ) -> Result<(String, Vec<StreamShard>, HashMap<String, Checkpoint>), ConsumerError> {
+        let (mut arn, mut shards) = self.described().await?;
+        let checkpoints = self.store.checkpoints(&arn).await?;
+        if children_unlisted(&shards, &checkpoints) {
+            let mut described = self.described.lock().await;
+            if described.as_ref().is_some_and(|d| d.at.elapsed() >= CHILDREN_LOOKED_FOR_EVERY) {
+                *described = None;
+                drop(described);
+                (arn, shards) = self.described().await?;
+            }
+        }
+        Ok((arn, shards, checkpoints))
+    }
+
     /// One pass over every shard of the stream: the records applied.
     pub async fn poll(&self) -> Result<u64, ConsumerError> {
-        let (stream_arn, shards) = self.described().await?;
-        let checkpoints = self.store.checkpoints(&stream_arn).await?;
+        let (stream_arn, shards, checkpoints) = self.described_with_checkpoints().await?;
         let (mut held, mut caught_up, mut failed, mut reads) = (0, true, 0, Vec::new());
         let readable = readable(&shards, &checkpoints);
         // Leases are spread evenly: this consumer takes a free or expired
@@ -1182,6 +1218,18 @@ mod tests {
         assert_eq!(ids(&none), vec!["p", "o"], "a parent no longer listed does not hold its child back");
         let done = HashMap::from([("p".to_string(), Checkpoint { seq: Some("9".into()), finished: true })]);
         assert_eq!(ids(&done), vec!["c1", "c2", "o"]);
+    }
+
+    #[test]
+    fn a_shard_finished_without_its_children_listed_calls_for_a_new_description() {
+        let finished =
+            |id: &str| HashMap::from([(id.to_string(), Checkpoint { seq: Some("9".into()), finished: true })]);
+        let before_split = vec![shard("p", None), shard("q", None)];
+        assert!(!children_unlisted(&before_split, &HashMap::new()), "nothing finished");
+        assert!(children_unlisted(&before_split, &finished("p")), "p finished, its children unknown");
+        let after_split = vec![shard("p", None), shard("q", None), shard("c1", Some("p")), shard("c2", Some("p"))];
+        assert!(!children_unlisted(&after_split, &finished("p")), "p's children are listed");
+        assert!(!children_unlisted(&before_split, &finished("gone")), "a finished shard no longer listed");
     }
 
     fn image(item: &HashMap<String, StreamValue>, shards: &Shards) -> Option<Image> {
