@@ -33,8 +33,20 @@ pub async fn run(service: Service, every: Duration, shutdown: impl std::future::
             _ = &mut shutdown => break,
             _ = ticks.tick() => {}
         }
-        for day in follow(&service).await {
-            publish(&service, day).await;
+        let round = std::time::Instant::now();
+        let changed = follow(&service).await;
+        let read_ms = round.elapsed().as_millis() as u64;
+        for day in &changed {
+            publish(&service, *day).await;
+        }
+        if !changed.is_empty() {
+            let total_ms = round.elapsed().as_millis() as u64;
+            tracing::debug!(
+                days = changed.len(),
+                read_ms,
+                total_ms,
+                "live follower: pushed another instance's changes"
+            );
         }
     }
 }

@@ -18,6 +18,19 @@ pub struct Checkpoint {
     pub seq: Option<String>,
     /// The shard was closed and read to its end.
     pub finished: bool,
+    /// Who holds the shard's lease, and until when (milliseconds since the
+    /// epoch; `0` once handed over).
+    pub lease: Option<(String, i64)>,
+}
+
+impl Checkpoint {
+    /// Whether a consumer other than `owner` holds the lease at `now_ms`:
+    /// `take_lease` would be refused (its condition, `LEASE_FREE`, read
+    /// here), so a consumer looking for a share of the shards need not send
+    /// it, a failed conditional write that costs a write unit all the same.
+    pub fn held_by_other(&self, owner: &str, now_ms: i64) -> bool {
+        self.lease.as_ref().is_some_and(|(holder, until)| holder != owner && *until >= now_ms)
+    }
 }
 
 /// Who holds a stream shard, and until when (milliseconds since the epoch).
@@ -308,6 +321,10 @@ pub(super) fn checkpoint_of(item: &Item) -> Checkpoint {
     Checkpoint {
         seq: item.get(attr::SEQ).and_then(|v| v.as_s().ok()).cloned(),
         finished: item.get(attr::FINISHED).and_then(|v| v.as_bool().ok()).copied().unwrap_or(false),
+        lease: item.get(attr::OWNER).and_then(|v| v.as_s().ok()).map(|owner| {
+            let until = item.get(attr::LEASE_UNTIL).and_then(|v| v.as_n().ok()).and_then(|n| n.parse().ok());
+            (owner.clone(), until.unwrap_or(0))
+        }),
     }
 }
 
@@ -358,5 +375,25 @@ mod tests {
         assert!(matches!(err, StoreError::Unavailable { kind: Unavailable::Busy, .. }), "{err:?}");
         let err = cancelled(&["None", "ValidationError"]);
         assert!(matches!(err, StoreError::Rejected(_)), "{err:?}");
+    }
+
+    #[test]
+    fn a_lease_is_theirs_while_another_owner_holds_it_unexpired() {
+        let item = |owner: Option<&str>, until: Option<&str>| {
+            let mut item = Item::new();
+            if let Some(owner) = owner {
+                item.insert(attr::OWNER.into(), AttributeValue::S(owner.into()));
+            }
+            if let Some(until) = until {
+                item.insert(attr::LEASE_UNTIL.into(), AttributeValue::N(until.into()));
+            }
+            checkpoint_of(&item)
+        };
+        assert!(item(Some("b"), Some("2000")).held_by_other("a", 1000), "b's, unexpired");
+        assert!(!item(Some("b"), Some("999")).held_by_other("a", 1000), "b's, expired");
+        assert!(!item(Some("b"), Some("0")).held_by_other("a", 1000), "handed over");
+        assert!(!item(Some("a"), Some("2000")).held_by_other("a", 1000), "a's own");
+        assert!(!item(None, None).held_by_other("a", 1000), "never leased");
+        assert!(!item(Some("b"), Some("not a number")).held_by_other("a", 1000), "unreadable: take_lease decides");
     }
 }

@@ -583,9 +583,12 @@ impl Consumer {
         // and one that stops (or dies: its registry entry goes stale as its
         // leases expire) leaves its shards to the others.
         let fair = readable.len().div_ceil(self.instances.load(Ordering::Relaxed));
+        let started = Instant::now();
+        let now_ms = Utc::now().timestamp_millis();
         for shard in readable.iter().copied() {
             let mine = !self.leased(&[shard]).is_empty();
-            if !mine && self.leased(&readable).len() >= fair {
+            let theirs = checkpoints.get(&shard.id).is_some_and(|c| c.held_by_other(&self.options.owner, now_ms));
+            if !mine && (theirs || self.leased(&readable).len() >= fair) {
                 continue;
             }
             // Each shard fails alone: one that cannot be read or committed
@@ -607,8 +610,22 @@ impl Consumer {
         }
         // The shards' batches are applied together: the day's counter items
         // are written once a pass, not once a shard.
+        let (read_in, shards_read) = (started.elapsed(), reads.len());
         let (applied, failed_commits) = self.apply_reads(&stream_arn, reads).await;
         failed += failed_commits;
+        if applied > 0 {
+            // What a change waits for between its write and its counters:
+            // the pass's reads (each shard at most four times a second) and
+            // its commits.
+            tracing::debug!(
+                held,
+                shards_read,
+                applied,
+                read_ms = read_in.as_millis() as u64,
+                apply_ms = (started.elapsed() - read_in).as_millis() as u64,
+                "stream consumer: pass"
+            );
+        }
         self.shed_surplus(&stream_arn, &readable, fair).await;
         self.update_status(|s| s.shards_held = held.min(fair));
         if caught_up && held > 0 {
@@ -720,10 +737,16 @@ impl Consumer {
                     Err(err) => return Err(err.into()),
                 },
             };
-            tokio::time::sleep(cursor.wait()).await;
-            cursor.read_at = Some(Instant::now());
+            let waited = cursor.wait();
+            tokio::time::sleep(waited).await;
+            let read_at = Instant::now();
+            cursor.read_at = Some(read_at);
             let (records, next) = match self.store.get_records(&iterator, self.options.batch).await? {
-                StreamBatch::Records { records, next } => (records, next),
+                StreamBatch::Records { records, next } => {
+                    let (waited_ms, read_ms) = (waited.as_millis() as u64, read_at.elapsed().as_millis() as u64);
+                    tracing::trace!(shard_id, records = records.len(), waited_ms, read_ms, "stream consumer: read");
+                    (records, next)
+                }
                 StreamBatch::Expired => continue,
                 StreamBatch::Trimmed => {
                     cursor.iterator = Some(self.resume_after_trim(stream_arn, shard_id).await?);
@@ -1050,10 +1073,12 @@ impl Applier {
         guard: Guard<'_>,
         carried: Option<&mut Deltas>,
     ) -> Result<Marked, StoreError> {
+        let asked = Instant::now();
         let mut versions = match &self.hub {
             Some(hub) => Some(hub.versions().await),
             None => None,
         };
+        let locked_ms = asked.elapsed().as_millis() as u64;
         let plan = self.hot.lock().plan(&increments.chunk);
         self.seed_quality(&increments.quality).await;
         let quality = self.quality.lock().plan(&increments.quality);
@@ -1064,6 +1089,7 @@ impl Applier {
             Some(_) => applied.split_off(keys::is_observation),
             None => Deltas::default(),
         };
+        let sending = Instant::now();
         let outcome = match guard {
             Guard::Checkpoints(moves) => {
                 self.store.commit_batches(moves, &applied).await?;
@@ -1071,6 +1097,9 @@ impl Applier {
             }
             Guard::Markers(markers) => self.store.commit_marked(markers, &applied).await?,
         };
+        let total_ms = asked.elapsed().as_millis() as u64;
+        let sent_ms = sending.elapsed().as_millis() as u64;
+        tracing::trace!(locked_ms, sent_ms, total_ms, items = applied.items().count(), "stream consumer: commit");
         if outcome == Marked::Applied {
             if let Some(carried) = carried {
                 carried.merge(observations);
@@ -1137,6 +1166,7 @@ impl Applier {
                 counters::OrderEvent::Left { day, order_id } => LiveEvent::Left { date: day, order_id },
             });
         }
+        let asked = Instant::now();
         let behind_ms = self.status.borrow().behind_ms;
         // Counters are read only for days someone watches; a connection
         // opened after this check read them itself, after the commit.
@@ -1146,6 +1176,7 @@ impl Applier {
                 Err(err) => tracing::warn!(error = %err, "could not read the counters to push them"),
             }
         }
+        tracing::trace!(ms = asked.elapsed().as_millis() as u64, "stream consumer: published");
     }
 }
 
@@ -1216,14 +1247,21 @@ mod tests {
         };
         let none = HashMap::new();
         assert_eq!(ids(&none), vec!["p", "o"], "a parent no longer listed does not hold its child back");
-        let done = HashMap::from([("p".to_string(), Checkpoint { seq: Some("9".into()), finished: true })]);
+        let done = HashMap::from([(
+            "p".to_string(),
+            Checkpoint { seq: Some("9".into()), finished: true, ..Default::default() },
+        )]);
         assert_eq!(ids(&done), vec!["c1", "c2", "o"]);
     }
 
     #[test]
     fn a_shard_finished_without_its_children_listed_calls_for_a_new_description() {
-        let finished =
-            |id: &str| HashMap::from([(id.to_string(), Checkpoint { seq: Some("9".into()), finished: true })]);
+        let finished = |id: &str| {
+            HashMap::from([(
+                id.to_string(),
+                Checkpoint { seq: Some("9".into()), finished: true, ..Default::default() },
+            )])
+        };
         let before_split = vec![shard("p", None), shard("q", None)];
         assert!(!children_unlisted(&before_split, &HashMap::new()), "nothing finished");
         assert!(children_unlisted(&before_split, &finished("p")), "p finished, its children unknown");
