@@ -755,6 +755,13 @@ pub fn comparison(options: &CountersOptions, reports: &[RunReport]) -> Compariso
         ),
         None => "no change seen".into(),
     });
+    // The engine's own wait, beside the dashboard's: every consumer commit
+    // queues with these writes for the engine (Dynoxide serves one request
+    // at a time), so a slow write here is a slow commit there.
+    table.row("an order's write, due → acknowledged p50 / p99", reports, |r| match &r.load.write_latency {
+        Some(p) => format!("{} / {}", ms(p.p50), ms(p.p99)),
+        None => "—".into(),
+    });
     table.row("day filled before the sale (records)", reports, |r| r.prefilled.to_string());
     table.row("stream calls: DescribeStream / GetRecords (refused)", reports, |r| {
         let calls = |op: &str| r.stream.calls.get(op).copied().unwrap_or(0);
