@@ -38,6 +38,13 @@
 import * as crypto from 'node:crypto';
 import * as http from 'node:http';
 
+// Each start-up step, with the time since Node.js started, to stderr: a
+// start that stalls (seen once, after the 21-minute Rust suite: no
+// "listening" line within 20 s) then names the step it stalled in.
+function startedStep(what) {
+  console.error(`oidc provider: ${what} at ${Math.round(process.uptime() * 1000)} ms`);
+}
+
 // oidc-provider prints notices with console.info (stdout). The stdout of this
 // process is reserved for the one "listening" line, so send everything that
 // goes through console.log/console.info to stderr, before the module loads.
@@ -49,6 +56,7 @@ console.info = console.error;
 // oidc-provider 9 prints (to stderr) that it wants Node.js 22; it runs fine
 // on 20.20 (smoke.mjs exercises the whole flow).
 const { default: Provider, errors } = await import('oidc-provider');
+startedStep('oidc-provider imported');
 
 // ---------------------------------------------------------------------------
 // Settings
@@ -113,6 +121,7 @@ function accountFor(user) {
 
 function signingKey() {
   const { privateKey } = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
+  startedStep('signing key generated');
   const jwk = privateKey.export({ format: 'jwk' });
   return { ...jwk, kid: `test-${crypto.randomBytes(6).toString('hex')}`, alg: 'RS256', use: 'sig' };
 }
@@ -177,6 +186,7 @@ try {
   process.exit(1);
 }
 const issuer = `http://127.0.0.1:${server.address().port}`;
+startedStep('port open');
 
 const provider = new Provider(issuer, {
   clients: [{
