@@ -184,6 +184,11 @@ async fn shard_heat_is_exact_and_a_replayed_batch_adds_none() {
         let orders = ids.iter().map(|id| order(id, "c-heat", Status::Pending, now)).collect();
         write_all(&store, orders).await;
         let first = consumer(&store, "heat-1", 5_000);
+        // The commits carry the heat; the pass that finds nothing new adds
+        // it, once.
+        assert!(first.poll().await.unwrap() > 0, "{engine:?}: the first pass applies the orders");
+        let carried: u64 = heat_per_shard(&store, day).await.iter().sum();
+        assert_eq!(carried, 0, "{engine:?}: no heat written with the commit");
         drain(&first).await;
         let shards = store.shards_for(day).await.unwrap();
         let mut expected = vec![0u64; shards as usize];
