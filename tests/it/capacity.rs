@@ -221,6 +221,34 @@ async fn shard_heat_is_exact_and_a_replayed_batch_adds_none() {
     }
 }
 
+/// A consumer stopped right after a commit, before any pass found nothing
+/// new and long before it would add them anyway, adds the observations it
+/// carried as it stops: the heat of what it applied is there, exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_that_stops_adds_the_heat_it_carried() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let store = app.store.clone();
+        let now = Utc::now();
+        let day = now.date_naive();
+        let ids: Vec<String> = (0..20).map(|i| format!("s-{i:03}")).collect();
+        write_all(&store, ids.iter().map(|id| order(id, "c-stop", Status::Pending, now)).collect()).await;
+        let running = consumer(&store, "stop-1", 5_000);
+        let mut status = running.subscribe();
+        let applied_all = async move {
+            let _ = status.wait_for(|s| s.records_applied >= ids.len() as u64).await;
+        };
+        running.run(applied_all).await;
+        let shards = store.shards_for(day).await.unwrap();
+        let mut expected = vec![0u64; shards as usize];
+        for i in 0..20 {
+            expected[keys::shard_of(&format!("s-{i:03}"), shards) as usize] += 1;
+        }
+        assert_eq!(heat_per_shard(&store, day).await, expected, "{engine:?}: added as the consumer stopped");
+        app.stop().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_capacity_api_reports_the_day_and_refuses_a_bad_date() {
     for engine in engines() {
