@@ -15,19 +15,10 @@
 //!   at TRIM_HORIZON; a restart resumes after the checkpoint.
 //!
 //! Every record is also priced as DynamoDB bills the write (`pricing`): its
-//! write units per table and index, and the keys it wrote (`hotkeys`),
-//! committed with the checkpoint, so every writer's writes are counted once.
-//! Those observations, and the others that are plain sums (shard heat, the
-//! quality's hourly counts: `keys::is_observation`), are not written in the
-//! transaction itself: this consumer sums what it committed and adds it
-//! every `CARRY_FOR`, when a pass finds nothing new, and when it stops (as
-//! the Lambda form adds a tumbling window's). Each transaction rewrote
-//! those items for the few records of a pass, most of a commit's cost at 8
-//! shards and more; the price is that a process killed without stopping
-//! loses what it had not added yet, normally its last `CARRY_FOR` of them
-//! (the counters, never). Once a pass has
-//! read every shard it holds to its end and added what it carried, the
-//! consumer marks the minutes up to now as observed (see
+//! write units per table and index, and the keys it wrote (`hotkeys`), go
+//! into the same transaction as the checkpoint, so every writer's writes
+//! are counted once. Once a pass has read every shard it holds to its end,
+//! the consumer marks the minutes up to now as observed (see
 //! `Store::mark_observed`).
 //!
 //! What a record means and how a transaction of records is applied is one
@@ -81,19 +72,6 @@ const READ_SPACING: Duration = Duration::from_millis(250);
 /// shards closed without children (its stream disabled) would otherwise be
 /// described at every pass.
 const CHILDREN_LOOKED_FOR_EVERY: Duration = Duration::from_secs(1);
-
-/// Longest the observations a consumer committed wait before they are
-/// added (see the module's comment): a few of a pass's items, once in so
-/// many passes, and one write unit each, not two.
-const CARRY_FOR: Duration = Duration::from_secs(5);
-
-/// The observations this consumer committed and has not added yet.
-#[derive(Default)]
-struct Carried {
-    deltas: Deltas,
-    /// When the oldest of them was committed.
-    since: Option<Instant>,
-}
 
 /// The stream as last described.
 struct Described {
@@ -227,7 +205,6 @@ pub struct Consumer {
     /// registry last said (`set_instances`); 1 until told: then every shard
     /// is this consumer's to take.
     instances: AtomicUsize,
-    carried: tokio::sync::Mutex<Carried>,
 }
 
 /// What stream records mean for the counters, and how the increments of
@@ -446,7 +423,6 @@ impl Consumer {
             held: Mutex::new(HashMap::new()),
             observed_to: tokio::sync::Mutex::new(None),
             instances: AtomicUsize::new(1),
-            carried: tokio::sync::Mutex::new(Carried::default()),
         }
     }
 
@@ -502,7 +478,6 @@ impl Consumer {
                 _ = tokio::time::sleep(pause) => {}
             }
         }
-        self.add_carried(true).await;
         self.hand_over().await;
         self.update_status(|s| s.running = false);
     }
@@ -653,10 +628,7 @@ impl Consumer {
         }
         self.shed_surplus(&stream_arn, &readable, fair).await;
         self.update_status(|s| s.shards_held = held.min(fair));
-        // Minutes are marked observed only with everything read before
-        // them added.
-        let all_added = self.add_carried(caught_up).await;
-        if caught_up && held > 0 && all_added {
+        if caught_up && held > 0 {
             self.observe().await;
         }
         if failed > 0 && applied == 0 && held == 0 {
@@ -685,29 +657,6 @@ impl Consumer {
         tracing::warn!(shard_id, error = %err, "stream consumer: this shard's pass failed");
         self.describe_again().await;
         self.update_status(|s| s.last_error_at = Some(Utc::now()));
-    }
-
-    /// Adds the observations carried once they are `CARRY_FOR` old, or
-    /// `now`: whether none is left. What could not be added is kept (and
-    /// only it: `drain_deltas`) for the next pass.
-    async fn add_carried(&self, now: bool) -> bool {
-        let mut carried = self.carried.lock().await;
-        if carried.deltas.is_empty() {
-            return true;
-        }
-        if !now && carried.since.is_some_and(|since| since.elapsed() < CARRY_FOR) {
-            return false;
-        }
-        match self.store.drain_deltas(&mut carried.deltas).await {
-            Ok(()) => {
-                carried.since = None;
-                true
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, "stream consumer: the observations carried could not be added; kept for the next pass");
-                false
-            }
-        }
     }
 
     /// Marks the minutes since this consumer's last mark, up to now, as
@@ -909,16 +858,7 @@ impl Consumer {
                 finished: read.closed(),
             })
             .collect();
-        let committed = {
-            let mut carried = self.carried.lock().await;
-            let carried = &mut *carried;
-            let committed =
-                self.core.commit_carrying(increments, Guard::Checkpoints(&moves), Some(&mut carried.deltas)).await;
-            if !carried.deltas.is_empty() {
-                carried.since.get_or_insert_with(Instant::now);
-            }
-            committed
-        };
+        let committed = self.core.commit(increments, Guard::Checkpoints(&moves)).await;
         drop(moves);
         match committed {
             Ok(_) => {
@@ -1126,8 +1066,7 @@ impl Applier {
 
     /// `commit`, but the observations' increments (`keys::is_observation`)
     /// are not written: once the rest committed they are added to `carried`,
-    /// for the caller to write later (a Lambda tumbling window's close, the
-    /// in-process consumer's `add_carried`).
+    /// for the caller to write later (a Lambda tumbling window's close).
     pub async fn commit_carrying(
         &self,
         increments: &Increments,
