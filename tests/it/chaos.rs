@@ -582,6 +582,12 @@ async fn two_instances_one_killed_counters_exact_and_the_survivor_streams_the_ot
     tokio::time::sleep(Duration::from_secs(6)).await;
     stop_a.store(true, Ordering::Relaxed);
     let written_a = via_a.await.unwrap();
+    // A is killed once its consumer has had a pass or two since its last
+    // write (it pauses at most 200 ms): what is measured is how A's
+    // commits reach B. An order A wrote and never committed reaches B's
+    // page by B's own consumer once it takes the lease (the test of a
+    // serve killed mid-sale), not by a `changed`.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     a.process.kill9();
     let killed = Instant::now();
     // B takes the stream over once A's lease runs out, and writes go on through it.
