@@ -173,23 +173,40 @@ async fn heat_per_shard(store: &Store, day: NaiveDate) -> Vec<u64> {
     (0..heat.shards as usize).map(|s| heat.writes.iter().map(|m| m[s]).sum()).collect()
 }
 
+/// `n` PENDING orders of today written, by id.
+async fn pending_orders(store: &Store, prefix: &str, n: usize) -> Vec<String> {
+    let now = Utc::now();
+    let ids: Vec<String> = (0..n).map(|i| format!("{prefix}-{i:03}")).collect();
+    write_all(store, ids.iter().map(|id| order(id, &format!("c-{prefix}"), Status::Pending, now)).collect()).await;
+    ids
+}
+
+/// One write per order on its GSI2 shard of `day`.
+async fn one_write_each(store: &Store, day: NaiveDate, ids: &[String]) -> Vec<u64> {
+    let shards = store.shards_for(day).await.unwrap();
+    let mut expected = vec![0u64; shards as usize];
+    for id in ids {
+        expected[keys::shard_of(id, shards) as usize] += 1;
+    }
+    expected
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shard_heat_is_exact_and_a_replayed_batch_adds_none() {
     for engine in engines() {
         let app = TestApp::spawn(engine.clone()).await;
         let store = app.store.clone();
-        let now = Utc::now();
-        let day = now.date_naive();
-        let ids: Vec<String> = (0..30).map(|i| format!("h-{i:03}")).collect();
-        let orders = ids.iter().map(|id| order(id, "c-heat", Status::Pending, now)).collect();
-        write_all(&store, orders).await;
+        let day = Utc::now().date_naive();
+        let ids = pending_orders(&store, "h", 30).await;
         let first = consumer(&store, "heat-1", 5_000);
+        // The commits carry the heat; the pass that finds nothing new adds
+        // it, once.
+        assert!(first.poll().await.unwrap() > 0, "{engine:?}: the first pass applies the orders");
+        let carried: u64 = heat_per_shard(&store, day).await.iter().sum();
+        assert_eq!(carried, 0, "{engine:?}: no heat written with the commit");
         drain(&first).await;
         let shards = store.shards_for(day).await.unwrap();
-        let mut expected = vec![0u64; shards as usize];
-        for id in &ids {
-            expected[keys::shard_of(id, shards) as usize] += 1;
-        }
+        let mut expected = one_write_each(&store, day, &ids).await;
         assert_eq!(heat_per_shard(&store, day).await, expected, "{engine:?}: one write per order entering");
 
         // The first batch again, from the shard's start, as a consumer that
@@ -212,6 +229,29 @@ async fn shard_heat_is_exact_and_a_replayed_batch_adds_none() {
         }
         drain(&first).await;
         assert_eq!(heat_per_shard(&store, day).await, expected, "{engine:?}: leaving is a write too");
+        app.stop().await;
+    }
+}
+
+/// A consumer stopped right after a commit, before any pass found nothing
+/// new and long before it would add them anyway, adds the observations it
+/// carried as it stops: the heat of what it applied is there, exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_that_stops_adds_the_heat_it_carried() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let store = app.store.clone();
+        let day = Utc::now().date_naive();
+        let ids = pending_orders(&store, "s", 20).await;
+        let running = consumer(&store, "stop-1", 5_000);
+        let mut status = running.subscribe();
+        let all = ids.len() as u64;
+        let applied_all = async move {
+            let _ = status.wait_for(|s| s.records_applied >= all).await;
+        };
+        running.run(applied_all).await;
+        let expected = one_write_each(&store, day, &ids).await;
+        assert_eq!(heat_per_shard(&store, day).await, expected, "{engine:?}: added as the consumer stopped");
         app.stop().await;
     }
 }

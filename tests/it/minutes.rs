@@ -74,6 +74,8 @@ async fn units_per_order(engine: &Engine, late: bool) -> f64 {
         let records = phantom(&format!("measured-{i:03}"), at + Duration::seconds(i as i64), shards, i * 3).unwrap();
         prev = consumer.apply(arn, shard, prev, &records[..1], false).await.unwrap();
     }
+    // The observations the commits carried are part of the cost.
+    consumer.add_carried().await;
     stop.cancel();
     let tally = proxy.await.unwrap().unwrap();
     let counted = direct.read_counters(day).await.unwrap();

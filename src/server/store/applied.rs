@@ -114,10 +114,25 @@ impl Store {
     /// each item would be charged twice). What was added before an error
     /// stays added.
     pub async fn add_deltas(&self, deltas: &Deltas) -> Result<(), StoreError> {
-        for ((pk, sk), increments) in deltas.items() {
-            for chunk in increments.chunks(ADDS_PER_UPDATE) {
-                let add = AddExpression::of_increments(chunk);
-                add_to_metric(&self.client, &self.metrics_table, (pk, sk), add).await?;
+        self.drain_deltas(&mut deltas.clone()).await
+    }
+
+    /// `add_deltas`, taking each update's increments out of `deltas` once it
+    /// is made: after an error `deltas` holds what was not added, so adding
+    /// them again adds nothing twice (the in-process consumer's carried
+    /// observations).
+    pub async fn drain_deltas(&self, deltas: &mut Deltas) -> Result<(), StoreError> {
+        let rows = deltas.rows();
+        for item in rows.chunk_by(|a, b| (&a.0, &a.1) == (&b.0, &b.1)) {
+            for chunk in item.chunks(ADDS_PER_UPDATE) {
+                let (pk, sk) = (&chunk[0].0, &chunk[0].1);
+                let increments: Vec<(&String, i64)> =
+                    chunk.iter().map(|(_, _, attribute, by)| (attribute, *by)).collect();
+                add_to_metric(&self.client, &self.metrics_table, (pk, sk), AddExpression::of_increments(&increments))
+                    .await?;
+                for (pk, sk, attribute, by) in chunk {
+                    deltas.add((pk.clone(), sk.clone()), attribute.clone(), -by);
+                }
             }
         }
         Ok(())

@@ -15,10 +15,20 @@
 //!   at TRIM_HORIZON; a restart resumes after the checkpoint.
 //!
 //! Every record is also priced as DynamoDB bills the write (`pricing`): its
-//! write units per table and index, and the keys it wrote (`hotkeys`), go
-//! into the same transaction as the checkpoint, so every writer's writes
-//! are counted once. Once a pass has read every shard it holds to its end,
-//! the consumer marks the minutes up to now as observed (see
+//! write units per table and index, and the keys it wrote (`hotkeys`),
+//! committed with the checkpoint, so every writer's writes are counted once.
+//! Those observations, and the others that are plain sums (shard heat, the
+//! quality's hourly counts: `keys::is_observation`), are not written in the
+//! transaction itself: this consumer sums what it committed and adds it
+//! every `CARRY_FOR`, soon after a pass finds nothing new, and when it
+//! stops (as the Lambda form adds a tumbling window's). Each transaction
+//! rewrote those items for the few records of a pass, most of a commit's
+//! cost at 8 shards and more. The adds run beside the passes, never in
+//! them, so a record's counters never wait for them. The price is that a
+//! process killed without stopping loses what it had not added yet,
+//! normally its last `CARRY_FOR` of them (the counters, never). Once a pass
+//! has read every shard it holds to its end with everything committed
+//! before added, the consumer marks the minutes up to now as observed (see
 //! `Store::mark_observed`).
 //!
 //! What a record means and how a transaction of records is applied is one
@@ -72,6 +82,32 @@ const READ_SPACING: Duration = Duration::from_millis(250);
 /// shards closed without children (its stream disabled) would otherwise be
 /// described at every pass.
 const CHILDREN_LOOKED_FOR_EVERY: Duration = Duration::from_secs(1);
+
+/// Longest the observations a consumer committed wait before they are
+/// added (see the module's comment): a few of a pass's items, once in so
+/// many passes, and one write unit each, not two.
+const CARRY_FOR: Duration = Duration::from_secs(5);
+
+/// How soon after a pass that found nothing new the observations carried
+/// are added: a stream that goes quiet has its figures in at once, and a
+/// busy one's passes that find a shard or two idle do not add every time.
+const ADD_WHEN_IDLE_AFTER: Duration = Duration::from_millis(100);
+
+/// The observations this consumer committed and has not added yet.
+#[derive(Default)]
+struct Carried {
+    deltas: Deltas,
+    /// Some are being added now (taken out of `deltas`): until that ends,
+    /// an empty `deltas` does not mean all were added.
+    adding: bool,
+}
+
+impl Carried {
+    /// Whether everything committed so far has been added.
+    fn settled(&self) -> bool {
+        self.deltas.is_empty() && !self.adding
+    }
+}
 
 /// The stream as last described.
 struct Described {
@@ -205,6 +241,10 @@ pub struct Consumer {
     /// registry last said (`set_instances`); 1 until told: then every shard
     /// is this consumer's to take.
     instances: AtomicUsize,
+    carried: Mutex<Carried>,
+    /// Wakes the adding of the carried observations (a pass found nothing
+    /// new, or the consumer stops).
+    add_soon: tokio::sync::Notify,
 }
 
 /// What stream records mean for the counters, and how the increments of
@@ -423,6 +463,8 @@ impl Consumer {
             held: Mutex::new(HashMap::new()),
             observed_to: tokio::sync::Mutex::new(None),
             instances: AtomicUsize::new(1),
+            carried: Mutex::new(Carried::default()),
+            add_soon: tokio::sync::Notify::new(),
         }
     }
 
@@ -453,11 +495,24 @@ impl Consumer {
         self.core.status.subscribe()
     }
 
-    /// Polls until `shutdown` resolves, pausing while the stream is idle.
-    /// Errors are logged and retried, never fatal.
+    /// Polls until `shutdown` resolves, pausing while the stream is idle,
+    /// and adds the observations carried beside it. Errors are logged and
+    /// retried, never fatal.
     pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
-        tokio::pin!(shutdown);
         self.update_status(|s| s.running = true);
+        let stopped = tokio::sync::Notify::new();
+        let polling = async {
+            self.poll_until(shutdown).await;
+            stopped.notify_one();
+        };
+        tokio::join!(polling, self.add_carried_until(&stopped));
+        self.add_carried().await;
+        self.hand_over().await;
+        self.update_status(|s| s.running = false);
+    }
+
+    async fn poll_until(&self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
         let mut pause = Duration::from_millis(20);
         loop {
             pause = match self.poll().await {
@@ -478,8 +533,20 @@ impl Consumer {
                 _ = tokio::time::sleep(pause) => {}
             }
         }
-        self.hand_over().await;
-        self.update_status(|s| s.running = false);
+    }
+
+    /// Adds the observations carried every `CARRY_FOR`, and soon after a
+    /// pass that found nothing new, until `stopped`: in the same task as
+    /// the passes, but never in one (see the module's comment).
+    async fn add_carried_until(&self, stopped: &tokio::sync::Notify) {
+        loop {
+            tokio::select! {
+                _ = stopped.notified() => return,
+                _ = self.add_soon.notified() => tokio::time::sleep(ADD_WHEN_IDLE_AFTER).await,
+                _ = tokio::time::sleep(CARRY_FOR) => {}
+            }
+            self.add_carried().await;
+        }
     }
 
     /// Releases every lease this consumer holds, after its last checkpoint
@@ -628,8 +695,15 @@ impl Consumer {
         }
         self.shed_surplus(&stream_arn, &readable, fair).await;
         self.update_status(|s| s.shards_held = held.min(fair));
+        // Minutes are marked observed only with everything read before
+        // them added; what is not yet is added soon, and the next pass
+        // marks them.
         if caught_up && held > 0 {
-            self.observe().await;
+            if self.carried.lock().settled() {
+                self.observe().await;
+            } else {
+                self.add_soon.notify_one();
+            }
         }
         if failed > 0 && applied == 0 && held == 0 {
             return Err(ConsumerError::ShardsFailed(failed));
@@ -657,6 +731,28 @@ impl Consumer {
         tracing::warn!(shard_id, error = %err, "stream consumer: this shard's pass failed");
         self.describe_again().await;
         self.update_status(|s| s.last_error_at = Some(Utc::now()));
+    }
+
+    /// Adds the observations carried so far, taken out while they are
+    /// written so that commits go on meanwhile; what could not be added
+    /// (and only it: `drain_deltas`) is put back for the next time. Public
+    /// for callers that `poll` themselves.
+    pub async fn add_carried(&self) {
+        let mut taking = {
+            let mut carried = self.carried.lock();
+            if carried.deltas.is_empty() || carried.adding {
+                return;
+            }
+            carried.adding = true;
+            std::mem::take(&mut carried.deltas)
+        };
+        let added = self.store.drain_deltas(&mut taking).await;
+        let mut carried = self.carried.lock();
+        carried.adding = false;
+        carried.deltas.merge(taking);
+        if let Err(err) = added {
+            tracing::warn!(error = %err, "stream consumer: the observations carried could not be added; kept for the next time");
+        }
     }
 
     /// Marks the minutes since this consumer's last mark, up to now, as
@@ -858,7 +954,10 @@ impl Consumer {
                 finished: read.closed(),
             })
             .collect();
-        let committed = self.core.commit(increments, Guard::Checkpoints(&moves)).await;
+        let mut observations = Deltas::default();
+        let committed =
+            self.core.commit_carrying(increments, Guard::Checkpoints(&moves), Some(&mut observations)).await;
+        self.carried.lock().deltas.merge(observations);
         drop(moves);
         match committed {
             Ok(_) => {
@@ -1066,7 +1165,8 @@ impl Applier {
 
     /// `commit`, but the observations' increments (`keys::is_observation`)
     /// are not written: once the rest committed they are added to `carried`,
-    /// for the caller to write later (a Lambda tumbling window's close).
+    /// for the caller to write later (a Lambda tumbling window's close, the
+    /// in-process consumer's `add_carried`).
     pub async fn commit_carrying(
         &self,
         increments: &Increments,

@@ -38,7 +38,9 @@ pub async fn read_batch(
     }
 }
 
-/// Polls until three passes in a row apply nothing.
+/// Polls until three passes in a row apply nothing, adding the
+/// observations carried after each of those, as `run` does beside its
+/// passes (the next pass then marks the minutes observed).
 pub async fn drain(consumer: &Consumer) -> u64 {
     let (mut total, mut idle) = (0, 0);
     while idle < 3 {
@@ -46,6 +48,7 @@ pub async fn drain(consumer: &Consumer) -> u64 {
         total += applied;
         idle = if applied == 0 { idle + 1 } else { 0 };
         if applied == 0 {
+            consumer.add_carried().await;
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
     }
