@@ -109,6 +109,22 @@ impl Carried {
     }
 }
 
+/// Observations taken out of `Carried` to be added: what is left of them
+/// goes back when this is dropped, the add done, failed, or its future
+/// dropped midway (then `adding` would otherwise stay set for good).
+struct Taken<'a> {
+    from: &'a Mutex<Carried>,
+    deltas: Deltas,
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        let mut carried = self.from.lock();
+        carried.adding = false;
+        carried.deltas.merge(std::mem::take(&mut self.deltas));
+    }
+}
+
 /// The stream as last described.
 struct Described {
     arn: String,
@@ -738,19 +754,15 @@ impl Consumer {
     /// (and only it: `drain_deltas`) is put back for the next time. Public
     /// for callers that `poll` themselves.
     pub async fn add_carried(&self) {
-        let mut taking = {
+        let mut taken = {
             let mut carried = self.carried.lock();
             if carried.deltas.is_empty() || carried.adding {
                 return;
             }
             carried.adding = true;
-            std::mem::take(&mut carried.deltas)
+            Taken { from: &self.carried, deltas: std::mem::take(&mut carried.deltas) }
         };
-        let added = self.store.drain_deltas(&mut taking).await;
-        let mut carried = self.carried.lock();
-        carried.adding = false;
-        carried.deltas.merge(taking);
-        if let Err(err) = added {
+        if let Err(err) = self.store.drain_deltas(&mut taken.deltas).await {
             tracing::warn!(error = %err, "stream consumer: the observations carried could not be added; kept for the next time");
         }
     }
