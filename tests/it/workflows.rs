@@ -7,7 +7,6 @@ use crate::common;
 use chrono::{Duration, Utc};
 use common::{Engine, TestApp, engines, new_order_json, order};
 use northwind_ops::model::{Order, Role, Status};
-use northwind_ops::server::stream::consumer::{Consumer, ConsumerOptions};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::collections::HashSet;
@@ -93,9 +92,7 @@ async fn a_bulk_change_over_5000_orders_changes_each_once_and_the_counters_follo
         // is read at most four times a second).
         let audited = started.elapsed() - confirmed;
         let draining = std::time::Instant::now();
-        let mut options = ConsumerOptions::new("bulk-counter");
-        options.lease = std::time::Duration::from_secs(15);
-        let consumer = Consumer::new(app.store.clone(), options, None);
+        let consumer = common::counters::consumer_reading(&app.store, "bulk-counter", 15_000, 500);
         common::counters::drain(&consumer).await;
         println!(
             "{engine:?}: 5000 orders loaded in {:.1} s, confirmed in {:.1} s, their audit read in {:.1} s, \

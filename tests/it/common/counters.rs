@@ -13,10 +13,17 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// A consumer reading batches of 40 records, so a test's few hundred make
+/// several batches.
 pub fn consumer(store: &Arc<Store>, owner: &str, lease_ms: u64) -> Consumer {
+    consumer_reading(store, owner, lease_ms, 40)
+}
+
+/// A consumer reading batches of `batch` records.
+pub fn consumer_reading(store: &Arc<Store>, owner: &str, lease_ms: u64, batch: i32) -> Consumer {
     let mut options = ConsumerOptions::new(owner);
     options.lease = std::time::Duration::from_millis(lease_ms);
-    options.batch = 40;
+    options.batch = batch;
     Consumer::new(store.clone(), options, None)
 }
 
