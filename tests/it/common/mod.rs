@@ -4,6 +4,7 @@
 
 pub mod counters;
 pub mod moto;
+pub mod procs;
 
 use chrono::{DateTime, Utc};
 use clap::Parser;
@@ -37,11 +38,21 @@ pub enum Engine {
 /// Both engines. DynamoDB Local must be running: a missing one fails the
 /// test rather than letting it pass having checked half.
 pub fn engines() -> Vec<Engine> {
-    let local = std::env::var("NORTHWIND_TEST_DYNAMODB_LOCAL").expect(
+    vec![Engine::Dynoxide, Engine::DynamoDbLocal(dynamodb_local())]
+}
+
+/// A DynamoDB Local of those `scripts/with-dynamodb-local.sh` runs (it says
+/// why several), each test taking the next in turn.
+pub fn dynamodb_local() -> String {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let all = std::env::var("NORTHWIND_TEST_DYNAMODB_LOCAL").expect(
         "NORTHWIND_TEST_DYNAMODB_LOCAL is not set: run the tests with `make test` \
          (or under scripts/with-dynamodb-local.sh)",
     );
-    vec![Engine::Dynoxide, Engine::DynamoDbLocal(local)]
+    let endpoints: Vec<&str> = all.split(',').map(str::trim).filter(|e| !e.is_empty()).collect();
+    assert!(!endpoints.is_empty(), "NORTHWIND_TEST_DYNAMODB_LOCAL names no endpoint: {all:?}");
+    let next = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    endpoints[next % endpoints.len()].to_string()
 }
 
 /// The URL another process reaches `engine` at: DynamoDB Local's, or the
