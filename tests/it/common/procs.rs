@@ -82,9 +82,7 @@ impl Proc {
         let code = self.child.wait().ok().and_then(|s| s.code());
         (code, self.stdout(), fs::read_to_string(&self.err).unwrap_or_default())
     }
-}
 
-impl Proc {
     /// SIGTERM, then waits for it to exit: its exit code and log.
     pub async fn finish_after_term(&mut self, limit: Duration) -> (Option<i32>, String) {
         self.term();
@@ -99,6 +97,7 @@ impl Drop for Proc {
     }
 }
 
+/// A loopback port free at the time of asking, chosen by the kernel.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
