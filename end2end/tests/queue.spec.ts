@@ -44,6 +44,11 @@ test('thirty stuck orders selected across two pages are cancelled with a reason,
   page,
   request,
 }) => {
+  // The seed spreads today's (UTC) orders from midnight to the moment it runs, and an order is
+  // stuck once PENDING for 30 minutes: early in the day there are none, or too few for two pages
+  // (seen failing at 00:30 UTC with 0 rows). From 01:00 half of today's are.
+  const now = new Date();
+  test.skip(now.getUTCHours() < 1, 'before 01:00 UTC the seed has made too few stuck orders of today');
   await expect.poll(() => pendingCount(request), { timeout: 15_000 }).toBeGreaterThan(100);
   const before = await settledPendingCount(request);
   await page.goto('/?stuck=1&limit=25');
