@@ -455,8 +455,8 @@ async fn bad_ids_cursors_and_parameters_are_400s() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_store_is_a_503() {
-    // A port nothing listens on: bind one, then free it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // A port nothing listens on: one the kernel found free.
+    let port = common::procs::free_port();
     let app = TestApp::spawn_unprovisioned(Engine::DynamoDbLocal(format!("http://127.0.0.1:{port}")), &[]).await;
     for path in ["/readyz", "/api/orders/o-1", "/api/pending"] {
         let response = app.http.get(format!("{}{path}", app.base)).send().await.unwrap();

@@ -10,8 +10,8 @@ pub struct Moto {
 
 impl Moto {
     pub async fn start() -> Moto {
-        // The kernel picks a free port; moto binds it right after.
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        // Moto binds the free port right after.
+        let port = super::procs::free_port();
         let child = std::process::Command::new("python3")
             .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(std::process::Stdio::null())
