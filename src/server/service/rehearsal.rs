@@ -112,7 +112,10 @@ impl Service {
         mut rehearsal: Rehearsal,
         rehearser: Arc<dyn Rehearser>,
     ) -> Result<Rehearsal, ApiError> {
-        let result = rehearser.run(rehearsal.shape.clone()).await;
+        let deadline = rehearsal_deadline(&rehearsal.shape);
+        let result = tokio::time::timeout(deadline, rehearser.run(rehearsal.shape.clone()))
+            .await
+            .unwrap_or_else(|_| Err(format!("the rehearsal did not finish within {} s: stopped", deadline.as_secs())));
         rehearsal.finished_at = Some(Utc::now().trunc_subsecs(3));
         match result {
             Ok(figures) => {
@@ -146,7 +149,38 @@ impl Service {
     }
 }
 
+/// How long a run of `shape` may take before it is stopped and filed as
+/// failed: three times its planned length and a minute, so a run that hangs
+/// frees its claim long before the claim goes stale.
+fn rehearsal_deadline(shape: &RehearsalShape) -> std::time::Duration {
+    let planned = shape.ramp_seconds + shape.hold_seconds + shape.decay_seconds + shape.tail_seconds;
+    std::time::Duration::from_secs(planned.saturating_mul(3).saturating_add(60))
+}
+
 /// Claims made before this (milliseconds since the epoch) are stale.
 pub(super) fn stale_before_ms() -> i64 {
     (Utc::now() - REHEARSAL_STALE).timestamp_millis()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hung_run_is_stopped_well_before_its_claim_goes_stale() {
+        let shape = RehearsalShape {
+            scale: 0.02,
+            shards: 12,
+            peak_orders_per_second: 40.0,
+            base_orders_per_second: 4.0,
+            ramp_seconds: 3,
+            hold_seconds: 10,
+            decay_seconds: 7,
+            tail_seconds: 3,
+            writers: 32,
+        };
+        let deadline = rehearsal_deadline(&shape);
+        assert_eq!(deadline.as_secs(), 23 * 3 + 60);
+        assert!(chrono::Duration::from_std(deadline).unwrap() < REHEARSAL_STALE / 2);
+    }
 }

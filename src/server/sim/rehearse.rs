@@ -22,7 +22,6 @@ use crate::server::store::error::StoreError;
 use crate::server::store::{self, ConnectError, PendingFilter, Store, TableCapacity};
 use clap::Args;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -183,22 +182,12 @@ pub async fn rehearse(base: &StoreConfig, options: &RehearseOptions) -> Result<V
     Ok(reports)
 }
 
-/// A fresh embedded store for one design, removed afterwards.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
+/// One design on a fresh embedded store of its own, in memory: nothing of a
+/// rehearsal is kept, and the disk's speed is no part of its figures.
 async fn one_design(base: &StoreConfig, shards: u32, options: &RehearseOptions) -> Result<DesignReport, RehearseError> {
-    let scratch = Scratch(std::env::temp_dir().join(format!("northwind-rehearse-{}", uuid::Uuid::new_v4().simple())));
-    std::fs::create_dir_all(&scratch.0)
-        .map_err(|source| RehearseError::Io { what: format!("create {}", scratch.0.display()), source })?;
     let config = StoreConfig {
         store: Some(StoreKind::Embedded),
-        data_dir: scratch.0.clone(),
+        embedded_in_memory: true,
         embedded_addr: "127.0.0.1:0".parse().expect("a socket address"),
         shards,
         ..base.clone()

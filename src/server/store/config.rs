@@ -92,6 +92,12 @@ pub struct StoreConfig {
     #[arg(skip)]
     pub cursor_secret: Option<String>,
 
+    /// The embedded store keeps its data in memory, not in `data_dir`: a
+    /// scratch store (a rehearsal's), with nothing to keep and no disk in
+    /// what it measures. Not a flag: only the simulation sets it.
+    #[arg(skip)]
+    pub embedded_in_memory: bool,
+
     /// Longest a store call may take, retries included, before the request
     /// is answered 503 (milliseconds)
     #[arg(long, env = "NORTHWIND_STORE_TIMEOUT_MS", default_value_t = 4000,

@@ -42,6 +42,7 @@ pub enum EmbeddedError {
 }
 
 impl Embedded {
+    /// Serves the SQLite file in `data_dir` (made if missing) on `addr`.
     pub async fn start(data_dir: &Path, addr: SocketAddr) -> Result<Self, EmbeddedError> {
         let dir_error = |source| EmbeddedError::DataDir { dir: data_dir.display().to_string(), source };
         crate::server::fs::create_private_dir(data_dir).map_err(dir_error)?;
@@ -51,6 +52,18 @@ impl Embedded {
             .map_err(|e| EmbeddedError::Open { path: path_text.clone(), message: e.to_string() })?;
         // The orders are personal data: the file is this user's alone.
         crate::server::fs::restrict(&path, 0o600).map_err(dir_error)?;
+        Self::serve(db, addr, &path_text)
+    }
+
+    /// Serves a store held in memory only, gone when it stops: a scratch
+    /// store (a rehearsal's), where no disk should be part of what is measured.
+    pub async fn in_memory(addr: SocketAddr) -> Result<Self, EmbeddedError> {
+        let db = dynoxide::Database::memory()
+            .map_err(|e| EmbeddedError::Open { path: "memory".into(), message: e.to_string() })?;
+        Self::serve(db, addr, "memory")
+    }
+
+    fn serve(db: dynoxide::Database, addr: SocketAddr, path_text: &str) -> Result<Self, EmbeddedError> {
         let listen_error = |source| EmbeddedError::Listen { addr, source };
         let listener = std::net::TcpListener::bind(addr).map_err(listen_error)?;
         listener.set_nonblocking(true).map_err(listen_error)?;

@@ -148,7 +148,11 @@ pub async fn connect(config: &StoreConfig) -> Result<(Store, Option<Embedded>), 
     let timeouts = StoreTimeouts::from_operation(Duration::from_millis(config.store_timeout_ms));
     let (sdk_config, embedded) = match config.kind() {
         StoreKind::Embedded => {
-            let embedded = Embedded::start(&config.data_dir, config.embedded_addr).await?;
+            let embedded = if config.embedded_in_memory {
+                Embedded::in_memory(config.embedded_addr).await?
+            } else {
+                Embedded::start(&config.data_dir, config.embedded_addr).await?
+            };
             (local_sdk_config(&embedded.endpoint(), timeouts).await, Some(embedded))
         }
         StoreKind::Endpoint => {
