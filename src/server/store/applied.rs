@@ -5,7 +5,7 @@
 //! because its marker is written with its increments, or not at all.
 
 use super::Store;
-use super::conflicts::send_retrying_conflicts;
+use super::conflicts::{CounterSends, send_retrying_conflicts};
 use super::items::{AddExpression, add_to_metric};
 use crate::server::store::deltas::Deltas;
 use crate::server::store::error::StoreError;
@@ -71,22 +71,21 @@ impl Store {
     /// still in conflict after those retries: `Unavailable`; refused, e.g. a
     /// counter that is not a number: `Rejected`).
     pub async fn commit_marked(&self, markers: &[Marker<'_>], deltas: &Deltas) -> Result<Marked, StoreError> {
-        let mut transaction = self.client.transact_write_items();
-        for marker in markers {
-            let put = Put::builder()
-                .table_name(&self.metrics_table)
-                .set_item(Some(marker_item(marker)))
-                .condition_expression(MARKER_ABSENT);
-            transaction = transaction.transact_items(TransactWriteItem::builder().put(put.build()?).build());
-        }
+        let puts = markers
+            .iter()
+            .map(|marker| {
+                let put = Put::builder()
+                    .table_name(&self.metrics_table)
+                    .set_item(Some(marker_item(marker)))
+                    .condition_expression(MARKER_ABSENT);
+                Ok(TransactWriteItem::builder().put(put.build()?).build())
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
         // The live counters go to sub-items (`keys::COUNTER_SUBS`), picked
         // by the first record: batches of different shards rarely share one.
         let sub = markers.first().map_or(0, |m| keys::counter_sub_for(m.event_id));
-        for (key, increments) in deltas.through_sub(sub).items() {
-            transaction = transaction
-                .transact_items(TransactWriteItem::builder().update(self.increments(key, &increments)?).build());
-        }
-        match send_retrying_conflicts(transaction, "commit_marked").await {
+        let sends = CounterSends::new(puts, sub, |sub| self.counter_updates(deltas, sub))?;
+        match send_retrying_conflicts(&self.client, &sends, "commit_marked").await {
             Ok(_) => Ok(Marked::Applied),
             Err(err) => match err.as_service_error() {
                 Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {

@@ -1,7 +1,7 @@
 //! The stream consumer's leases and checkpoints, and the transaction that
 //! applies a batch of counter increments together with its checkpoint.
 
-use super::conflicts::send_retrying_conflicts;
+use super::conflicts::{CounterSends, send_retrying_conflicts};
 use super::items::{AddExpression, LEASE_FREE, lease_names, lease_values};
 use super::{Item, Store};
 use crate::server::store::deltas::Deltas;
@@ -196,19 +196,15 @@ impl Store {
     /// one transaction write the day's counter items once for all of them,
     /// through the first shard's sub-items (`keys::COUNTER_SUBS`).
     pub async fn commit_batches(&self, moves: &[CheckpointMove<'_>], deltas: &Deltas) -> Result<(), StoreError> {
-        let mut transaction = self.client.transact_write_items();
-        for m in moves {
-            let update = self.checkpoint_update(m)?;
-            transaction = transaction.transact_items(TransactWriteItem::builder().update(update).build());
-        }
+        let checkpoints = moves
+            .iter()
+            .map(|m| Ok(TransactWriteItem::builder().update(self.checkpoint_update(m)?).build()))
+            .collect::<Result<Vec<_>, StoreError>>()?;
         // The live counters go to the sub-items of the first shard: each
         // shard to its own, so that shards do not refuse each other.
         let sub = moves.first().map_or(0, |m| keys::counter_sub_for(m.holder.shard_id()));
-        for (key, increments) in deltas.through_sub(sub).items() {
-            transaction = transaction
-                .transact_items(TransactWriteItem::builder().update(self.increments(key, &increments)?).build());
-        }
-        match send_retrying_conflicts(transaction, "commit_batch").await {
+        let sends = CounterSends::new(checkpoints, sub, |sub| self.counter_updates(deltas, sub))?;
+        match send_retrying_conflicts(&self.client, &sends, "commit_batch").await {
             Ok(_) => Ok(()),
             Err(err) => match err.as_service_error() {
                 Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
@@ -266,6 +262,18 @@ impl Store {
     }
 
     /// One counter item's increments as an `ADD` update.
+    /// The increments of `deltas` as update actions, the live counters' on
+    /// sub-item `sub`.
+    pub(super) fn counter_updates(&self, deltas: &Deltas, sub: u32) -> Result<Vec<TransactWriteItem>, StoreError> {
+        deltas
+            .through_sub(sub)
+            .items()
+            .map(|(key, increments)| {
+                Ok(TransactWriteItem::builder().update(self.increments(key, &increments)?).build())
+            })
+            .collect()
+    }
+
     pub(super) fn increments(
         &self,
         (pk, sk): &(String, String),

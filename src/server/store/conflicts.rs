@@ -13,15 +13,17 @@
 //! transaction again is safe: it either applies in full or not at all, and
 //! its own conditions (the checkpoint at the position it moves from, the
 //! markers not existing) still decide whether it applies, so a retry never
-//! counts a record twice.
+//! counts a record twice. Each send puts the live counters on another
+//! sub-item (`CounterSends`), so two that collided seldom collide again.
 
+use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsOutput;
-use aws_sdk_dynamodb::operation::transact_write_items::builders::TransactWriteItemsFluentBuilder;
-use aws_sdk_dynamodb::types::CancellationReason;
+use aws_sdk_dynamodb::types::{CancellationReason, TransactWriteItem};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use backon::{ExponentialBuilder, Retryable};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Sends after the first, at most: with the pauses below, 2.6 to 5.3
@@ -41,17 +43,57 @@ fn conflict_backoff() -> ExponentialBuilder {
         .with_jitter()
 }
 
-/// Sends `transaction`, again while it is cancelled by conflicts alone.
+/// One counter transaction, as each of its sends writes it: the same
+/// `fixed` actions (checkpoints moved, markers put) every time, and the live
+/// counters' increments on another sub-item (`keys::COUNTER_SUBS`) each
+/// time. Two transactions that collided on one sub-item would collide there
+/// again on the next send; each moved to the next sub-item seldom does, and
+/// every send refused in conflict is charged (README, "What a commit
+/// costs"). Where the increments go does not change what is counted:
+/// readers sum an item and all its sub-items.
+pub(super) struct CounterSends {
+    fixed: Vec<TransactWriteItem>,
+    /// The counters' actions of each send in turn, first to last.
+    counters: Vec<Vec<TransactWriteItem>>,
+}
+
+impl CounterSends {
+    /// `counters(sub)` gives the counters' actions on sub-item `sub` (any
+    /// number: it is taken modulo `COUNTER_SUBS`); the first send writes
+    /// `first_sub`, each send after it the next one.
+    pub(super) fn new<E>(
+        fixed: Vec<TransactWriteItem>,
+        first_sub: u32,
+        counters: impl Fn(u32) -> Result<Vec<TransactWriteItem>, E>,
+    ) -> Result<Self, E> {
+        let counters = (0..=CONFLICT_RETRIES as u32).map(|k| counters(first_sub + k)).collect::<Result<_, _>>()?;
+        Ok(CounterSends { fixed, counters })
+    }
+
+    /// The actions of send `k` (the last send's again past the last).
+    fn actions(&self, k: usize) -> Vec<TransactWriteItem> {
+        let counters = &self.counters[k.min(self.counters.len() - 1)];
+        self.fixed.iter().chain(counters).cloned().collect()
+    }
+}
+
+/// Sends the transaction, again while it is cancelled by conflicts alone,
+/// each time with the counters on the next sub-item.
 pub(super) async fn send_retrying_conflicts(
-    transaction: TransactWriteItemsFluentBuilder,
+    client: &Client,
+    sends: &CounterSends,
     what: &str,
 ) -> Result<TransactWriteItemsOutput, SdkError<TransactWriteItemsError, HttpResponse>> {
-    (|| transaction.clone().send())
-        .retry(conflict_backoff())
-        .sleep(tokio::time::sleep)
-        .when(in_conflict_only)
-        .notify(|_, pause| tracing::debug!(what, ?pause, "transaction in conflict with another; sending it again"))
-        .await
+    let sent = AtomicUsize::new(0);
+    (|| {
+        let k = sent.fetch_add(1, Ordering::Relaxed);
+        client.transact_write_items().set_transact_items(Some(sends.actions(k))).send()
+    })
+    .retry(conflict_backoff())
+    .sleep(tokio::time::sleep)
+    .when(in_conflict_only)
+    .notify(|_, pause| tracing::debug!(what, ?pause, "transaction in conflict with another; sending it again"))
+    .await
 }
 
 fn in_conflict_only(err: &SdkError<TransactWriteItemsError, HttpResponse>) -> bool {
@@ -90,6 +132,28 @@ mod tests {
         assert!(!conflicts_only(&reasons(&["ConditionalCheckFailed", "TransactionConflict"])));
         assert!(!conflicts_only(&reasons(&["TransactionConflict", "ThrottlingError"])));
         assert!(!conflicts_only(&reasons(&["TransactionConflict", "ValidationError"])));
+    }
+
+    #[test]
+    fn each_send_puts_the_counters_on_the_next_sub_item_and_keeps_the_rest() {
+        let action = |table: String| {
+            let put = aws_sdk_dynamodb::types::Put::builder().table_name(table).set_item(Some(Default::default()));
+            TransactWriteItem::builder().put(put.build().unwrap()).build()
+        };
+        let sends = CounterSends::new(vec![action("checkpoint".into())], 14, |sub| {
+            Ok::<_, ()>(vec![action(format!("sub {}", sub % 16))])
+        })
+        .unwrap();
+        let tables = |k: usize| -> Vec<String> {
+            sends.actions(k).iter().map(|a| a.put().unwrap().table_name().to_string()).collect()
+        };
+        assert_eq!(tables(0), ["checkpoint", "sub 14"]);
+        assert_eq!(tables(1), ["checkpoint", "sub 15"]);
+        assert_eq!(tables(2), ["checkpoint", "sub 0"], "round the sub-items");
+        assert_eq!(tables(CONFLICT_RETRIES), ["checkpoint", "sub 8"]);
+        assert_eq!(tables(CONFLICT_RETRIES + 5), tables(CONFLICT_RETRIES), "past the last: the last again");
+        // A counter action that cannot be built is the caller's error.
+        assert!(CounterSends::new(vec![], 0, |sub| if sub == 3 { Err(sub) } else { Ok(vec![]) }).is_err());
     }
 
     #[test]

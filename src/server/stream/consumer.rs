@@ -35,8 +35,10 @@
 //! code path, `Applier`, shared with the Lambda function (`stream::lambda`),
 //! which guards each record with a marker instead of a shard checkpoint.
 //!
-//! The same transaction carries each record's data quality figures
-//! (`quality`: drift kinds and item sizes, by the pages' own reader).
+//! The same transaction carries each record's data quality counts
+//! (`quality`: drift kinds and item sizes, by the pages' own reader); the
+//! largest items and samples it chose are added right after it applies
+//! (`keys::is_chosen_observation`).
 //!
 //! Every call to the store goes through `Store`; this module decides what
 //! to read and what a batch means.
@@ -1197,6 +1199,7 @@ impl Applier {
         let mut applied = increments.deltas.clone();
         applied.extend(&plan.adds);
         applied.extend(&quality.adds);
+        let chosen = applied.split_off(keys::is_chosen_observation);
         let observations = match carried {
             Some(_) => applied.split_off(keys::is_observation),
             None => Deltas::default(),
@@ -1213,6 +1216,7 @@ impl Applier {
         let sent_ms = sending.elapsed().as_millis() as u64;
         tracing::trace!(locked_ms, sent_ms, total_ms, items = applied.items().count(), "stream consumer: commit");
         if outcome == Marked::Applied {
+            self.add_chosen(&chosen).await;
             if let Some(carried) = carried {
                 carried.merge(observations);
             }
@@ -1267,6 +1271,19 @@ impl Applier {
                 s.behind_ms = batch.newest.map(|at| (now - at).num_milliseconds().max(0));
             }
         });
+    }
+
+    /// Adds the quality's largest items and samples a transaction chose,
+    /// once it has applied (`keys::is_chosen_observation`). One that cannot
+    /// be added is lost, as a stopped process's carried observations are:
+    /// a figure of the quality page, never a counter.
+    async fn add_chosen(&self, chosen: &Deltas) {
+        if chosen.is_empty() {
+            return;
+        }
+        if let Err(err) = self.store.add_deltas(chosen).await {
+            tracing::warn!(error = %err, "the quality's largest items and samples of a commit could not be added");
+        }
     }
 
     /// Tells this instance's dashboards what `batch` changed.

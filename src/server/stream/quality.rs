@@ -2,8 +2,11 @@
 //! consumer sees every write of every writer, so it is where both show.
 //! Pure: each record's new image in (read by the pages' own reader,
 //! `store::reading`, and sized and priced by `pricing`), counter increments
-//! out, added to the transaction that moves the consumer's checkpoint, so a
-//! replayed batch adds nothing.
+//! out, the counts added with the transaction that moves the consumer's
+//! checkpoint, so a replayed batch adds nothing; the largest and the
+//! samples a transaction chose are added right after it applies, outside
+//! it (`keys::is_chosen_observation`: every shard's consumer adds to the
+//! same hour's largest item, where transactions refused each other).
 //!
 //! Per day, in the metrics table (`keys::quality_pk`), every item bounded:
 //! - an item per hour (`HOUR#<HH>`): records of the table, items written,
