@@ -630,17 +630,21 @@ impl Proxy {
             return self.unmetered(parts, body, "unreadable write").await;
         };
         let mut schemas = Vec::new();
-        let mut per_write = Vec::new();
         for write in &writes {
             let Some(schema) = self.schema(&write.table).await else {
                 return self.unmetered(parts, body, "unknown table").await;
             };
-            let Some(draws) = self.draws_of(&schema, write).await else {
-                return self.unmetered(parts, body, "unreadable item").await;
-            };
-            per_write.push(draws);
             schemas.push(schema);
         }
+        // The items' sizes before the write, all asked at once: a
+        // transaction of 19 updates read its items one after another, each
+        // behind the engine's queue, which at a sale's peak on 2 cores put
+        // 0.8 to 1 s of the proxy's own reads in front of every consumer
+        // commit at 32 shards (DynamoDB reads nothing for the caller first).
+        let draws = futures::future::join_all(writes.iter().zip(&schemas).map(|(w, s)| self.draws_of(s, w))).await;
+        let Some(per_write) = draws.into_iter().collect::<Option<Vec<_>>>() else {
+            return self.unmetered(parts, body, "unreadable item").await;
+        };
         let tables: Vec<&str> = writes.iter().map(|w| w.table.as_str()).collect();
         if let Some(refused) = self.outage_answer(operation, &tables, &schemas) {
             return Ok(refused);
