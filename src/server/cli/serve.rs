@@ -79,7 +79,8 @@ pub(super) fn owner_id() -> String {
 /// on `tasks`, until `stop` is cancelled.
 pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &CancellationToken, tasks: &TaskTracker) {
     // Whichever instance applies a change, this one's live connections hear of it.
-    tasks.spawn(follower::run(service.clone(), follower::FOLLOW_EVERY, stop.clone().cancelled_owned()));
+    let every = std::time::Duration::from_millis(args.follow_every_ms);
+    tasks.spawn(follower::run(service.clone(), every, stop.clone().cancelled_owned()));
     if !args.no_consumer {
         // Runs while no Lambda consumer is live: both would count every change.
         let owner = owner_id();

@@ -26,6 +26,15 @@ pub struct ServeArgs {
     #[arg(long, env = "NORTHWIND_RECONCILE_MINUTES", default_value_t = 10)]
     pub reconcile_minutes: u32,
 
+    /// How often each day an open dashboard watches is checked for changes
+    /// other instances applied, in milliseconds: one strongly consistent
+    /// read of a small item per watched day each time. Lower is fresher and
+    /// reads more
+    #[arg(long, env = "NORTHWIND_FOLLOW_EVERY_MS",
+          default_value_t = crate::server::service::follower::FOLLOW_EVERY.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(100..=10_000))]
+    pub follow_every_ms: u64,
+
     /// Do not run the stream consumer in this process (run `consume` elsewhere)
     #[arg(long, env = "NORTHWIND_NO_CONSUMER")]
     pub no_consumer: bool,
@@ -315,6 +324,16 @@ mod tests {
     }
 
     const ISSUER: [&str; 4] = ["--oidc-issuer", "https://id.example.test", "--oidc-client-id", "northwind-ops"];
+
+    #[test]
+    fn the_follower_looks_twice_a_second_unless_told_and_within_bounds() {
+        assert_eq!(try_serve(&[]).unwrap().follow_every_ms, 500);
+        assert_eq!(try_serve(&["--follow-every-ms", "250"]).unwrap().follow_every_ms, 250);
+        for bad in ["0", "99", "10001", "soon"] {
+            let err = try_serve(&["--follow-every-ms", bad]).unwrap_err().to_string();
+            assert!(err.contains("--follow-every-ms"), "{bad}: {err}");
+        }
+    }
 
     #[test]
     fn sign_in_is_off_without_an_issuer() {
