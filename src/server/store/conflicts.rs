@@ -23,7 +23,6 @@ use aws_sdk_dynamodb::types::{CancellationReason, TransactWriteItem};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use backon::{ExponentialBuilder, Retryable};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Sends after the first, at most: with the pauses below, 2.6 to 5.3
@@ -51,43 +50,53 @@ fn conflict_backoff() -> ExponentialBuilder {
 /// every send refused in conflict is charged (README, "What a commit
 /// costs"). Where the increments go does not change what is counted:
 /// readers sum an item and all its sub-items.
-pub(super) struct CounterSends {
+pub(super) struct CounterSends<F> {
     fixed: Vec<TransactWriteItem>,
-    /// The counters' actions of each send in turn, first to last.
-    counters: Vec<Vec<TransactWriteItem>>,
+    first_sub: u32,
+    /// The counters' actions of the first send, built up front: nearly
+    /// every transaction is sent once.
+    first: Vec<TransactWriteItem>,
+    /// The counters' actions on a given sub-item, for the sends after it.
+    counters: F,
 }
 
-impl CounterSends {
+impl<F, E> CounterSends<F>
+where
+    F: Fn(u32) -> Result<Vec<TransactWriteItem>, E>,
+{
     /// `counters(sub)` gives the counters' actions on sub-item `sub` (any
     /// number: it is taken modulo `COUNTER_SUBS`); the first send writes
     /// `first_sub`, each send after it the next one.
-    pub(super) fn new<E>(
-        fixed: Vec<TransactWriteItem>,
-        first_sub: u32,
-        counters: impl Fn(u32) -> Result<Vec<TransactWriteItem>, E>,
-    ) -> Result<Self, E> {
-        let counters = (0..=CONFLICT_RETRIES as u32).map(|k| counters(first_sub + k)).collect::<Result<_, _>>()?;
-        Ok(CounterSends { fixed, counters })
+    pub(super) fn new(fixed: Vec<TransactWriteItem>, first_sub: u32, counters: F) -> Result<Self, E> {
+        let first = counters(first_sub)?;
+        Ok(CounterSends { fixed, first_sub, first, counters })
     }
 
-    /// The actions of send `k` (the last send's again past the last).
+    /// The actions of send `k` (the last send's again past the last). The
+    /// counters of a later send differ from the first's only in their
+    /// keys; should they not build, the first's are sent again.
     fn actions(&self, k: usize) -> Vec<TransactWriteItem> {
-        let counters = &self.counters[k.min(self.counters.len() - 1)];
-        self.fixed.iter().chain(counters).cloned().collect()
+        let k = k.min(CONFLICT_RETRIES) as u32;
+        let later = (k > 0).then(|| (self.counters)(self.first_sub.wrapping_add(k)).ok()).flatten();
+        self.fixed.iter().chain(later.as_ref().unwrap_or(&self.first)).cloned().collect()
     }
 }
 
 /// Sends the transaction, again while it is cancelled by conflicts alone,
 /// each time with the counters on the next sub-item.
-pub(super) async fn send_retrying_conflicts(
+pub(super) async fn send_retrying_conflicts<F, E>(
     client: &Client,
-    sends: &CounterSends,
+    sends: &CounterSends<F>,
     what: &str,
-) -> Result<TransactWriteItemsOutput, SdkError<TransactWriteItemsError, HttpResponse>> {
-    let sent = AtomicUsize::new(0);
+) -> Result<TransactWriteItemsOutput, SdkError<TransactWriteItemsError, HttpResponse>>
+where
+    F: Fn(u32) -> Result<Vec<TransactWriteItem>, E>,
+{
+    let mut sent = 0;
     (|| {
-        let k = sent.fetch_add(1, Ordering::Relaxed);
-        client.transact_write_items().set_transact_items(Some(sends.actions(k))).send()
+        let actions = sends.actions(sent);
+        sent += 1;
+        client.transact_write_items().set_transact_items(Some(actions)).send()
     })
     .retry(conflict_backoff())
     .sleep(tokio::time::sleep)
@@ -152,8 +161,15 @@ mod tests {
         assert_eq!(tables(2), ["checkpoint", "sub 0"], "round the sub-items");
         assert_eq!(tables(CONFLICT_RETRIES), ["checkpoint", "sub 8"]);
         assert_eq!(tables(CONFLICT_RETRIES + 5), tables(CONFLICT_RETRIES), "past the last: the last again");
-        // A counter action that cannot be built is the caller's error.
-        assert!(CounterSends::new(vec![], 0, |sub| if sub == 3 { Err(sub) } else { Ok(vec![]) }).is_err());
+        // The first send's counters that cannot be built are the caller's
+        // error; a later send's that cannot are the first's again.
+        assert!(CounterSends::new(vec![], 3, |sub| if sub == 3 { Err(sub) } else { Ok(vec![]) }).is_err());
+        let fallback = CounterSends::new(vec![], 14, |sub| {
+            if sub == 15 { Err(()) } else { Ok(vec![action(format!("sub {}", sub % 16))]) }
+        })
+        .unwrap();
+        let table = |k: usize| fallback.actions(k)[0].put().unwrap().table_name().to_string();
+        assert_eq!((table(1), table(2)), ("sub 14".to_string(), "sub 0".to_string()));
     }
 
     #[test]
