@@ -213,6 +213,13 @@ pub struct RehearsalShape {
     pub writers: u32,
 }
 
+impl RehearsalShape {
+    /// How long the run's load lasts: ramp, hold, decay and tail.
+    pub fn seconds(&self) -> u64 {
+        self.ramp_seconds + self.hold_seconds + self.decay_seconds + self.tail_seconds
+    }
+}
+
 /// What one rehearsed design did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

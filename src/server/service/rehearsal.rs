@@ -153,8 +153,7 @@ impl Service {
 /// failed: three times its planned length and a minute, so a run that hangs
 /// frees its claim long before the claim goes stale.
 fn rehearsal_deadline(shape: &RehearsalShape) -> std::time::Duration {
-    let planned = shape.ramp_seconds + shape.hold_seconds + shape.decay_seconds + shape.tail_seconds;
-    std::time::Duration::from_secs(planned.saturating_mul(3).saturating_add(60))
+    std::time::Duration::from_secs(shape.seconds().saturating_mul(3).saturating_add(60))
 }
 
 /// Claims made before this (milliseconds since the epoch) are stale.

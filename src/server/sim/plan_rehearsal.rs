@@ -92,7 +92,7 @@ fn load(shape: &RehearsalShape) -> LoadgenArgs {
         profile: Profile::FlashSale,
         rate: shape.base_orders_per_second,
         peak: Some(shape.peak_orders_per_second),
-        duration: shape.ramp_seconds + shape.hold_seconds + shape.decay_seconds + shape.tail_seconds,
+        duration: shape.seconds(),
         ramp: shape.ramp_seconds,
         hold: shape.hold_seconds,
         decay: shape.decay_seconds,
