@@ -1,6 +1,6 @@
 //! `northwind-ops rehearse --counters`: the counters at the seed's scale.
 //! For each stream shard count, consumer form and time of day asked for, a
-//! fresh store (embedded, or fresh tables on `--endpoint-url`) behind the
+//! fresh store (embedded and in memory, or fresh tables on `--endpoint-url`) behind the
 //! throttle proxy (partition limits × `--scale`, 1.0 by default here) and
 //! the simulated stream of that many shards (`sim::streams`), with a shard
 //! split at the sale's peak; then the same flash sale (`loadgen`), and:
@@ -194,8 +194,9 @@ fn io(what: String) -> impl FnOnce(std::io::Error) -> RehearseError {
 }
 
 /// The engine of a run: fresh tables on the given endpoint, or a fresh
-/// embedded store in the scratch directory (served on a loopback port, for
-/// the other processes).
+/// embedded store in memory (served on a loopback port, for the other
+/// processes): the disk's speed is no part of a rehearsal's figures, as it is
+/// no part of DynamoDB's.
 struct Engine {
     config: StoreConfig,
     direct: Arc<Store>,
@@ -203,20 +204,19 @@ struct Engine {
     embedded: Option<store::embedded::Embedded>,
 }
 
-async fn engine(base: &StoreConfig, scratch: &Path) -> Result<Engine, RehearseError> {
+async fn engine(base: &StoreConfig) -> Result<Engine, RehearseError> {
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     let mut config = StoreConfig {
         orders_table: format!("rehearse-{suffix}-orders"),
         metrics_table: format!("rehearse-{suffix}-metrics"),
         streams_endpoint_url: None,
-        data_dir: scratch.join("store"),
         ..base.clone()
     };
     if base.kind() != StoreKind::Endpoint {
         config.store = Some(StoreKind::Embedded);
+        config.embedded_in_memory = true;
         config.embedded_addr = "127.0.0.1:0".parse().expect("a socket address");
     }
-    std::fs::create_dir_all(&config.data_dir).map_err(io(format!("create {}", config.data_dir.display())))?;
     let (direct, embedded) = store::connect(&config).await?;
     let url = match &embedded {
         Some(embedded) => embedded.endpoint(),
@@ -235,7 +235,7 @@ async fn one_run(
 ) -> Result<RunReport, RehearseError> {
     let scratch = Scratch(std::env::temp_dir().join(format!("northwind-counters-{}", uuid::Uuid::new_v4().simple())));
     std::fs::create_dir_all(&scratch.0).map_err(io(format!("create {}", scratch.0.display())))?;
-    let engine = engine(base, &scratch.0).await?;
+    let engine = engine(base).await?;
     let result = run_on(&engine, &scratch.0, options, form, shards, day).await;
     if engine.embedded.is_none() {
         for table in [&engine.config.orders_table, &engine.config.metrics_table] {
