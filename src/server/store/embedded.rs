@@ -48,24 +48,16 @@ impl Embedded {
         crate::server::fs::create_private_dir(data_dir).map_err(dir_error)?;
         let path = data_dir.join(DB_FILE);
         let path_text = path.display().to_string();
-        let db = dynoxide::Database::new(&path_text)
-            .map_err(|e| EmbeddedError::Open { path: path_text.clone(), message: e.to_string() })?;
+        let db = open_indexed(&path_text, &path_text)?;
         // The orders are personal data: the file is this user's alone.
         crate::server::fs::restrict(&path, 0o600).map_err(dir_error)?;
-        index_stream_records(&path_text);
         Self::serve(db, addr, &path_text)
     }
 
     /// Serves a store held in memory only, gone when it stops: a scratch
     /// store (a rehearsal's), where no disk should be part of what is measured.
     pub async fn in_memory(addr: SocketAddr) -> Result<Self, EmbeddedError> {
-        // A named in-memory database (a SQLite URI), so that a second
-        // connection can reach it to index its stream; it lives while
-        // Dynoxide's connection is open.
-        let uri = format!("file:northwind-{}?mode=memory&cache=shared", uuid::Uuid::new_v4().simple());
-        let db = dynoxide::Database::new(&uri)
-            .map_err(|e| EmbeddedError::Open { path: "memory".into(), message: e.to_string() })?;
-        index_stream_records(&uri);
+        let db = open_indexed(&memory_uri(), "memory")?;
         Self::serve(db, addr, "memory")
     }
 
@@ -128,6 +120,22 @@ const STREAM_INDEXES: &str = "
     CREATE INDEX IF NOT EXISTS northwind_stream_shard_seq
         ON _stream_records (table_name, shard_id, CAST(sequence_number AS INTEGER));";
 
+/// A fresh, named in-memory database (a SQLite URI), so that a second
+/// connection can reach it to index its stream; it lives while Dynoxide's
+/// connection is open.
+fn memory_uri() -> String {
+    format!("file:northwind-{}?mode=memory&cache=shared", uuid::Uuid::new_v4().simple())
+}
+
+/// Dynoxide on `path` (a file, or a SQLite URI), its stream indexed;
+/// `shown` names it in an error.
+fn open_indexed(path: &str, shown: &str) -> Result<dynoxide::Database, EmbeddedError> {
+    let db = dynoxide::Database::new(path)
+        .map_err(|e| EmbeddedError::Open { path: shown.to_string(), message: e.to_string() })?;
+    index_stream_records(path);
+    Ok(db)
+}
+
 fn index_stream_records(path: &str) {
     let indexed = rusqlite::Connection::open(path).and_then(|conn| conn.execute_batch(STREAM_INDEXES));
     if let Err(error) = indexed {
@@ -165,21 +173,38 @@ mod tests {
         rows.map(|row| row.expect("a plan row")).collect::<Vec<_>>().join("; ")
     }
 
-    #[tokio::test]
-    async fn the_stream_is_read_by_index_not_by_scan() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let store = Embedded::start(dir.path(), "127.0.0.1:0".parse().expect("an address")).await.expect("a store");
-        let conn = rusqlite::Connection::open(dir.path().join(DB_FILE)).expect("the store's file");
-        let next = plan(&conn, NEXT_SEQUENCE);
+    /// SQLite's plans for Dynoxide's stream queries on `conn`'s database
+    /// use the indexes and scan nothing.
+    fn assert_read_by_index(conn: &rusqlite::Connection) {
+        let next = plan(conn, NEXT_SEQUENCE);
         assert!(
             next.contains("USING COVERING INDEX northwind_stream_seq")
                 || next.contains("USING INDEX northwind_stream_seq"),
             "{next}"
         );
-        let records = plan(&conn, SHARD_RECORDS);
+        let records = plan(conn, SHARD_RECORDS);
         assert!(records.contains("INDEX northwind_stream_shard_seq"), "{records}");
         assert!(!records.contains("SCAN") && !next.contains("SCAN"), "{next} / {records}");
+    }
+
+    #[tokio::test]
+    async fn the_stream_is_read_by_index_not_by_scan() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = Embedded::start(dir.path(), "127.0.0.1:0".parse().expect("an address")).await.expect("a store");
+        let conn = rusqlite::Connection::open(dir.path().join(DB_FILE)).expect("the store's file");
+        assert_read_by_index(&conn);
         drop(conn);
         store.shutdown().await;
+    }
+
+    /// The scratch stores' way: the index reaches the in-memory database
+    /// Dynoxide holds open, through its name.
+    #[test]
+    fn a_store_in_memory_is_indexed_too() {
+        let uri = memory_uri();
+        let db = open_indexed(&uri, "memory").expect("a store in memory");
+        let conn = rusqlite::Connection::open(&uri).expect("the same database");
+        assert_read_by_index(&conn);
+        drop((conn, db));
     }
 }
