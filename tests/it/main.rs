@@ -13,6 +13,7 @@ mod chaos;
 mod cli;
 mod delivery;
 mod deploy;
+mod docs;
 mod foreign;
 mod hardening;
 mod image;
