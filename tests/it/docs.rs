@@ -338,12 +338,12 @@ fn command_problems(page: &Page) -> Vec<String> {
             }
             for args in invocations(&joined) {
                 let argv = std::iter::once("northwind-ops".to_string()).chain(args.iter().cloned());
-                if let Err(error) = Cli::try_parse_from(argv) {
-                    if !matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                        let why = error.to_string();
-                        let why = why.lines().next().unwrap_or_default().trim_start_matches("error: ");
-                        problems.push(format!("{name}:{first}: northwind-ops {}: {why}", args.join(" ")));
-                    }
+                if let Err(error) = Cli::try_parse_from(argv)
+                    && !matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+                {
+                    let why = error.to_string();
+                    let why = why.lines().next().unwrap_or_default().trim_start_matches("error: ");
+                    problems.push(format!("{name}:{first}: northwind-ops {}: {why}", args.join(" ")));
                 }
             }
             joined.clear();
