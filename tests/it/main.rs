@@ -28,3 +28,4 @@ mod replay;
 mod shards;
 mod throttle;
 mod workflows;
+mod writers;

@@ -7,9 +7,10 @@
 //! The checks:
 //!
 //! - `shards`: the GSI2 shards the planner wants for the peak against each
-//!   sale day's recorded count. A day's count is fixed once written (every
-//!   writer and reader keeps it), so one written too low is a no-go, and a
-//!   day not written yet is an action: write it ahead (`write-shards`);
+//!   sale day's count (`store::shard_count`: recorded, else configured). A
+//!   day's count is fixed once written (every writer and reader keeps it),
+//!   so one written too low is a no-go, and so is a day not written yet
+//!   whose configured count is too low, until written ahead (`write-shards`);
 //! - `warm-throughput`: what each table and index must take at the peak
 //!   (`planner::prewarm`) against its warm throughput, on-demand maximum or
 //!   provisioned capacity as DescribeTable reports them. A figure an engine
@@ -39,7 +40,7 @@ use crate::server::deploy::template::{self, CONSUMER_BATCH_SIZE, CONSUMER_BATCH_
 use crate::server::rules::PARTITION_WRITE_UNITS;
 use crate::server::store::autoscaling::write_target;
 use crate::server::store::usage::ReadWrite;
-use crate::server::store::{Alarm, ScalableTarget, ScheduledAction, ThroughputSettings};
+use crate::server::store::{Alarm, ScalableTarget, ScheduledAction, ThroughputSettings, shard_count};
 use chrono::{DateTime, Duration, NaiveDate, Timelike, Utc};
 
 /// Stream records each order makes during a sale: its creation, and its
@@ -102,7 +103,7 @@ pub struct Inputs<'a> {
     pub on_aws: bool,
     pub orders_table: &'a str,
     pub metrics_table: &'a str,
-    /// The count this server would record for a day not written yet.
+    /// The configured count: a day not written yet has it.
     pub configured_shards: u32,
     /// Each sale day and its recorded shard count.
     pub recorded: &'a [(NaiveDate, Option<u32>)],
@@ -247,7 +248,7 @@ fn shards_check(inputs: &Inputs<'_>, shard_plan: &Result<planner::Plan, planner:
                 figures.push(figure(
                     format!("recorded count of {day}"),
                     format!(
-                        "not written (its first writer would record its own --shards; this server's is {})",
+                        "not written: the configured {} (every writer's count for a day with no record)",
                         inputs.configured_shards
                     ),
                 ));
@@ -269,44 +270,44 @@ fn shards_check(inputs: &Inputs<'_>, shard_plan: &Result<planner::Plan, planner:
     }
     if !unwritten.is_empty() {
         let days = unwritten.iter().map(NaiveDate::to_string).collect::<Vec<_>>().join(", ");
-        // Unwritten, the day's first writer records its own --shards: this
-        // server's too few is a no-go unless written ahead; enough is still
-        // an action (another writer may have another --shards).
-        let (verdict, reason) = if inputs.configured_shards < needed {
-            (
-                Verdict::NoGo,
-                format!(
-                    "the shard count of {days} is not written, and this server would record {}, under the \
-                     {needed} the peak needs",
-                    inputs.configured_shards
-                ),
-            )
-        } else {
-            (
-                Verdict::Act,
-                format!(
-                    "the shard count of {days} is not written yet: the day's first writer would record its \
-                     own --shards"
-                ),
-            )
-        };
-        let write = shards_to_write(needed, inputs.configured_shards);
-        let fix = Fix {
-            text: format!("write {write} as the shard count of {days} now, ahead of the sale's first order"),
-            command: Some(format!("northwind-ops ready --plan {} --write-shards", shell_quote(&plan.name))),
-            parameter: None,
-            action: Some("write-shards".into()),
-        };
-        return check(ID, TITLE, verdict, reason, figures, Some(fix));
+        // Unwritten, a day has the configured count (`store::shard_count`):
+        // too few is a no-go unless written ahead; enough is ready, and
+        // `serve` records it two days ahead.
+        if inputs.configured_shards < needed {
+            let reason = format!(
+                "the shard count of {days} is not written, so it is the configured {}, under the {needed} the \
+                 peak needs",
+                inputs.configured_shards
+            );
+            let write = shards_to_write(needed, inputs.configured_shards);
+            let fix = Fix {
+                text: format!("write {write} as the shard count of {days} now, ahead of the sale's first order"),
+                command: Some(format!("northwind-ops ready --plan {} --write-shards", shell_quote(&plan.name))),
+                parameter: None,
+                action: Some("write-shards".into()),
+            };
+            return check(ID, TITLE, Verdict::NoGo, reason, figures, Some(fix));
+        }
+        let reason = format!(
+            "{days} not written yet: the configured {} shards, at least the {needed} the peak needs (serve \
+             records each day's count two days ahead)",
+            inputs.configured_shards
+        );
+        return check(ID, TITLE, Verdict::Ready, reason, figures, None);
     }
     let reason = format!("every sale day is written with at least the {needed} shards the peak needs");
     check(ID, TITLE, Verdict::Ready, reason, figures, None)
 }
 
-/// The shard count the sale's days will have: the lowest recorded, else
-/// what `write-shards` would write. A rehearsal tries this design.
+/// The shard count the sale's days will have: the lowest recorded; with
+/// none recorded, the configured count (`store::shard_count`) when it is
+/// enough, else what `write-shards` would write. A rehearsal tries this
+/// design.
 pub fn design_shards(recorded: &[(NaiveDate, Option<u32>)], needed: u32, configured: u32) -> u32 {
-    recorded.iter().filter_map(|(_, n)| *n).min().unwrap_or_else(|| shards_to_write(needed, configured))
+    recorded.iter().filter_map(|(_, n)| *n).min().unwrap_or_else(|| {
+        let unwritten = shard_count::day_count(None, configured);
+        if unwritten >= needed { unwritten } else { shards_to_write(needed, configured) }
+    })
 }
 
 /// The share of its target rate a rehearsal must reach to say anything:
@@ -1434,9 +1435,9 @@ mod tests {
     }
 
     #[test]
-    fn an_unwritten_day_is_an_action_and_a_low_one_a_no_go() {
+    fn an_unwritten_day_has_the_configured_count_and_a_low_one_is_a_no_go() {
         let readiness = Case::new(100.0, None).assess();
-        assert_eq!(readiness.verdict, Verdict::Act, "this server's 10 shards would do");
+        assert_eq!(verdict_of(&readiness, "shards"), Verdict::Ready, "the configured 10 shards do");
         let readiness = Case::new(2000.0, None).assess();
         assert_eq!(verdict_of(&readiness, "shards"), Verdict::NoGo, "this server's 10 would not");
         let shards = readiness.checks.iter().find(|c| c.id == "shards").unwrap();

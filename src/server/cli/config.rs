@@ -82,6 +82,10 @@ pub enum Command {
     /// How many GSI2 write shards a peak needs, the arithmetic shown, and
     /// what to pre-warm before the sale.
     Plan(PlanArgs),
+    /// A day's GSI2 shard count, as every writer of the orders table must
+    /// use it: the recorded count (metrics item SHARDS#<day> / CONFIG), else
+    /// the configured --shards. With --write-ahead, record it where none is.
+    Shards(ShardsArgs),
     /// Ready for the sale? A sale plan's go/no-go (made on the Sales page or
     /// with POST /api/sales), each check with its verdict, figures and fix.
     /// Exits 0 when ready, 3 when something must be done first, 2 on a no-go.
@@ -113,6 +117,23 @@ pub struct ReadyArgs {
     /// sale day's shard count; the result is filed with the plan
     #[arg(long)]
     pub rehearse: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ShardsArgs {
+    /// The first day (YYYY-MM-DD, UTC) [default: today]
+    #[arg(long)]
+    pub day: Option<String>,
+    /// How many days from --day
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=400))]
+    pub days: u32,
+    /// Record each day's count where none is (as serve does every hour for
+    /// today and the next two days)
+    #[arg(long)]
+    pub write_ahead: bool,
+    /// One JSON object a day instead of a line
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -263,6 +284,12 @@ pub struct SeedArgs {
     /// The moment the demo data ends at (ISO-8601) [default: now]
     #[arg(long, env = "NORTHWIND_SEED_NOW")]
     pub now: Option<String>,
+
+    /// Who writes the orders: this console (with its audit records), the
+    /// order service (plain PutItem, no shard-count record), or both, order
+    /// by order
+    #[arg(long, value_enum, default_value_t = crate::server::cli::seed::Writer::Both)]
+    pub writer: crate::server::cli::seed::Writer,
 
     /// When no account exists yet: one demo account per role, with
     /// generated passwords, printed and written to <data-dir>/demo-credentials.txt

@@ -7,6 +7,7 @@ pub mod healthcheck;
 pub mod ready;
 pub mod seed;
 mod serve;
+mod shards;
 mod sim;
 mod stream;
 mod tables;
@@ -154,6 +155,7 @@ async fn run_with_store(mut config: StoreConfig, command: Command) -> Result<(),
         Command::Replay(args) => run_replay(store, &args).await,
         Command::Loadgen(args) => run_loadgen(store, &args).await,
         Command::Plan(args) => run_plan(&store, &args).await,
+        Command::Shards(args) => shards::run_shards(&store, &args).await,
         Command::Ready(args) => ready::run_ready(&config, store, &args).await,
         Command::User(command) => run_user(&store, command).await,
         Command::Token(command) => run_token(&store, command).await,

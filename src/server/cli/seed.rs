@@ -27,6 +27,31 @@ pub struct SeedPlan {
     pub days: u32,
     pub seed: u64,
     pub now: DateTime<Utc>,
+    pub writer: Writer,
+}
+
+/// Who writes the demo's orders: this console (a conditional transaction
+/// with its audit record, the day's shard count recorded first), the order
+/// service (a plain PutItem on the day's count by the rule, recording
+/// nothing: `Store::create_order_as_service`), or each in turn, order by
+/// order, as in production.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Writer {
+    Console,
+    Service,
+    #[default]
+    Both,
+}
+
+impl Writer {
+    /// Whether the `n`th order is the order service's.
+    fn is_service(self, n: usize) -> bool {
+        match self {
+            Writer::Console => false,
+            Writer::Service => true,
+            Writer::Both => n % 2 == 1,
+        }
+    }
 }
 
 /// The orders a plan describes, oldest first. A quarter of them fall on
@@ -95,11 +120,16 @@ fn pick_status(rng: &mut ChaCha8Rng, today: bool) -> Status {
 pub async fn seed(store: &Store, plan: &SeedPlan) -> Result<SeedReport, StoreError> {
     let orders = demo_orders(plan);
     let today = plan.now.date_naive();
-    let results: Vec<(Result<(), StoreError>, bool)> = futures::stream::iter(orders)
-        .map(|order| async move {
+    let writer = plan.writer;
+    let results: Vec<(Result<(), StoreError>, bool)> = futures::stream::iter(orders.into_iter().enumerate())
+        .map(|(n, order)| async move {
             let pending_today = order.known_status() == Some(Status::Pending)
                 && order.created_at.is_some_and(|at| at.date_naive() == today);
-            (store.create_order(&order, &Actor::cli("seed")).await.map(drop), pending_today)
+            let written = match writer.is_service(n) {
+                true => store.create_order_as_service(&order).await.map(drop),
+                false => store.create_order(&order, &Actor::cli("seed")).await.map(drop),
+            };
+            (written, pending_today)
         })
         .buffer_unordered(CONCURRENCY)
         .collect()
@@ -128,7 +158,14 @@ mod tests {
             days: 7,
             seed,
             now: iso_millis::parse("2026-11-29T15:00:00Z").unwrap(),
+            writer: Writer::Both,
         }
+    }
+
+    #[test]
+    fn both_writers_write_every_other_order() {
+        assert!(!Writer::Both.is_service(0) && Writer::Both.is_service(1) && !Writer::Both.is_service(2));
+        assert!((0..4).all(|n| Writer::Service.is_service(n) && !Writer::Console.is_service(n)));
     }
 
     #[test]

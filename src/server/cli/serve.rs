@@ -75,8 +75,8 @@ pub(super) fn owner_id() -> String {
     format!("{host}-{}-{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..8])
 }
 
-/// The live follower, the stream consumer and the periodic reconciliation,
-/// on `tasks`, until `stop` is cancelled.
+/// The live follower, the stream consumer, the shard counts written ahead
+/// and the periodic reconciliation, on `tasks`, until `stop` is cancelled.
 pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &CancellationToken, tasks: &TaskTracker) {
     // Whichever instance applies a change, this one's live connections hear of it.
     let every = std::time::Duration::from_millis(args.follow_every_ms);
@@ -98,6 +98,12 @@ pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &Cance
         // How far behind it was, minute by minute, for after the sale.
         tasks.spawn(lag::record(store, service.consumer.subscribe(), lag::RECORD_EVERY, stop));
     }
+    // Today's and the coming days' GSI2 shard counts, for every writer.
+    tasks.spawn(crate::server::service::shards::run(
+        service.store.clone(),
+        crate::server::service::shards::EVERY,
+        stop.clone(),
+    ));
     if args.reconcile_minutes > 0 {
         let reconciler = Reconciler::new(service.store.clone(), ReconcileOptions::new(owner_id()));
         let every = std::time::Duration::from_secs(u64::from(args.reconcile_minutes) * 60);

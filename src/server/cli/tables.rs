@@ -37,7 +37,14 @@ pub(super) async fn run_seed(store: &Store, args: &SeedArgs, data_dir: &std::pat
         None => chrono::Utc::now(),
     };
     store.provision(Some(args.provision.capacity())).await?;
-    let plan = SeedPlan { orders: args.orders, customers: args.customers, days: args.days, seed: args.seed, now };
+    let plan = SeedPlan {
+        orders: args.orders,
+        customers: args.customers,
+        days: args.days,
+        seed: args.seed,
+        now,
+        writer: args.writer,
+    };
     let report = seed(store, &plan).await?;
     println!(
         "seeded {} orders ({} written, {} already there); {} of today's are PENDING",

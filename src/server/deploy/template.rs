@@ -25,7 +25,9 @@ mod alarms;
 mod capacity;
 mod console;
 mod consumer;
-pub use consumer::{BATCH_SIZE as CONSUMER_BATCH_SIZE, BATCH_WINDOW_SECONDS as CONSUMER_BATCH_WINDOW_SECONDS};
+pub use consumer::{
+    BATCH_SIZE as CONSUMER_BATCH_SIZE, BATCH_WINDOW_SECONDS as CONSUMER_BATCH_WINDOW_SECONDS, TUMBLING_WINDOW_SECONDS,
+};
 
 use crate::server::store::usage::ReadWrite;
 use crate::server::store::{TableCapacity, TableDef};

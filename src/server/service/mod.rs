@@ -8,8 +8,9 @@
 //! `checks` (the input checks they share).
 //!
 //! Every accepted request costs a bounded number of store calls: dates are
-//! kept to a window, a `days` range reads only days that hold PENDING
-//! orders, page sizes are capped, and dashboard reads are shared.
+//! kept to a window, a `days` range reads each day's counter (at most once a
+//! second) and only the partitions a page needs, page sizes are capped, and
+//! dashboard reads are shared.
 
 mod admin;
 pub mod bulk;
@@ -21,6 +22,7 @@ pub mod outcome;
 mod pending;
 pub mod rehearsal;
 pub mod sales;
+pub mod shards;
 
 pub use pending::{Filters, PendingQuery};
 

@@ -338,17 +338,16 @@ async fn run_sale(store: Arc<Store>, options: &CountersOptions, sim: &StreamSim)
 /// layout). The state counters (created, PENDING, each status, the minute's
 /// `c`) end where they began, so a recount still agrees; the history (the
 /// minute's entered and left), the items' attributes and their size are a
-/// whole day's. The day's shard count is recorded first, as the first
-/// order's writer records it: without it no phantom order would be on a
-/// PENDING list the consumer counts, so no minute would get its entered and
-/// left figures. The records applied.
+/// whole day's. The phantom orders are on the day's shard count by the
+/// rule (`shard_count`), recording none, as the order service writes. The
+/// records applied.
 pub async fn prefill(store: &Arc<Store>, day: NaiveDate) -> Result<usize, RehearseError> {
     let consumer = Consumer::new(store.clone(), ConsumerOptions::new("rehearsal-prefill"), None);
     let (arn, shard) = ("arn:northwind:rehearsal:prefill", format!("prefill-{day}"));
     let failed = |e: &dyn std::fmt::Display| RehearseError::Designs(format!("filling the day: {e}"));
     consumer.lease(arn, &shard).await.map_err(|e| failed(&e))?;
     let mut records = Vec::new();
-    let shards = store.ensure_shards_recorded(day).await?;
+    let shards = store.shards_for(day).await?;
     for minute in 0..24 * 60 {
         let at = day.and_hms_opt(minute / 60, minute % 60, 30).expect("a time of the day").and_utc();
         records.extend(phantom(&format!("prefill-{minute:04}"), at, shards, records.len())?);
@@ -786,9 +785,7 @@ mod tests {
         let records = phantom("prefill-1439", at, 10, 0).unwrap();
         let names: Vec<&str> = records.iter().map(|r| r.event_name().unwrap().as_str()).collect();
         assert_eq!(names, ["INSERT", "MODIFY", "REMOVE"]);
-        let shards = crate::server::stream::consumer::Shards::new([(at.date_naive(), Some(10))].into());
-        let changes: Vec<_> =
-            records.iter().map(|r| crate::server::stream::consumer::change(r, &shards).unwrap()).collect();
+        let changes: Vec<_> = records.iter().map(|r| crate::server::stream::consumer::change(r).unwrap()).collect();
         assert!(changes[0].old.is_none() && changes[0].new.as_ref().unwrap().pending.is_some(), "enters PENDING");
         assert_eq!(changes[1].new.as_ref().unwrap().status, "CONFIRMED");
         assert!(changes[1].new.as_ref().unwrap().pending.is_none(), "and leaves it");

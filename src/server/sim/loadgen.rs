@@ -40,8 +40,12 @@ pub enum Profile {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum WriteMode {
-    /// One conditional PutItem per order: the app's own write path.
+    /// One conditional transaction per order with its audit record: this
+    /// console's own write path (the day's shard count recorded first).
     Realistic,
+    /// One conditional PutItem per order, as the order service writes: no
+    /// audit, the day's shard count by the rule, recording none.
+    Service,
     /// BatchWriteItem, 25 orders a request: bulk loading.
     Bulk,
 }
@@ -326,7 +330,9 @@ pub async fn run(store: Arc<Store>, args: &LoadgenArgs) -> Result<LoadReport, St
                     }
                 };
                 match mode {
-                    WriteMode::Realistic => write_one_by_one(&store, &rx, &tally, &mut after_write).await,
+                    WriteMode::Realistic | WriteMode::Service => {
+                        write_one_by_one(&store, &rx, &tally, &mut after_write, mode).await
+                    }
                     WriteMode::Bulk => write_in_batches(&store, &rx, &tally, &mut after_write).await,
                 }
             })
@@ -414,11 +420,18 @@ async fn write_one_by_one(
     rx: &tokio::sync::Mutex<mpsc::Receiver<crate::model::Order>>,
     tally: &Tally,
     after_write: &mut impl FnMut(&str),
+    mode: WriteMode,
 ) {
     loop {
         let Some(order) = rx.lock().await.recv().await else { return };
         let by = actor();
-        let written = (|| store.create_order(&order, &by))
+        let write = || async {
+            match mode {
+                WriteMode::Service => store.create_order_as_service(&order).await,
+                _ => store.create_order(&order, &by).await,
+            }
+        };
+        let written = write
             .retry(backoff(MAX_ATTEMPTS - 1))
             .sleep(tokio::time::sleep)
             .when(|err| matches!(err, StoreError::Unavailable { kind: Unavailable::Throttled, .. }))

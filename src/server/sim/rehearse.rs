@@ -51,6 +51,11 @@ pub struct RehearseArgs {
     /// Concurrent writers
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=512))]
     pub writers: u32,
+    /// How the sale's orders are written: as this console does (a
+    /// transaction with its audit record) or as the order service does (one
+    /// PutItem, no audit, no shard-count record)
+    #[arg(long, value_enum, default_value_t = WriteMode::Realistic)]
+    pub mode: WriteMode,
     /// Milliseconds between two reads of the dashboard's first page
     #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(10..))]
     pub read_every_ms: u64,
@@ -156,7 +161,7 @@ pub fn flash_sale(args: &RehearseArgs) -> LoadgenArgs {
         decay: args.decay,
         orders: None,
         writers: args.writers,
-        mode: WriteMode::Realistic,
+        mode: args.mode,
         customers: 10_000,
         close_after: 10.0,
         seed: 1,

@@ -296,7 +296,7 @@ impl Store {
         let request = KeysAndAttributes::builder().set_keys(Some(keys)).build()?;
         let days = [day];
         let (items, recorded) =
-            futures::try_join!(self.batch_get(&self.metrics_table, request), self.recorded_shards(&days))?;
+            futures::try_join!(self.batch_get(&self.metrics_table, request), self.day_shards(&days))?;
         let mut writes: HashMap<(usize, u32), u64> = HashMap::new();
         for item in &items {
             let hour = item.get(keys::PK).and_then(|v| v.as_s().ok()).and_then(|pk| pk.rsplit('#').next());
@@ -308,7 +308,7 @@ impl Store {
             }
         }
         let seen = writes.keys().map(|(_, shard)| shard + 1).max().unwrap_or(0);
-        let shards = recorded[0].unwrap_or(0).max(seen);
+        let shards = recorded[0].max(seen);
         let mut grid = vec![vec![0; shards as usize]; MINUTES];
         for ((minute, shard), n) in writes {
             grid[minute][shard as usize] = n;

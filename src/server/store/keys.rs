@@ -340,10 +340,22 @@ pub fn day_start(day: NaiveDate) -> String {
     format!("{}T00:00:00.000Z", day.format("%Y-%m-%d"))
 }
 
+/// The (day, shard) of a GSI2 partition key, when it is one a reader can
+/// read: exactly as `pending_pk` writes it (no `+7`, `07` or `2026-1-5`,
+/// which name partitions no reader queries) and on a shard below
+/// `MAX_SHARDS`. Any other key is on no PENDING list (the quality panel
+/// names it).
 pub fn parse_pending_pk(pk: &str) -> Option<(NaiveDate, u32)> {
     let rest = pk.strip_prefix(PENDING)?;
     let (day, shard) = rest.split_once('#')?;
-    Some((NaiveDate::parse_from_str(day, "%Y-%m-%d").ok()?, shard.parse().ok()?))
+    let parsed = (NaiveDate::parse_from_str(day, "%Y-%m-%d").ok()?, shard.parse().ok()?);
+    (parsed.1 < MAX_SHARDS && pending_pk(parsed.0, parsed.1) == pk).then_some(parsed)
+}
+
+/// Whether a `GSI2PK` looks like a PENDING key (its prefix) but names no
+/// partition a reader reads (`parse_pending_pk`).
+pub fn is_unreadable_pending_pk(pk: &str) -> bool {
+    pk.starts_with(PENDING) && parse_pending_pk(pk).is_none()
 }
 
 /// Whether a sort key read from an index can be a page's position: any
@@ -512,6 +524,13 @@ pub fn metric_day_of(pk: &str) -> Option<NaiveDate> {
 
 pub fn shard_attribute(shard: u32) -> String {
     format!("shard{shard}")
+}
+
+/// The shard a counter attribute counts, when it is one `shard_attribute`
+/// writes (below `MAX_SHARDS`).
+pub fn parse_shard_attribute(name: &str) -> Option<u32> {
+    let shard: u32 = name.strip_prefix("shard")?.parse().ok()?;
+    (shard < MAX_SHARDS && shard_attribute(shard) == name).then_some(shard)
 }
 
 pub fn status_attribute(status: &str) -> String {
@@ -983,6 +1002,21 @@ mod tests {
         assert_eq!(parse_pending_pk("STATUS#PENDING#2026-11-29#7"), Some((day, 7)));
         assert_eq!(parse_pending_pk("STATUS#PENDING#2026-13-29#7"), None);
         assert_eq!(parse_pending_pk("STATUS#SHIPPED#2026-11-29#7"), None);
+        // Only the key a reader queries: no other spelling of the shard or
+        // the day, and no shard at or past the most a day may have.
+        for other in ["#+7", "#07", "# 7", "#100", "#4294967296"] {
+            let pk = format!("STATUS#PENDING#2026-11-29{other}");
+            assert_eq!(parse_pending_pk(&pk), None, "{pk}");
+            assert!(is_unreadable_pending_pk(&pk), "{pk}");
+        }
+        assert_eq!(parse_pending_pk("STATUS#PENDING#2026-11-29#99"), Some((day, 99)));
+        assert_eq!(parse_pending_pk("STATUS#PENDING#2026-1-29#7"), None);
+        assert!(!is_unreadable_pending_pk("STATUS#PENDING#2026-11-29#7"));
+        assert!(!is_unreadable_pending_pk("STATUS#SHIPPED#2026-11-29#7"));
+        assert_eq!(parse_shard_attribute(&shard_attribute(57)), Some(57));
+        for other in ["shard+5", "shard05", "shard100", "shards", "shard"] {
+            assert_eq!(parse_shard_attribute(other), None, "{other}");
+        }
         assert_eq!(shard_count_key(day), ("SHARDS#2026-11-29".into(), "CONFIG".into()));
         assert_eq!(parse_shard_count_pk("SHARDS#2026-11-29"), Some(day));
         assert_eq!(parse_shard_count_pk("SHARDS#tomorrow"), None);

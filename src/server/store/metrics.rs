@@ -123,6 +123,16 @@ impl Store {
         Ok((Summed::of(&key, items), units))
     }
 
+    /// The day's PENDING orders per shard, as the counter item and its
+    /// sub-items say now (eventually consistent: a second's staleness only
+    /// delays a shard beyond the count on the list), every shard that
+    /// holds one included (`shard_count`).
+    pub(super) async fn read_per_shard(&self, day: NaiveDate) -> Result<Vec<u64>, StoreError> {
+        let (pending, count) =
+            futures::try_join!(self.counter_items(keys::metric_pending_key(day), false, None), self.shards_for(day))?;
+        Ok(per_shard(&pending, count).into_iter().map(|n| n.max(0) as u64).collect())
+    }
+
     /// Leaves the per-shard PENDING counts for sizing the list's reads.
     fn saw_counts(&self, counts: &DayCounts) {
         if counts.counted {
@@ -198,6 +208,16 @@ impl Summed {
     }
 }
 
+/// PENDING orders per shard: every shard below the day's count, and every
+/// one beyond it the counter names (a writer that used another count), the
+/// shards between them at 0.
+fn per_shard(pending: &Summed, count: u32) -> Vec<i64> {
+    let named = pending.sums.keys().filter_map(|name| keys::parse_shard_attribute(name));
+    let beyond = named.filter(|shard| pending.number(&keys::shard_attribute(*shard)) != 0).max();
+    let len = beyond.map_or(count, |shard| count.max(shard + 1));
+    (0..len).map(|s| pending.number(&keys::shard_attribute(s))).collect()
+}
+
 fn counters(day: NaiveDate, pending: Summed, daily: Summed, minutes: Vec<Item>, shards: u32) -> Counters {
     let per_minute = |kind: char| {
         let mut figures = vec![0; 1440];
@@ -214,7 +234,7 @@ fn counters(day: NaiveDate, pending: Summed, daily: Summed, minutes: Vec<Item>, 
         date: day,
         exists: pending.exists,
         pending: pending.number(attr::PENDING),
-        per_shard: (0..shards).map(|s| pending.number(&keys::shard_attribute(s))).collect(),
+        per_shard: per_shard(&pending, shards),
         created: daily.number(attr::CREATED),
         per_status: Status::ALL.iter().map(|s| (*s, daily.number(&keys::status_attribute(s.as_str())))).collect(),
         created_per_minute: per_minute('c'),

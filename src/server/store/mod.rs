@@ -28,6 +28,7 @@ mod reconcile;
 mod recount;
 mod registry;
 mod sales;
+pub mod shard_count;
 mod stream;
 pub mod usage;
 
@@ -62,7 +63,8 @@ use aws_config::retry::RetryConfig;
 use aws_config::{BehaviorVersion, Region, timeout::TimeoutConfig};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
-use chrono::NaiveDate;
+use chrono::{Days, NaiveDate};
+use futures::future::try_join_all;
 use keys::{MAX_SHARDS, attr};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -323,15 +325,21 @@ impl Store {
         Ok(())
     }
 
-    /// The shard count of `day` as recorded, or the configured one for a day
-    /// nothing PENDING has been written to.
+    /// The shard count of `day` (`shard_count::day_count`: as recorded, else
+    /// the configured one).
     pub async fn shards_for(&self, day: NaiveDate) -> Result<u32, StoreError> {
-        Ok(self.recorded_shards(&[day]).await?[0].unwrap_or(self.shards))
+        Ok(self.day_shards(&[day]).await?[0])
     }
 
-    /// The recorded shard count of each day, `None` for a day nothing PENDING
-    /// was ever written to (so it holds no PENDING orders). One BatchGetItem
-    /// for the days not in memory.
+    /// The shard count of each day, by the one rule (`shard_count`).
+    pub async fn day_shards(&self, days: &[NaiveDate]) -> Result<Vec<u32>, StoreError> {
+        let recorded = self.recorded_shards(days).await?;
+        Ok(recorded.into_iter().map(|n| shard_count::day_count(n, self.shards)).collect())
+    }
+
+    /// The recorded shard count of each day, `None` for a day with no record
+    /// (it has the configured count). One BatchGetItem for the days not in
+    /// memory.
     pub async fn recorded_shards(&self, days: &[NaiveDate]) -> Result<Vec<Option<u32>>, StoreError> {
         let missing: Vec<NaiveDate> = days.iter().filter(|d| !self.shard_counts.contains_key(*d)).copied().collect();
         if !missing.is_empty() {
@@ -410,16 +418,18 @@ impl Store {
         }
     }
 
-    /// Records the shard count of `day` before its first PENDING write; the
-    /// first writer wins, and every later writer adopts its count.
+    /// The shard count this console writes `day`'s PENDING orders with,
+    /// recorded first where no count is (`shard_count`, 4): the first
+    /// writer wins, and every later writer adopts its count.
     pub async fn ensure_shards_recorded(&self, day: NaiveDate) -> Result<u32, StoreError> {
         if let Some(Some(n)) = self.shard_counts.get(&day) {
             return Ok(n);
         }
-        let count = Item::from([(attr::SHARDS.to_string(), AttributeValue::N(self.shards.to_string()))]);
+        let shards = self.count_to_record(day).await?;
+        let count = Item::from([(attr::SHARDS.to_string(), AttributeValue::N(shards.to_string()))]);
         if self.put_metric_if_absent(keys::shard_count_key(day), count).await? {
-            self.shard_counts.insert(day, Some(self.shards));
-            return Ok(self.shards);
+            self.shard_counts.insert(day, Some(shards));
+            return Ok(shards);
         }
         // Someone else recorded it first: read theirs, past the cache (which
         // may hold a "not recorded" read before their write).
@@ -430,6 +440,41 @@ impl Store {
             }
             None => Err(StoreError::Data(format!("the shard count of {day} vanished after it was recorded"))),
         }
+    }
+}
+
+impl Store {
+    /// The count to record for `day`, which has none
+    /// (`shard_count::to_record`): the configured one, or past the highest
+    /// of the day's partitions beyond it that holds an order (one key-only
+    /// item read from each, in parallel: for a day before its first order,
+    /// every read finds nothing).
+    pub async fn count_to_record(&self, day: NaiveDate) -> Result<u32, StoreError> {
+        let occupied = try_join_all((self.shards..MAX_SHARDS).map(|shard| async move {
+            let out = self.partition_query(day, shard).projection_expression(keys::GSI2PK).limit(1).send().await?;
+            Ok::<_, StoreError>((out.count() > 0).then_some(shard))
+        }))
+        .await?;
+        Ok(shard_count::to_record(self.shards, occupied.into_iter().flatten().max()))
+    }
+
+    /// Records the count of each day from `first` on for `days` days where
+    /// none is (`count_to_record`), so every writer that reads the record
+    /// finds it before the day's first order: what `serve` does every hour
+    /// for today and the coming days. Safe on any number of instances at
+    /// once (the first put wins; the others read it). The days written.
+    pub async fn record_days_ahead(&self, first: NaiveDate, days: u32) -> Result<Vec<NaiveDate>, StoreError> {
+        let wanted: Vec<NaiveDate> =
+            (0..u64::from(days)).filter_map(|n| first.checked_add_days(Days::new(n))).collect();
+        let recorded = self.recorded_shards_now(&wanted).await?;
+        let mut written = Vec::new();
+        for day in wanted.into_iter().filter(|day| recorded.get(day).copied().flatten().is_none()) {
+            let shards = self.count_to_record(day).await?;
+            if let sales::Recorded::Written = self.record_shards_ahead(day, shards).await? {
+                written.push(day);
+            }
+        }
+        Ok(written)
     }
 }
 

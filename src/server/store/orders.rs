@@ -102,8 +102,8 @@ impl Store {
         let Some(item) = item else { return Ok(None) };
         let mut order = reading::order(&item);
         if let Some((day, _)) = reading::pending_partition(&item) {
-            let recorded = self.recorded_shards(&[day]).await?[0];
-            order.problems.extend(reading::shard_problem(&item, recorded));
+            let count = self.shards_for(day).await?;
+            order.problems.extend(reading::shard_problem(&item, count));
         }
         Ok(Some(order))
     }
@@ -244,14 +244,16 @@ const BATCH_ITEMS: usize = 25;
 impl Store {
     /// Writes orders with BatchWriteItem, 25 to a request, unconditionally
     /// (a put of the same order twice writes it twice, to the same result),
-    /// retrying unprocessed items with jittered backoff. For bulk loads; the
-    /// app's own writes are conditional (`create_order`).
+    /// retrying unprocessed items with jittered backoff, as a batch job or
+    /// the order service would: a PENDING order on its day's count by the
+    /// rule (`shard_count`), recording none. For bulk loads; the app's own
+    /// writes are conditional (`create_order`).
     pub async fn put_orders(&self, orders: &[Order]) -> Result<BatchPut, StoreError> {
         let mut report = BatchPut::default();
         for chunk in orders.chunks(BATCH_ITEMS) {
             let mut requests = Vec::with_capacity(chunk.len());
             for order in chunk {
-                let shards = self.shards_to_write(order).await?;
+                let shards = self.service_shards(order).await?;
                 let put = aws_sdk_dynamodb::types::PutRequest::builder()
                     .set_item(Some(order_item(order, shards)?))
                     .build()?;
@@ -261,6 +263,36 @@ impl Store {
             report.written += chunk.len();
         }
         Ok(report)
+    }
+
+    /// Creates one order as the order service does: one PutItem (only where
+    /// the order does not exist: a `Conflict` otherwise), no audit, a
+    /// PENDING order on its day's count by the rule (`shard_count`),
+    /// recording none.
+    pub async fn create_order_as_service(&self, order: &Order) -> Result<Vec<ConsumedCapacity>, StoreError> {
+        let shards = self.service_shards(order).await?;
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.orders_table)
+            .set_item(Some(order_item(order, shards)?))
+            .condition_expression("attribute_not_exists(PK)")
+            .return_consumed_capacity(aws_sdk_dynamodb::types::ReturnConsumedCapacity::Indexes)
+            .send()
+            .await;
+        match crate::server::store::error::unless_condition_failed(put)? {
+            Some(out) => Ok(out.consumed_capacity.into_iter().collect()),
+            None => Err(StoreError::Conflict(format!("order {} exists already", order.order_id))),
+        }
+    }
+
+    /// The shard count another writer uses for an order: its day's by the
+    /// rule, read, never recorded.
+    async fn service_shards(&self, order: &Order) -> Result<u32, StoreError> {
+        match (order.known_status(), order.created_at) {
+            (Some(Status::Pending), Some(created_at)) => self.shards_for(created_at.date_naive()).await,
+            _ => Ok(self.shards),
+        }
     }
 
     /// The shard count to write an order with, recording it for a PENDING

@@ -40,7 +40,7 @@
 //! little stops after `MAX_ROUNDS` rounds once it has an order to show, and
 //! continues from there on the next page.
 
-use super::{Store, reading};
+use super::{Store, reading, shard_count};
 use crate::model::{PendingOrder, iso_millis};
 use crate::server::store::error::StoreError;
 use crate::server::store::keys::{self, GSI2, GSI2SK};
@@ -181,9 +181,16 @@ const HINT_DAYS: u64 = 1_000;
 /// reads them every second or so; a stale count only sizes a read.
 const COUNTS_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// What earlier reads left for sizing the next page's first round.
+/// How long per-shard counts say which shards beyond a day's count hold
+/// orders (`shard_count::partitions`): an order another writer put on such
+/// a shard is listed within this of the consumer counting it.
+const COUNTED_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What earlier reads left for sizing the next page's first round, and for
+/// finding the shards beyond a day's count.
 pub(super) struct Hints {
     counts: moka::sync::Cache<NaiveDate, Arc<[u64]>>,
+    counted: moka::sync::Cache<NaiveDate, Arc<[u64]>>,
     paces: moka::sync::Cache<NaiveDate, Pace>,
 }
 
@@ -191,6 +198,7 @@ impl Default for Hints {
     fn default() -> Self {
         Self {
             counts: moka::sync::Cache::builder().max_capacity(HINT_DAYS).time_to_live(COUNTS_TTL).build(),
+            counted: moka::sync::Cache::builder().max_capacity(HINT_DAYS).time_to_live(COUNTED_TTL).build(),
             paces: moka::sync::Cache::builder().max_capacity(HINT_DAYS).time_to_live(PACE_TTL).build(),
         }
     }
@@ -204,7 +212,21 @@ impl Store {
 
     /// Keeps the day's per-shard counts the counters were just read at.
     pub(super) fn saw_pending_counts(&self, day: NaiveDate, per_shard: &[u64]) {
-        self.pending_hints.counts.insert(day, per_shard.into());
+        let counts: Arc<[u64]> = per_shard.into();
+        self.pending_hints.counts.insert(day, counts.clone());
+        self.pending_hints.counted.insert(day, counts);
+    }
+
+    /// The day's PENDING orders per shard as counted at most `COUNTED_TTL`
+    /// ago: read (one Query of the counter item and its sub-items) when no
+    /// read of the counters left them that lately.
+    pub(super) async fn counted_per_shard(&self, day: NaiveDate) -> Result<Arc<[u64]>, StoreError> {
+        if let Some(counts) = self.pending_hints.counted.get(&day) {
+            return Ok(counts);
+        }
+        let counts: Arc<[u64]> = self.read_per_shard(day).await?.into();
+        self.pending_hints.counted.insert(day, counts.clone());
+        Ok(counts)
     }
 
     fn pace(&self, day: NaiveDate) -> Option<Pace> {
@@ -302,20 +324,24 @@ impl Store {
         Merge::new(self, partitions, limit, &filter, plan).run(after).await
     }
 
-    /// Every (day, shard) partition, each capped at the end of its day, at
-    /// the cursor and at the filter's key bound. A day nothing PENDING was
-    /// ever written to has no shard count recorded and is not read at all;
-    /// nor is a day the cursor or the bound has already gone below.
+    /// Every (day, shard) partition readers read (`shard_count::partitions`:
+    /// each below the day's count, and each beyond it that the counters say
+    /// holds an order), each capped at the end of its day, at the cursor and
+    /// at the filter's key bound. A day the cursor or the bound has already
+    /// gone below is not read.
     async fn partitions(
         &self,
         days: &[NaiveDate],
         after: Option<&str>,
         filter: &PendingFilter,
     ) -> Result<Vec<Partition>, StoreError> {
-        let counts = self.recorded_shards(days).await?;
+        let counts = self.day_shards(days).await?;
+        let counted = try_join_all(days.iter().map(|day| self.counted_per_shard(*day))).await?;
         let bound = filter.key_bound();
         let mut partitions = Vec::new();
-        for (day, shards) in days.iter().zip(counts).filter_map(|(d, n)| Some((d, n?))) {
+        for ((day, count), counted) in days.iter().zip(counts).zip(counted) {
+            let counted = counted.iter().enumerate().map(|(shard, n)| (shard as u32, *n as i64));
+            let shards = shard_count::partitions(count, counted);
             let day_end = day.checked_add_days(Days::new(1)).map(keys::day_start).unwrap_or_else(|| "9".into());
             let ceiling = [Some(day_end), after.map(str::to_string), bound.clone()].into_iter().flatten().min();
             let ceiling = ceiling.expect("the day's end is always there");
@@ -324,7 +350,7 @@ impl Store {
                 // or a bound before the day leaves nothing of it to read.
                 continue;
             }
-            for shard in 0..shards {
+            for shard in shards {
                 partitions.push(Partition {
                     day: *day,
                     shard,

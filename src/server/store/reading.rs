@@ -73,22 +73,20 @@ pub fn pending_partition(item: &Item) -> Option<(NaiveDate, u32)> {
     keys::parse_pending_pk(item.get(GSI2PK)?.as_s().ok()?)
 }
 
-/// What is wrong with an item's GSI2 key given the day's recorded shard
-/// count (`None`: nothing PENDING was ever recorded for that day, so
-/// readers do not read it at all): a key readers never look under.
-pub fn shard_problem(item: &Item, recorded: Option<u32>) -> Option<Problem> {
+/// What is wrong with an item's GSI2 key given its day's shard count
+/// (`shard_count::day_count`): a shard beyond it. Such an order is still
+/// listed and counted (readers read every shard the counter names), but
+/// its writer used another count than the day's. (A key spelled otherwise
+/// than the key design's is `Invalid`: `order` says so.)
+pub fn shard_problem(item: &Item, count: u32) -> Option<Problem> {
     let (day, shard) = pending_partition(item)?;
-    let why = match recorded {
-        Some(count) if shard < count => return None,
-        Some(count) => format!(
-            "GSI2PK names shard {shard} of {day}, which has {count} shards: readers never look there, \
-             so the order is on no PENDING list"
-        ),
-        None => format!(
-            "GSI2PK names {day}, for which no shard count is recorded: readers never look there, \
-             so the order is on no PENDING list"
-        ),
-    };
+    if !super::shard_count::is_beyond(shard, count) {
+        return None;
+    }
+    let why = format!(
+        "GSI2PK names shard {shard} of {day}, which has {count} shards: its writer used another shard count \
+         (listed and counted from the day's counters, but every writer should use the day's count)"
+    );
     Some(Problem { field: GSI2PK.into(), kind: ProblemKind::ShardBeyondCount, why })
 }
 
@@ -604,12 +602,11 @@ mod tests {
     fn a_shard_beyond_the_days_count_is_said() {
         let mut item = written();
         item.insert("GSI2PK".into(), s("STATUS#PENDING#2026-11-29#57"));
-        assert_eq!(shard_problem(&item, Some(100)), None);
-        let problem = shard_problem(&item, Some(10)).unwrap();
+        assert_eq!(shard_problem(&item, 100), None);
+        let problem = shard_problem(&item, 10).unwrap();
         assert_eq!(problem.kind, ProblemKind::ShardBeyondCount);
         assert!(problem.why.contains("shard 57") && problem.why.contains("has 10 shards"), "{}", problem.why);
-        assert!(shard_problem(&item, None).is_some());
-        assert_eq!(shard_problem(&written(), Some(10)), None);
+        assert_eq!(shard_problem(&written(), 10), None);
     }
 
     #[test]

@@ -46,6 +46,7 @@
 use crate::model::LiveEvent;
 use crate::server::store::error::StoreError;
 use crate::server::store::keys::{self, GSI2PK};
+use crate::server::store::shard_count;
 use crate::server::store::usage::{Resource, epoch_minute};
 use crate::server::store::{
     Checkpoint, CheckpointMove, Holder, Item, Lease, Marked, Marker, Store, StreamBatch, StreamShard, TRANSACTION_ITEMS,
@@ -346,25 +347,23 @@ pub enum Guard<'a> {
     Markers(&'a [Marker<'a>]),
 }
 
-/// The recorded shard count of each day a batch's GSI2 keys name (`None`:
-/// none recorded), read before the batch is: whether an order counts as
-/// PENDING depends on it (`counters::image_of`), and so does a GSI2 key on a
-/// shard readers never read (`quality`).
+/// The shard count of each day a batch's GSI2 keys name
+/// (`store::shard_count::day_count`), read before the batch is: a GSI2 key
+/// on a shard beyond its day's count is drift (`quality`). Whether an order
+/// counts as PENDING does not depend on it (`counters::image_of`).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Shards(HashMap<NaiveDate, Option<u32>>);
+pub struct Shards(HashMap<NaiveDate, u32>);
 
 impl Shards {
-    pub fn new(counts: HashMap<NaiveDate, Option<u32>>) -> Self {
-        Shards(counts)
+    /// From each day's recorded count (`None`: none recorded) and the
+    /// configured count, by the one rule.
+    pub fn new(recorded: HashMap<NaiveDate, Option<u32>>, configured: u32) -> Self {
+        Shards(recorded.into_iter().map(|(day, n)| (day, shard_count::day_count(n, configured))).collect())
     }
 
-    /// Whether the day's readers read this GSI2 partition.
-    pub fn listed(&self, day: NaiveDate, shard: u32) -> bool {
-        self.recorded(day).is_some_and(|count| shard < count)
-    }
-
-    pub fn recorded(&self, day: NaiveDate) -> Option<u32> {
-        self.0.get(&day).copied().flatten()
+    /// The day's count, when the batch's days were read.
+    pub fn count(&self, day: NaiveDate) -> Option<u32> {
+        self.0.get(&day).copied()
     }
 }
 
@@ -401,10 +400,9 @@ fn images(record: &Record) -> (Option<Item>, Option<Item>) {
 /// A change from a record's images: each counts as `counters::image_of`
 /// says, an image that is not a readable order as none (it counts nowhere,
 /// as reconciliation's recount finds it); `None` when neither image is one.
-fn change_of(old: Option<&Item>, new: Option<&Item>, at: DateTime<Utc>, shards: &Shards) -> Option<Change> {
-    let listed = |day, shard| shards.listed(day, shard);
-    let old = old.and_then(|item| counters::image_of(item, listed));
-    let new = new.and_then(|item| counters::image_of(item, listed));
+fn change_of(old: Option<&Item>, new: Option<&Item>, at: DateTime<Utc>) -> Option<Change> {
+    let old = old.and_then(counters::image_of);
+    let new = new.and_then(counters::image_of);
     if old.is_none() && new.is_none() {
         return None;
     }
@@ -412,9 +410,9 @@ fn change_of(old: Option<&Item>, new: Option<&Item>, at: DateTime<Utc>, shards: 
 }
 
 /// A stream record as a change; `None` for a record that is no readable order.
-pub fn change(record: &Record, shards: &Shards) -> Option<Change> {
+pub fn change(record: &Record) -> Option<Change> {
     let (old, new) = images(record);
-    change_of(old.as_ref(), new.as_ref(), written_at(record), shards)
+    change_of(old.as_ref(), new.as_ref(), written_at(record))
 }
 
 /// When the stream recorded a write (now, for a record that does not say).
@@ -442,7 +440,7 @@ pub fn state_before(record: &Record) -> Option<(String, Option<Image>)> {
     let data = record.dynamodb()?;
     let pk = data.keys()?.get(keys::PK)?.as_s().ok()?;
     let order_id = keys::parse_order_pk(pk)?.to_string();
-    let before = data.old_image().and_then(|image| counters::image_of(&item_of(image), |_, _| true));
+    let before = data.old_image().and_then(|image| counters::image_of(&item_of(image)));
     Some((order_id, before))
 }
 
@@ -1140,14 +1138,14 @@ impl Applier {
         self.store.orders_table()
     }
 
-    /// The recorded shard counts reading `records` needs (see `Shards`):
-    /// one read of the days not known yet (a count once recorded is kept).
+    /// The shard counts reading `records` needs (see `Shards`): one read of
+    /// the days not known yet (a count once recorded is kept).
     pub async fn shards(&self, records: &[Record]) -> Result<Shards, StoreError> {
         let days = gsi2_days(records);
         if days.is_empty() {
             return Ok(Shards::default());
         }
-        Ok(Shards::new(self.store.recorded_shards_now(&days).await?))
+        Ok(Shards::new(self.store.recorded_shards_now(&days).await?, self.store.shards()))
     }
 
     /// What a record means: its change, when, its writes priced, and its
@@ -1155,14 +1153,14 @@ impl Applier {
     pub fn read(&self, record: &Record, shards: &Shards) -> Reading {
         let at = written_at(record);
         let (old, new) = images(record);
-        let change = change_of(old.as_ref(), new.as_ref(), at, shards);
+        let change = change_of(old.as_ref(), new.as_ref(), at);
         let writes = if self.pricing { priced(&self.layout, record) } else { Vec::new() };
         let quality = record.dynamodb().filter(|_| old.is_some() || new.is_some()).map(|data| {
             let key = pricing::key_text(data.keys().and_then(|k| k.get(keys::PK)));
             let size = data.new_image().map(pricing::item_size);
-            let recorded = new.as_ref().and_then(crate::server::store::reading::pending_partition);
-            let recorded = recorded.and_then(|(day, _)| shards.recorded(day));
-            quality::observe(key, new.as_ref().zip(size), recorded, self.table(), &writes, at)
+            let count = new.as_ref().and_then(crate::server::store::reading::pending_partition);
+            let count = count.and_then(|(day, _)| shards.count(day));
+            quality::observe(key, new.as_ref().zip(size), count, self.table(), &writes, at)
         });
         Reading { change, at, writes, quality }
     }
@@ -1399,40 +1397,44 @@ mod tests {
         assert!(!children_unlisted(&before_split, &finished("gone")), "a finished shard no longer listed");
     }
 
-    fn image(item: &HashMap<String, StreamValue>, shards: &Shards) -> Option<Image> {
-        counters::image_of(&item_of(item), |day, shard| shards.listed(day, shard))
+    fn image(item: &HashMap<String, StreamValue>) -> Option<Image> {
+        counters::image_of(&item_of(item))
     }
 
     #[test]
     fn images_are_read_from_the_stream_format_by_one_rule() {
         let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
-        let shards = Shards::new(HashMap::from([(day, Some(10))]));
         let item = HashMap::from([
             ("PK".to_string(), StreamValue::S("ORDER#o-1".into())),
             ("status".to_string(), StreamValue::S("PENDING".into())),
             ("createdAt".to_string(), StreamValue::S("2026-11-29T10:15:30.000Z".into())),
             ("GSI2PK".to_string(), StreamValue::S("STATUS#PENDING#2026-11-29#3".into())),
         ]);
-        let read = image(&item, &shards).unwrap();
+        let read = image(&item).unwrap();
         assert_eq!(read.order_id, "o-1", "the id from the key when orderId is missing");
         assert_eq!(read.pending, Some((day, 3)));
         let row = read.row.expect("a PENDING order's row, with what it has");
         assert!(row.total.is_none() && row.problems.iter().any(|p| p.field == "total"), "{row:?}");
-        // A GSI2 key no reader reads: not PENDING (shard 57 of 10, or a day
-        // with no recorded count), and a corrupt one neither; still an order.
+        // A key on a shard beyond the day's count (57 of 10) is in a
+        // partition readers read once it is counted: PENDING, whatever the
+        // count; a key spelled otherwise is in none, and a corrupt one
+        // neither; still an order.
         let mut beyond = item.clone();
         beyond.insert("GSI2PK".into(), StreamValue::S("STATUS#PENDING#2026-11-29#57".into()));
-        assert_eq!(image(&beyond, &shards).unwrap().pending, None);
-        assert_eq!(image(&item, &Shards::default()).unwrap().pending, None);
-        let mut corrupt = item.clone();
-        corrupt.insert("GSI2PK".into(), StreamValue::S("STATUS#PENDING#garbage".into()));
-        assert_eq!(image(&corrupt, &shards).unwrap().pending, None);
+        assert_eq!(image(&beyond).unwrap().pending, Some((day, 57)));
+        for unread in ["STATUS#PENDING#garbage", "STATUS#PENDING#2026-11-29#+3", "STATUS#PENDING#2026-11-29#100"] {
+            let mut corrupt = item.clone();
+            corrupt.insert("GSI2PK".into(), StreamValue::S(unread.into()));
+            assert_eq!(image(&corrupt).unwrap().pending, None, "{unread}");
+        }
+        let shards = Shards::new(HashMap::from([(day, None)]), 10);
+        assert_eq!(shards.count(day), Some(10), "a day with no record has the configured count");
         // Another writer's status counts under its own name; one that is not a name, under UNREADABLE.
         let mut on_hold = item.clone();
         on_hold.insert("status".into(), StreamValue::S("ON_HOLD".into()));
-        assert_eq!(image(&on_hold, &shards).unwrap().status, "ON_HOLD");
+        assert_eq!(image(&on_hold).unwrap().status, "ON_HOLD");
         on_hold.insert("status".into(), StreamValue::N("3".into()));
-        assert_eq!(image(&on_hold, &shards).unwrap().status, counters::UNREADABLE_STATUS);
+        assert_eq!(image(&on_hold).unwrap().status, counters::UNREADABLE_STATUS);
         let record = |old: Option<HashMap<String, StreamValue>>| {
             let keys = HashMap::from([("PK".to_string(), StreamValue::S("ORDER#o-1".into()))]);
             let data = aws_sdk_dynamodbstreams::types::StreamRecord::builder().set_keys(Some(keys)).set_old_image(old);
@@ -1444,7 +1446,7 @@ mod tests {
         // No createdAt: no order to count (no day, no minute), before or after.
         let mut timeless = item;
         timeless.remove("createdAt");
-        assert!(image(&timeless, &shards).is_none());
+        assert!(image(&timeless).is_none());
         assert_eq!(state_before(&record(Some(timeless))), Some(("o-1".into(), None)));
         assert_eq!(gsi2_days([&record(Some(beyond))]), vec![day]);
     }

@@ -27,11 +27,14 @@
 //!   can carry (`A`-`Z` and `_`, at most 32: `statusON_HOLD` for another
 //!   writer's `ON_HOLD`); a missing, mistyped or other status counts under
 //!   `statusUNREADABLE`;
-//! - it counts as PENDING for a day while it is in a GSI2 partition the
-//!   day's readers read: its `GSI2PK` is a PENDING key of that day on a shard
-//!   below the day's recorded shard count. One on shard 57 of 10, or on a
-//!   day with no recorded count, is on no PENDING list and in no PENDING
-//!   counter (the drift panel names it: `stream::quality`).
+//! - it counts as PENDING for a day while it is in a GSI2 partition of that
+//!   day a reader can read: its `GSI2PK` is a PENDING key exactly as the
+//!   key design writes it, on a shard below `MAX_SHARDS`
+//!   (`keys::parse_pending_pk`), whatever the day's shard count: readers
+//!   read each shard beyond the count that the counter names
+//!   (`store::shard_count`), so one on shard 57 of 10 is listed and counted
+//!   (and flagged as drift: `stream::quality`). A key spelled otherwise is
+//!   in no partition a reader queries: on no list, in no PENDING counter.
 
 use crate::model::{PendingOrder, iso_millis};
 pub use crate::server::store::deltas::{Deltas, Key};
@@ -60,9 +63,8 @@ const MAX_STATUS_NAME: usize = 32;
 
 /// How `item` counts (see the module's rule); `None` for an item that is
 /// not a readable order (no order id, or no readable `createdAt`): it
-/// counts nowhere. `listed` says whether a (day, shard) GSI2 partition is
-/// one the day's readers read.
-pub fn image_of(item: &Item, listed: impl Fn(NaiveDate, u32) -> bool) -> Option<Image> {
+/// counts nowhere.
+pub fn image_of(item: &Item) -> Option<Image> {
     let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).map(String::as_str);
     let order_id = text(PK).and_then(|pk| keys::parse_order_pk(pk)).or(text(attr::ORDER_ID))?.to_string();
     let created_at = iso_millis::parse(text(attr::CREATED_AT)?).ok()?;
@@ -76,7 +78,7 @@ pub fn image_of(item: &Item, listed: impl Fn(NaiveDate, u32) -> bool) -> Option<
         }
         _ => UNREADABLE_STATUS.to_string(),
     };
-    let pending = text(GSI2PK).and_then(keys::parse_pending_pk).filter(|(day, shard)| listed(*day, *shard));
+    let pending = text(GSI2PK).and_then(keys::parse_pending_pk);
     // The list row, as the list shows it.
     let row = pending.map(|_| reading::pending_row(item));
     Some(Image { order_id, status, created_at, pending, row })

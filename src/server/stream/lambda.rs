@@ -712,7 +712,7 @@ pub fn check_environment(var: impl Fn(&str) -> Option<String>) -> Result<(), Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::stream::consumer::{Shards, change};
+    use crate::server::stream::consumer::change;
     use serde_json::json;
 
     fn event_record(seq: &str, new_status: Option<&str>, old_status: Option<&str>) -> Value {
@@ -748,13 +748,13 @@ mod tests {
         assert_eq!(delivered.seq.as_deref(), Some("100"));
         let record = delivered.record.unwrap();
         assert_eq!(record.event_name(), Some(&OperationType::Modify));
-        let modified = change(&record, &Shards::default()).expect("a readable order");
+        let modified = change(&record).expect("a readable order");
         assert_eq!(modified.old.unwrap().status, "PENDING");
         assert_eq!(modified.new.unwrap().status, "CONFIRMED");
         assert_eq!(modified.at.timestamp(), 1_764_411_330);
         let insert = Delivered::from_json(&event_record("101", Some("PENDING"), None)).record.unwrap();
         assert!(insert.dynamodb().unwrap().old_image().is_none(), "an absent image is no image");
-        assert!(change(&insert, &Shards::default()).unwrap().old.is_none());
+        assert!(change(&insert).unwrap().old.is_none());
     }
 
     #[test]

@@ -65,12 +65,12 @@ type Seen = Vec<(DateTime<Utc>, String)>;
 /// What an item drifts by: every problem the pages' reader finds in it,
 /// and a GSI2 key on a shard its day's readers never read. `recorded` is
 /// the recorded shard count of the day its GSI2 key names (`None`: none).
-pub fn classify(item: &Item, recorded: Option<u32>) -> BTreeSet<Drift> {
+pub fn classify(item: &Item, count: Option<u32>) -> BTreeSet<Drift> {
     let order = reading::order(item);
     order
         .problems
         .into_iter()
-        .chain(reading::shard_problem(item, recorded))
+        .chain(count.and_then(|count| reading::shard_problem(item, count)))
         .map(|problem| (problem.kind, problem.field))
         .collect()
 }
@@ -94,7 +94,7 @@ pub struct Observation {
 pub fn observe(
     key: String,
     new: Option<(&Item, u64)>,
-    recorded: Option<u32>,
+    count: Option<u32>,
     table: &str,
     writes: &[Write],
     at: DateTime<Utc>,
@@ -113,7 +113,7 @@ pub fn observe(
         at,
         key,
         size: new.map(|(_, size)| size),
-        drift: new.map(|(item, _)| classify(item, recorded)).unwrap_or_default(),
+        drift: new.map(|(item, _)| classify(item, count)).unwrap_or_default(),
         units,
     }
 }

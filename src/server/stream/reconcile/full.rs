@@ -177,7 +177,7 @@ impl Reconciler {
             // How each counts is the consumer's rule. The full check compares
             // the day and minute counters only, so every GSI2 partition
             // counts as listed here.
-            let orders: Vec<Image> = page.items.iter().filter_map(|item| image_of(item, |_, _| true)).collect();
+            let orders: Vec<Image> = page.items.iter().filter_map(image_of).collect();
             part.unreadable += (page.items.len() - orders.len()) as u64;
             part.consumed += units;
             let in_range = |o: &Image| (options.since..=options.until).contains(&o.created_at.date_naive());

@@ -206,10 +206,11 @@ impl PendingRun<'_> {
     pub async fn read_index(&mut self) -> Result<(), ReconcileError> {
         let store = &self.reconciler.store;
         tokio::time::sleep_until((self.anchor.at + self.reconciler.options.grace).into()).await;
-        let shards = store.shards_for(self.day).await?;
+        // Every readable partition, not only those below the day's count:
+        // the consumer counts an order in any of them (`store::shard_count`).
         let day = self.day;
         self.index = try_join_all(
-            (0..shards)
+            (0..keys::MAX_SHARDS)
                 .map(|shard| async move { Ok::<_, StoreError>((shard, store.pending_members(day, shard).await?)) }),
         )
         .await?;
