@@ -6,6 +6,7 @@
 
 mod common;
 
+mod access;
 mod auth;
 mod autoscaling;
 mod capacity;

@@ -32,7 +32,7 @@ pub mod shard_count;
 mod stream;
 pub mod usage;
 
-pub use accounts::{Account, AccountChange, Token};
+pub use accounts::{ACCESS_TTL, Account, AccountChange, Token};
 pub use applied::{Marked, Marker, TRANSACTION_ITEMS};
 pub use audit::{AuditPage, AuditScope};
 pub use autoscaling::{ScalableTarget, ScheduledAction};
@@ -102,6 +102,8 @@ pub struct Store {
     /// Whether this is AWS DynamoDB (`--store aws`), not a local engine:
     /// what only AWS reports (warm throughput, alarms) is then expected.
     on_aws: bool,
+    /// Accounts, tokens and sessions as read within a second (`accounts`).
+    access: accounts::AccessCache,
 }
 
 /// Recorded counts never change; an unrecorded day may be recorded any time.
@@ -237,6 +239,7 @@ pub async fn connect(config: &StoreConfig) -> Result<(Store, Option<Embedded>), 
             .build(),
         pending_hints: pending::Hints::default(),
         on_aws: config.kind() == StoreKind::Aws,
+        access: accounts::AccessCache::default(),
     };
     Ok((store, embedded))
 }
