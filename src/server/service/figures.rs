@@ -65,11 +65,12 @@ impl Service {
     pub async fn capacity(&self, date: Option<&str>) -> Result<CapacityReport, ApiError> {
         let now = Utc::now();
         let day = parse_date(date, now)?;
-        let (mut capacity, heat, counters, advice) = futures::try_join!(
+        let (mut capacity, heat, counters, advice, shards) = futures::try_join!(
             self.store.capacity_day(day),
             self.store.heat_day(day),
             self.store.read_counters(day),
             self.advice(),
+            self.store.shards_for(day),
         )?;
         let figures = match self.capacity.source {
             CapacitySource::Stream => self.figures(&capacity),
@@ -90,7 +91,9 @@ impl Service {
             advice: &advice,
             heat: &heat,
             entered_per_minute: &counters.entered_per_minute,
-            current_shards: counters.per_shard.len() as u32,
+            // The day's count, not how far its counters reach (an order
+            // on a shard beyond it, another writer's, is drift).
+            current_shards: shards,
             recent: &recent,
             as_of: now,
         }))
