@@ -11,7 +11,7 @@ BIN := $(or $(CARGO_TARGET_DIR),target)/debug/northwind-ops
 # same, so tests reuse the build instead of recompiling every crate.
 TEST_ENV := RUSTFLAGS="--cfg erase_components" LEPTOS_OUTPUT_NAME=northwind-ops
 
-.PHONY: setup build run test test-rust test-e2e test-deploy image bench rehearse rehearse-counters clean
+.PHONY: setup build run test test-rust test-e2e test-deploy image bench bench-dashboard rehearse rehearse-counters clean
 
 setup:
 	scripts/setup.sh
@@ -70,6 +70,15 @@ bench: build
 	cargo leptos build --release --split --precompress
 	$(TEST_ENV) cargo bench --profile dev --features ssr,testing --bench northwind
 	cargo leptos build --split --frontend-only
+	scripts/bench-dashboard.sh $(BASE)
+
+# The dashboard and customer history side by side with an older commit
+# (BASE, a commit the dashboard was once measured at): release servers of
+# both, each on a fresh seeded store, wrk at 50 and 200 viewers, builds
+# alternating, the ratios printed (scripts/bench-dashboard.sh says how).
+BASE ?= 742aeca
+bench-dashboard: setup
+	scripts/bench-dashboard.sh $(BASE)
 
 # The hot-partition rehearsal: one flash sale through the throttle proxy
 # against one GSI2 partition and against ten, run by the benchmark harness,

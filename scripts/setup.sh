@@ -32,6 +32,8 @@ packages_log="$(mktemp)"
   # runs it; deploy/containers.conf names runc as the runtime.
   command -v podman >/dev/null || apt_packages+=(podman)
   command -v runc >/dev/null || apt_packages+=(runc)
+  # The dashboard's side-by-side benchmark (`make bench-dashboard`) loads it with wrk.
+  command -v wrk >/dev/null || apt_packages+=(wrk)
   if [ "${#apt_packages[@]}" -gt 0 ]; then
     echo "installing ${apt_packages[*]} from Debian"
     $sudo apt-get update -qq
