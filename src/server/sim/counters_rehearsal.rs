@@ -31,7 +31,7 @@ use crate::server::sim::lambda::dead_letters::DeadLetters;
 use crate::server::sim::lambda::runtime::FunctionConfig;
 use crate::server::sim::lambda::{Mapping, MappingSettings, function_env};
 use crate::server::sim::loadgen::{self, LoadReport, LoadgenArgs};
-use crate::server::sim::rehearse::RehearseError;
+use crate::server::sim::rehearse::{DayTime, Form, RehearseError};
 use crate::server::sim::report::Comparison;
 use crate::server::sim::streams::{StreamOptions, StreamSim, StreamStats};
 use crate::server::sim::throttle::buckets::Kind;
@@ -42,7 +42,6 @@ use crate::server::stream::consumer::{Consumer, ConsumerOptions};
 use aws_sdk_dynamodbstreams::primitives::DateTime as SdkDateTime;
 use aws_sdk_dynamodbstreams::types::{OperationType, Record, StreamRecord, StreamViewType};
 use chrono::{DateTime, NaiveDate, Utc};
-use clap::ValueEnum;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -51,25 +50,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-
-/// Who consumes the stream.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Form {
-    /// Two `serve` instances, each with its in-process consumer.
-    Serve,
-    /// `lambda` through the local event source mapping, and one `serve
-    /// --no-consumer` for the dashboard.
-    Lambda,
-}
-
-/// When in the day the sale comes.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DayTime {
-    /// 00:01: the day's counter items are new.
-    Start,
-    /// 23:59: the day's counter items hold every minute of the day.
-    End,
-}
 
 #[derive(Debug, Clone)]
 pub struct CountersOptions {
