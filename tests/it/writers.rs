@@ -21,7 +21,6 @@ use crate::common;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{Days, NaiveDate, Utc};
-use common::counters::differences;
 use common::{Engine, TestApp, order, outside_client};
 use northwind_ops::model::{Order, ProblemKind, QualityReport, Role, Status};
 use northwind_ops::server::auth::accounts;
@@ -180,12 +179,12 @@ async fn until_listed_and_counted(app: &TestApp, days: &[(NaiveDate, Vec<String>
 }
 
 /// Until every state counter of each day equals its recount and a Scan.
-async fn until_exact(store: &Store, table: &str, days: &[NaiveDate], what: &str) {
+async fn until_exact(store: &Store, days: &[NaiveDate], what: &str) {
     let started = Instant::now();
     loop {
         let mut off = Vec::new();
         for day in days {
-            off.extend(differences(store, table, *day).await.into_iter().map(|d| format!("{day}: {d}")));
+            off.extend(store.counter_differences(*day).await.into_iter().map(|d| format!("{day}: {d}")));
         }
         if off.is_empty() {
             return;
@@ -228,7 +227,7 @@ async fn another_writer(engine: Engine, form: Form) {
         "{:?}, {form:?}: another writer's orders on 3 days listed and counted {took:?} after the writes",
         app.engine
     );
-    until_exact(&app.store, &app.config.orders_table, &days, &format!("{:?} {form:?}", app.engine)).await;
+    until_exact(&app.store, &days, &format!("{:?} {form:?}", app.engine)).await;
 
     // The order beyond the count: listed (above), counted on its own shard,
     // and flagged with its key on the order page and the quality panel.
@@ -312,8 +311,7 @@ async fn metrics_table_lost(engine: Engine, form: Form) {
     let consumer = Running::start(form, &again, "after").await;
     let took = until_listed_and_counted(&again, &written, &format!("{form:?}, after the metrics table")).await;
     let days: Vec<NaiveDate> = written.iter().map(|(d, _)| *d).collect();
-    until_exact(&again.store, &again.config.orders_table, &days, &format!("{:?} {form:?}, replayed", again.engine))
-        .await;
+    until_exact(&again.store, &days, &format!("{:?} {form:?}, replayed", again.engine)).await;
     println!(
         "{:?}, {form:?}: after the metrics table was made again, every day listed and counted {took:?} into the replay",
         again.engine

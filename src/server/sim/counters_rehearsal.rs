@@ -43,7 +43,6 @@ use aws_sdk_dynamodbstreams::primitives::DateTime as SdkDateTime;
 use aws_sdk_dynamodbstreams::types::{OperationType, Record, StreamRecord, StreamViewType};
 use chrono::{DateTime, NaiveDate, Utc};
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -268,7 +267,7 @@ async fn run_on(
     let (loader, _) = store::connect(&proxied).await?;
     let load = run_sale(Arc::new(loader), options, &sim).await?;
     let load_ended = Instant::now();
-    let off = settle(&engine.direct, &engine.config.orders_table, today).await;
+    let off = settle(&engine.direct, today).await;
     let settled = off.is_empty().then(|| load_ended.elapsed());
     // The last changes reach an instance that did not apply them at its
     // follower's next read: wait for it before counting what was never seen.
@@ -593,57 +592,17 @@ impl Dashboard {
     }
 }
 
-/// Waits up to a minute for the counters to agree with the tables: what
-/// still differs.
-async fn settle(store: &Store, orders_table: &str, day: NaiveDate) -> Vec<String> {
+/// Waits up to a minute for the counters to agree with the tables
+/// (`Store::counter_differences`): what still differs.
+async fn settle(store: &Store, day: NaiveDate) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let off = differences(store, orders_table, day).await;
+        let off = store.counter_differences(day).await;
         if off.is_empty() || Instant::now() > deadline {
             return off;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-/// The counters of `day` against the tables: PENDING per index shard
-/// (recounted), and created and each status (a Scan of the orders table).
-async fn differences(store: &Store, orders_table: &str, day: NaiveDate) -> Vec<String> {
-    let read = async {
-        let counters = store.read_counters(day).await?;
-        let recount = store.recount_pending(day).await?;
-        let mut pages =
-            store.client().scan().table_name(orders_table).consistent_read(true).into_paginator().items().send();
-        let (mut created, mut per_status) = (0i64, BTreeMap::<String, i64>::new());
-        while let Some(item) = pages.next().await {
-            let item = item.map_err(crate::server::store::error::StoreError::from)?;
-            let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-            if crate::model::iso_millis::parse(&text("createdAt")).is_ok_and(|at| at.date_naive() == day) {
-                created += 1;
-                *per_status.entry(text("status")).or_default() += 1;
-            }
-        }
-        Ok::<_, crate::server::store::error::StoreError>((counters, recount, created, per_status))
-    };
-    let (counters, recount, created, per_status) = match read.await {
-        Ok(read) => read,
-        Err(err) => return vec![format!("store: {err}")],
-    };
-    let mut off = Vec::new();
-    let mut check = |what: String, counter: i64, truth: i64| {
-        if counter != truth {
-            off.push(format!("{what} {counter} (tables {truth})"));
-        }
-    };
-    check("pending".into(), counters.pending, recount.total() as i64);
-    for (shard, n) in recount.per_shard.iter().enumerate() {
-        check(format!("shard{shard}"), counters.per_shard.get(shard).copied().unwrap_or(0), *n as i64);
-    }
-    check("created".into(), counters.created, created);
-    for (status, n) in &counters.per_status {
-        check(format!("status{status}"), *n, per_status.get(status.as_str()).copied().unwrap_or(0));
-    }
-    off
 }
 
 // ---- The table ---------------------------------------------------------
