@@ -3,7 +3,7 @@
 
 use super::fixes::{Named, ScalingFixes, describe_targets_fix};
 use super::scheduled::{ReadAction, lowered_in, set_by, setting_at};
-use super::{AutoScaling, FLOOR_LEAD_MINUTES, Inputs, check, figure, fix_text, num, resource_of};
+use super::{AutoScaling, FLOOR_LEAD_MINUTES, Inputs, check, figure, num, resource_of, sized};
 use crate::model::{Figure, Fix, ReadinessCheck, Verdict};
 use crate::server::capacity::planner::Prewarm;
 use crate::server::capacity::schedule;
@@ -14,13 +14,9 @@ use chrono::Duration;
 pub(super) fn auto_scaling_check(inputs: &Inputs<'_>, prewarm: Option<&[Prewarm]>) -> ReadinessCheck {
     const ID: &str = "auto-scaling";
     const TITLE: &str = "Auto scaling maximum and scheduled floor (provisioned)";
-    let Some(prewarm) = prewarm else {
-        return check(ID, TITLE, Verdict::NoGo, "the planner cannot size this peak".into(), vec![], None);
-    };
-    let Some(settings) = inputs.throughput else {
-        let reason = "unknown: DescribeTable could not be read".to_string();
-        let fix = fix_text("run `northwind-ops provision` (the tables must exist) and check again");
-        return check(ID, TITLE, Verdict::Act, reason, vec![], Some(fix));
+    let (prewarm, settings) = match sized(ID, TITLE, inputs, prewarm) {
+        Ok(sized) => sized,
+        Err(missing) => return *missing,
     };
     let provisioned: Vec<(&Prewarm, &ThroughputSettings)> = prewarm
         .iter()
@@ -278,30 +274,12 @@ mod tests {
 
     #[test]
     fn auto_scaling_that_could_not_be_read_is_an_action_naming_the_permission() {
-        let case = provisioned_case();
+        let mut case = provisioned_case();
+        case.on_aws = true;
         let rehearsal = case.rehearsal();
         let denied = "the store refused the request: AccessDeniedException: no (the role needs \
                       application-autoscaling:DescribeScalableTargets; see docs/iam/serve.json)";
-        let readiness = assess(&Inputs {
-            plan: &case.plan,
-            now: "2026-11-20T10:00:00Z".parse().unwrap(),
-            on_aws: true,
-            orders_table: "orders",
-            metrics_table: "metrics",
-            configured_shards: 10,
-            recorded: &case.recorded,
-            gsi2_entry_bytes: 300,
-            audit_bytes: 300,
-            throughput: Some(&case.throughput),
-            stream_shards: Some(1),
-            hot: &[],
-            observed_minutes: 600,
-            hot_window_days: 7,
-            alarms: Some(&[]),
-            autoscaling: AutoScaling::Failed(denied),
-            rehearsal: rehearsal.as_ref(),
-            rehearsal_running: false,
-        });
+        let readiness = assess(&Inputs { autoscaling: AutoScaling::Failed(denied), ..case.inputs(rehearsal.as_ref()) });
         let check = readiness.checks.iter().find(|c| c.id == "auto-scaling").unwrap();
         assert_eq!(check.verdict, Verdict::Act);
         assert!(check.reason.contains("application-autoscaling:DescribeScalableTargets"), "{}", check.reason);

@@ -66,9 +66,9 @@ impl Case {
         Some(rehearsal(&self.plan, design_shards(&self.recorded, needed, 10), verdict))
     }
 
-    pub(super) fn assess(&self) -> Readiness {
-        let rehearsal = self.rehearsal();
-        assess(&Inputs {
+    /// The inputs the case describes, `rehearsal` the plan's last.
+    pub(super) fn inputs<'a>(&'a self, rehearsal: Option<&'a Rehearsal>) -> Inputs<'a> {
+        Inputs {
             plan: &self.plan,
             now: "2026-11-20T10:00:00Z".parse().unwrap(),
             on_aws: self.on_aws,
@@ -88,9 +88,14 @@ impl Case {
                 Some(targets) => AutoScaling::Read(targets),
                 None => AutoScaling::NotRead,
             },
-            rehearsal: rehearsal.as_ref(),
+            rehearsal,
             rehearsal_running: false,
-        })
+        }
+    }
+
+    pub(super) fn assess(&self) -> Readiness {
+        let rehearsal = self.rehearsal();
+        assess(&self.inputs(rehearsal.as_ref()))
     }
 }
 

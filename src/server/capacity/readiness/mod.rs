@@ -230,6 +230,33 @@ fn resource_of(inputs: &Inputs<'_>, prewarm: &Prewarm) -> (String, String, Optio
     }
 }
 
+/// What the checks of the tables' settings (warm throughput, auto scaling)
+/// weigh: what each table and index must take at the peak, and
+/// DescribeTable's settings; else the check's verdict on what is missing.
+fn sized<'a>(
+    id: &str,
+    title: &str,
+    inputs: &Inputs<'a>,
+    prewarm: Option<&'a [Prewarm]>,
+) -> Result<(&'a [Prewarm], &'a [ThroughputSettings]), Box<ReadinessCheck>> {
+    let Some(prewarm) = prewarm else {
+        return Err(Box::new(check(
+            id,
+            title,
+            Verdict::NoGo,
+            "the planner cannot size this peak".into(),
+            vec![],
+            None,
+        )));
+    };
+    let Some(settings) = inputs.throughput else {
+        let reason = "unknown: DescribeTable could not be read".to_string();
+        let fix = fix_text("run `northwind-ops provision` (the tables must exist) and check again");
+        return Err(Box::new(check(id, title, Verdict::Act, reason, vec![], Some(fix))));
+    };
+    Ok((prewarm, settings))
+}
+
 /// The stream's shards at the peak: at least today's, and at least one per
 /// 1,000 write units a second on the table (a stream shard per partition).
 fn stream_shards_at_peak(inputs: &Inputs<'_>, prewarm: &[Prewarm]) -> u32 {

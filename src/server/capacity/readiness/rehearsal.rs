@@ -138,8 +138,8 @@ pub(super) fn rehearsal_check(
 
 #[cfg(test)]
 mod tests {
+    use super::super::assess;
     use super::super::cases::{Case, figures, verdict_of};
-    use super::super::{AutoScaling, assess};
     use super::*;
     use chrono::NaiveDate;
 
@@ -166,26 +166,7 @@ mod tests {
         stale.plan_updated_at = "2026-11-19T09:00:00Z".parse().unwrap();
         let mut inputs_case = case.assess();
         assert_eq!(verdict_of(&inputs_case, "rehearsal"), Verdict::Ready);
-        inputs_case = assess(&Inputs {
-            plan: &case.plan,
-            now: "2026-11-20T10:00:00Z".parse().unwrap(),
-            on_aws: false,
-            orders_table: "orders",
-            metrics_table: "metrics",
-            configured_shards: 10,
-            recorded: &case.recorded,
-            gsi2_entry_bytes: 300,
-            audit_bytes: 300,
-            throughput: Some(&case.throughput),
-            stream_shards: Some(1),
-            hot: &[],
-            observed_minutes: 600,
-            hot_window_days: 7,
-            alarms: None,
-            autoscaling: AutoScaling::NotRead,
-            rehearsal: Some(&stale),
-            rehearsal_running: false,
-        });
+        inputs_case = assess(&Inputs { rehearsal: Some(&stale), ..case.inputs(None) });
         let check = inputs_case.checks.iter().find(|c| c.id == "rehearsal").unwrap();
         assert_eq!(check.verdict, Verdict::Act);
         assert!(check.reason.contains("changed"), "{}", check.reason);

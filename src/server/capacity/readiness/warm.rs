@@ -2,7 +2,7 @@
 //! against its warm throughput, on-demand maximum or provisioned capacity.
 
 use super::fixes::update_table;
-use super::{Inputs, check, figure, fix_text, num, resource_of};
+use super::{Inputs, check, figure, fix_text, num, resource_of, sized};
 use crate::model::{Fix, ReadinessCheck, Verdict};
 use crate::server::capacity::planner::{self, Prewarm};
 use crate::server::deploy::template::{self, Setting};
@@ -11,13 +11,9 @@ use crate::server::store::usage::ReadWrite;
 pub(super) fn warm_check(inputs: &Inputs<'_>, prewarm: Option<&[Prewarm]>) -> ReadinessCheck {
     const ID: &str = "warm-throughput";
     const TITLE: &str = "Warm throughput and capacity";
-    let Some(prewarm) = prewarm else {
-        return check(ID, TITLE, Verdict::NoGo, "the planner cannot size this peak".into(), vec![], None);
-    };
-    let Some(settings) = inputs.throughput else {
-        let reason = "unknown: DescribeTable could not be read".to_string();
-        let fix = fix_text("run `northwind-ops provision` (the tables must exist) and check again");
-        return check(ID, TITLE, Verdict::Act, reason, vec![], Some(fix));
+    let (prewarm, settings) = match sized(ID, TITLE, inputs, prewarm) {
+        Ok(sized) => sized,
+        Err(missing) => return *missing,
     };
     let mut figures = Vec::new();
     let (mut verdict, mut reasons, mut overrides, mut commands) = (Verdict::Ready, Vec::new(), Vec::new(), Vec::new());
