@@ -8,6 +8,12 @@ const port = Number(process.env.E2E_PORT ?? 3107);
 const oidcPort = Number(process.env.E2E_OIDC_PORT ?? 3108);
 export const baseURL = `http://127.0.0.1:${port}`;
 const issuer = `http://127.0.0.1:${oidcPort}`;
+// A day long past that the e2e server seeds with a clock of its own (`seed
+// --now`), besides today's orders (by the real clock): every PENDING order
+// of it has waited longer than the stuck threshold whatever the time of day
+// the tests run at, which today's orders have not until after midnight's
+// first half hour. The queue's stuck-orders test works on it.
+export const stuckDay = '2025-11-28';
 
 export default defineConfig({
   testDir: './tests',
@@ -43,7 +49,7 @@ export default defineConfig({
     },
     {
       command: `bash ../scripts/e2e-server.sh ${port}`,
-      env: { OIDC_ISSUER: issuer },
+      env: { OIDC_ISSUER: issuer, E2E_STUCK_DAY: stuckDay },
       url: `${baseURL}/healthz`,
       timeout: 120_000,
       reuseExistingServer: false,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The server Playwright tests against: a fresh embedded store under
-# end2end/.run, seeded deterministically, one account per role
+# end2end/.run, seeded deterministically (today's orders by the real clock,
+# and the day E2E_STUCK_DAY by a fixed one), one account per role
 # (e2e-<role>, password e2e-password-<role>) and a second viewer
 # (e2e-capacity), an admin API token in
 # end2end/.run/admin-token, then the app in this same process (exec), so
@@ -8,6 +9,7 @@
 # provider's address), the app signs in through it too.
 set -euo pipefail
 port="${1:?usage: e2e-server.sh PORT}"
+stuck_day="${E2E_STUCK_DAY:?the day of stuck orders (end2end/playwright.config.ts sets it)}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 data="$root/end2end/.run"
@@ -17,6 +19,10 @@ export NORTHWIND_DATA_DIR="$data" NORTHWIND_CURSOR_SECRET="e2e-cursor-secret-of-
 export NORTHWIND_SIGN_IN_ATTEMPTS=1000
 bin="${CARGO_TARGET_DIR:-target}/debug/northwind-ops"
 "$bin" seed --seed 7
+# The stuck-orders day: its own clock (--now, that day's evening) and a
+# day's worth of orders, most PENDING, spread over a million customer ids
+# (today's busiest customer stays the seed's, for the capacity page's hot keys).
+"$bin" seed --seed 8 --days 1 --orders 200 --customers 1000000 --now "${stuck_day}T18:00:00Z"
 for role in viewer support ops admin; do
   printf 'e2e-password-%s' "$role" | "$bin" user add "e2e-$role" --role "$role" >/dev/null
 done

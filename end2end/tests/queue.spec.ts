@@ -1,5 +1,6 @@
 import AxeBuilder from '@axe-core/playwright';
 import { type APIRequestContext, type Page } from '@playwright/test';
+import { stuckDay } from '../playwright.config';
 import { expect, test } from './fixtures';
 
 type PendingOrder = { orderId: string };
@@ -9,8 +10,9 @@ async function hydrated(page: Page) {
   await expect(page.locator('html')).toHaveAttribute('data-hydrated', 'true');
 }
 
-async function pendingCount(request: APIRequestContext): Promise<number> {
-  return (await (await request.get('/api/metrics/pending')).json()).pending;
+/** The PENDING counter of a day (today by default). */
+async function pendingCount(request: APIRequestContext, date?: string): Promise<number> {
+  return (await (await request.get(`/api/metrics/pending${date ? `?date=${date}` : ''}`)).json()).pending;
 }
 
 /** Every order of a list query, through the API. */
@@ -25,13 +27,13 @@ async function all(request: APIRequestContext, query: string): Promise<string[]>
   return ids;
 }
 
-/** The PENDING count once the stream consumer has caught up: the same twice, a second apart. */
-async function settledPendingCount(request: APIRequestContext): Promise<number> {
+/** A day's PENDING count once the stream consumer has caught up: the same twice, a second apart. */
+async function settledPendingCount(request: APIRequestContext, date: string): Promise<number> {
   let last = -1;
-  let now = await pendingCount(request);
+  let now = await pendingCount(request, date);
   for (let i = 0; i < 30 && now !== last; i++) {
     await new Promise((resolve) => setTimeout(resolve, 1000));
-    [last, now] = [now, await pendingCount(request)];
+    [last, now] = [now, await pendingCount(request, date)];
   }
   return now;
 }
@@ -44,14 +46,12 @@ test('thirty stuck orders selected across two pages are cancelled with a reason,
   page,
   request,
 }) => {
-  // The seed spreads today's (UTC) orders from midnight to the moment it runs, and an order is
-  // stuck once PENDING for 30 minutes: early in the day there are none, or too few for two pages
-  // (seen failing at 00:30 UTC with 0 rows). From 01:00 half of today's are.
-  const now = new Date();
-  test.skip(now.getUTCHours() < 1, 'before 01:00 UTC the seed has made too few stuck orders of today');
-  await expect.poll(() => pendingCount(request), { timeout: 15_000 }).toBeGreaterThan(100);
-  const before = await settledPendingCount(request);
-  await page.goto('/?stuck=1&limit=25');
+  // An order is stuck once PENDING for 30 minutes, so today's are too few for two pages early in
+  // the day (none before 00:30 UTC). The e2e server seeds a day long past with a clock of its own
+  // (playwright.config.ts): every PENDING order of it is stuck, whatever the time now.
+  await expect.poll(() => pendingCount(request, stuckDay), { timeout: 15_000 }).toBeGreaterThan(100);
+  const before = await settledPendingCount(request, stuckDay);
+  await page.goto(`/?date=${stuckDay}&stuck=1&limit=25`);
   await hydrated(page);
   const firstPage = await page.locator('[data-testid="pending-table"] tbody tr').evaluateAll((trs) =>
     trs.map((tr) => tr.getAttribute('data-order-id')!),
@@ -89,7 +89,7 @@ test('thirty stuck orders selected across two pages are cancelled with a reason,
   expect(last.reason).toBe('sold out during the sale');
   expect(last.actor).toBe('e2e-ops');
   expect(last.bulkId).toBeTruthy();
-  await expect.poll(() => pendingCount(request), { timeout: 15_000 }).toBe(before - 30);
+  await expect.poll(() => pendingCount(request, stuckDay), { timeout: 15_000 }).toBe(before - 30);
   await expect(page.getByTestId('pending-count')).toHaveText(String(before - 30), { timeout: 15_000 });
 });
 

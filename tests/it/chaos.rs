@@ -17,7 +17,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Duration as Span, NaiveDate, Utc};
-use common::counters::{consumer, differences, drain};
+use common::counters::{consumer, drain};
 use common::procs::{DynamoDbLocal, Proc};
 use common::{Engine, LiveStream, TestApp, client_with_token, engines, new_order_json, order};
 use northwind_ops::model::{LiveEvent, Order, PendingPage, Status};
@@ -158,7 +158,7 @@ impl Cluster {
     async fn settle(&self, day: NaiveDate, limit: Duration, servers: &[&Server]) -> Duration {
         let started = Instant::now();
         loop {
-            let off = differences(&self.store, &self.orders, day).await;
+            let off = self.store.counter_differences(day).await;
             if off.is_empty() {
                 return started.elapsed();
             }

@@ -16,7 +16,7 @@ use crate::common;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::Record;
 use chrono::{Duration as Span, NaiveDate, Utc};
-use common::counters::{cancel_outside, damage_shipped, differences, has_marker, read_batch};
+use common::counters::{cancel_outside, damage_shipped, has_marker, read_batch};
 use common::{Engine, order, write_all};
 use northwind_ops::model::{Actor, Order, Status};
 use northwind_ops::server::sim::lambda::runtime::{Answer, Environment, FunctionConfig};
@@ -351,7 +351,7 @@ async fn lambda_on(engine: Engine, windowed: bool) {
     let body = function.respond(event(&records[failing..])).await;
     carry(&body);
     assert_eq!(failures_of(&body), Vec::<String>::new());
-    let off = differences(&store, &orders_table, day).await;
+    let off = store.counter_differences(day).await;
     assert!(off.is_empty(), "every counter family equals its recount: {off:?}\n{}", function.log_tail());
     let settled = state(&store, day).await;
 
@@ -382,7 +382,7 @@ async fn lambda_on(engine: Engine, windowed: bool) {
         assert!(matches!(function.invoke(bare).await, Answer::Response(_)), "a closing call without Records");
         assert_eq!(state(&store, day).await, closed);
     }
-    assert!(differences(&store, &orders_table, day).await.is_empty());
+    assert!(store.counter_differences(day).await.is_empty());
     let counters = store.read_counters(day).await.unwrap();
     // The function recorded how far behind the stream its batches were.
     let lag = store.persisted_capacity_day(Utc::now().date_naive()).await.unwrap().behind_ms;

@@ -13,7 +13,7 @@ use crate::common;
 
 use aws_sdk_dynamodbstreams::types::Record;
 use chrono::{Duration as Span, NaiveDate, Utc};
-use common::counters::{differences, read_batch};
+use common::counters::read_batch;
 use common::{Engine, order, write_all};
 use northwind_ops::model::{Actor, Order, Status};
 use northwind_ops::server::sim::lambda::dead_letters::{Condition, GivenUp, message};
@@ -54,7 +54,7 @@ async fn replay_on(engine: Engine) {
         let outcome = lambda.apply(&delivered(part)).await;
         assert_eq!(outcome.failed_from, None, "{engine:?}: {outcome:?}");
     }
-    let off = differences(&store, &config.orders_table, day).await;
+    let off = store.counter_differences(day).await;
     assert!(!off.is_empty(), "{engine:?}: the range given up is missing from the counters");
 
     let given_up = dead_letter(&arn, &shard, &records[GIVEN_UP]);
@@ -67,7 +67,7 @@ async fn replay_on(engine: Engine) {
     assert!(ok, "{engine:?}: {out}");
     let n = GIVEN_UP.len();
     assert!(out.contains(&format!("{n} records read (the message says {n}), {n} applied, 0 applied before")), "{out}");
-    let off = differences(&store, &config.orders_table, day).await;
+    let off = store.counter_differences(day).await;
     assert!(off.is_empty(), "{engine:?}: every counter equals its recount after the replay: {off:?}");
     let settled = store.read_counters(day).await.unwrap();
 

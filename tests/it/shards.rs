@@ -22,7 +22,7 @@ use aws_sdk_dynamodbstreams::config::retry::RetryConfig;
 use aws_sdk_dynamodbstreams::error::ProvideErrorMetadata;
 use aws_sdk_dynamodbstreams::types::{Record, Shard, ShardIteratorType};
 use chrono::{Duration as Span, Utc};
-use common::counters::{cancel_outside, damage_shipped, differences, has_marker, read_batch};
+use common::counters::{cancel_outside, damage_shipped, has_marker, read_batch};
 use common::{Engine, order, write_all};
 use northwind_ops::model::{Actor, Order, Status};
 use northwind_ops::server::sim::lambda::dead_letters::DeadLetters;
@@ -543,7 +543,7 @@ async fn day_with_a_split(tables: &Tables, sim: &StreamSim, prefix: &str) -> usi
 async fn settle(tables: &Tables, done: impl Fn() -> bool) -> (Duration, Vec<String>) {
     let (started, day) = (Instant::now(), Utc::now().date_naive());
     loop {
-        let off = differences(&tables.store, &tables.config.orders_table, day).await;
+        let off = tables.store.counter_differences(day).await;
         if (off.is_empty() && done()) || started.elapsed() > SETTLE {
             return (started.elapsed(), off);
         }
@@ -839,7 +839,7 @@ async fn mapping_failures(engine: &Engine) {
     assert!(aged.iter().all(|l| l["requestContext"]["condition"] == "RecordAgeExceeded"), "{engine:?}: {aged:?}");
     assert!(aged.iter().all(|l| l.get("responseContext").is_none()), "{engine:?}: given up before any invocation");
     assert_eq!(aged.iter().map(|l| l["DDBStreamBatchInfo"]["batchSize"].as_u64().unwrap()).sum::<u64>(), total);
-    assert!(differences(&tables.store, &orders, day).await.is_empty(), "{engine:?}: nothing applied");
+    assert!(tables.store.counter_differences(day).await.is_empty(), "{engine:?}: nothing applied");
     println!(
         "{engine:?}: 1. {} records given up in {} messages after 3 invocations each, the rest applied ({first});\n\
          2. replayed from the start with {} environments killed mid-run: exact {:.1} s after the last write \
@@ -1319,7 +1319,7 @@ async fn units_per_order_at(engine: &Engine, shards: u32) {
     // A pass that finds nothing new adds the observations it carried:
     // they are part of the cost.
     common::counters::drain(&consumer).await;
-    let off = differences(&tables.store, &tables.config.orders_table, Utc::now().date_naive()).await;
+    let off = tables.store.counter_differences(Utc::now().date_naive()).await;
     sim.stop().await;
     let metrics = tables.config.metrics_table.clone();
     let tally = tables.stop().await.expect("the proxy's tally");

@@ -21,7 +21,6 @@ use crate::common;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{Days, NaiveDate, Utc};
-use common::counters::differences;
 use common::{Engine, TestApp, order, outside_client};
 use northwind_ops::model::{Order, ProblemKind, QualityReport, Role, Status};
 use northwind_ops::server::auth::accounts;
@@ -30,7 +29,6 @@ use northwind_ops::server::sim::lambda::runtime::FunctionConfig;
 use northwind_ops::server::sim::lambda::{Mapping, MappingSettings, StartingPosition, function_env};
 use northwind_ops::server::store::{Store, TableCapacity, keys, order_item};
 use northwind_ops::server::stream::consumer::{Consumer, ConsumerOptions};
-use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -167,7 +165,7 @@ async fn until_listed_and_counted(app: &TestApp, days: &[(NaiveDate, Vec<String>
             }
             let (status, metrics) = app.get(&format!("/api/metrics/pending?date={day}")).await;
             assert_eq!(status, 200, "{metrics}");
-            if metrics["pending"] != Value::from(ids.len()) {
+            if metrics["pending"] != ids.len() {
                 off.push(format!("{day}: counted {} PENDING, written {}", metrics["pending"], ids.len()));
             }
         }
@@ -180,12 +178,12 @@ async fn until_listed_and_counted(app: &TestApp, days: &[(NaiveDate, Vec<String>
 }
 
 /// Until every state counter of each day equals its recount and a Scan.
-async fn until_exact(store: &Store, table: &str, days: &[NaiveDate], what: &str) {
+async fn until_exact(store: &Store, days: &[NaiveDate], what: &str) {
     let started = Instant::now();
     loop {
         let mut off = Vec::new();
         for day in days {
-            off.extend(differences(store, table, *day).await.into_iter().map(|d| format!("{day}: {d}")));
+            off.extend(store.counter_differences(*day).await.into_iter().map(|d| format!("{day}: {d}")));
         }
         if off.is_empty() {
             return;
@@ -228,7 +226,7 @@ async fn another_writer(engine: Engine, form: Form) {
         "{:?}, {form:?}: another writer's orders on 3 days listed and counted {took:?} after the writes",
         app.engine
     );
-    until_exact(&app.store, &app.config.orders_table, &days, &format!("{:?} {form:?}", app.engine)).await;
+    until_exact(&app.store, &days, &format!("{:?} {form:?}", app.engine)).await;
 
     // The order beyond the count: listed (above), counted on its own shard,
     // and flagged with its key on the order page and the quality panel.
@@ -312,8 +310,7 @@ async fn metrics_table_lost(engine: Engine, form: Form) {
     let consumer = Running::start(form, &again, "after").await;
     let took = until_listed_and_counted(&again, &written, &format!("{form:?}, after the metrics table")).await;
     let days: Vec<NaiveDate> = written.iter().map(|(d, _)| *d).collect();
-    until_exact(&again.store, &again.config.orders_table, &days, &format!("{:?} {form:?}, replayed", again.engine))
-        .await;
+    until_exact(&again.store, &days, &format!("{:?} {form:?}, replayed", again.engine)).await;
     println!(
         "{:?}, {form:?}: after the metrics table was made again, every day listed and counted {took:?} into the replay",
         again.engine

@@ -13,6 +13,8 @@ use sha2::{Digest, Sha256};
 pub const MIN_PASSWORD: usize = 12;
 /// API tokens read `nwo.<name>.<secret>`.
 const TOKEN_PREFIX: &str = "nwo.";
+/// Account names of identity-provider users start with this (local names may not).
+pub const OIDC_PREFIX: &str = "oidc.";
 
 /// A user or token name: 1 to 64 lowercase letters, digits, `.`, `_` or
 /// `-`, starting with a letter or digit (names appear in keys and logs).
@@ -107,10 +109,9 @@ pub fn parse_token(text: &str) -> Option<(&str, &str)> {
 /// The operations the command line and the admin API share.
 pub async fn add_user(store: &Store, name: &str, role: Role, password: String) -> Result<Account, ApiError> {
     validate_name("user name", name)?;
-    if name.starts_with(super::routes::OIDC_PREFIX) {
+    if name.starts_with(OIDC_PREFIX) {
         return Err(ApiError::BadRequest(format!(
-            "{name:?}: names starting {:?} are the identity provider's",
-            super::routes::OIDC_PREFIX
+            "{name:?}: names starting {OIDC_PREFIX:?} are the identity provider's"
         )));
     }
     check_password(&password)?;

@@ -3,6 +3,7 @@
 //! page is hydrated.
 
 use super::access::Routes;
+use super::accounts::OIDC_PREFIX;
 use super::oidc::{CALLBACK_PATH, Oidc, OidcError, OidcSettings, PendingSignIn};
 use super::{Auth, pages};
 use crate::model::SignIn;
@@ -55,8 +56,6 @@ struct Pending {
 }
 
 const PENDING: &str = "oidcPending";
-/// Account names of identity-provider users start with this (local names may not).
-pub const OIDC_PREFIX: &str = "oidc.";
 
 /// The sign-in flow: open to anyone (it is how one signs in); the forms
 /// are checked for a cross-site origin like every cookie request.

@@ -359,7 +359,7 @@ mod tests {
 
     #[test]
     fn the_counters_rehearsal_runs_at_the_real_limits_unless_told() {
-        use crate::server::sim::counters_rehearsal::{DayTime, Form};
+        use crate::server::sim::rehearse::{DayTime, Form};
         let cli =
             parse(&["rehearse", "--counters", "--stream-shards", "1,8", "--forms", "lambda", "--days", "end"]).unwrap();
         let Some(Command::Rehearse(args)) = cli.command else { panic!("not rehearse: {:?}", cli.command) };

@@ -13,7 +13,7 @@ use crate::server::auth::Principal;
 use crate::server::auth::access::Routes;
 use crate::server::error::ApiError;
 use crate::server::http::export;
-use crate::server::http::serve::AppState;
+use crate::server::http::state::AppState;
 use crate::server::stream::live::{Pushed, Refused};
 use axum::Json;
 use axum::body::Bytes;

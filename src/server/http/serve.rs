@@ -3,6 +3,7 @@
 
 use super::api;
 use super::middleware;
+use super::state::AppState;
 use crate::app::data::PageSettings;
 use crate::app::{App, shell};
 use crate::server::auth::access::{RouteTable, Routes};
@@ -14,7 +15,7 @@ use crate::server::http::config::{Limits, ServeArgs};
 use crate::server::rate_limit::RateLimit;
 use crate::server::service::Service;
 use axum::Router;
-use axum::extract::{ConnectInfo, FromRef};
+use axum::extract::ConnectInfo;
 use axum::http::{Request, StatusCode};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -51,26 +52,6 @@ pub const SESSION_COOKIE: &str = "nwo_session";
 pub fn page_routes() -> Vec<AxumRouteListing> {
     static ROUTES: OnceLock<Vec<AxumRouteListing>> = OnceLock::new();
     ROUTES.get_or_init(|| generate_route_list(App)).clone()
-}
-
-#[derive(Clone)]
-pub struct AppState {
-    pub service: Service,
-    pub leptos_options: LeptosOptions,
-    pub limits: Limits,
-    pub sign_in: SignInState,
-}
-
-impl FromRef<AppState> for LeptosOptions {
-    fn from_ref(state: &AppState) -> Self {
-        state.leptos_options.clone()
-    }
-}
-
-impl FromRef<AppState> for SignInState {
-    fn from_ref(state: &AppState) -> Self {
-        state.sign_in.clone()
-    }
 }
 
 /// The Leptos options as cargo-leptos passes them (LEPTOS_SITE_ROOT,

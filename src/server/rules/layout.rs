@@ -63,6 +63,34 @@ pub trait Image {
     fn size_where(&self, keep: &dyn Fn(&str) -> bool) -> Result<u64, SizeError>;
 }
 
+/// `Image` for an item held as a map of attribute names to values (one
+/// with `contains_key`, `get`, `keys` and `iter`, as `HashMap` and
+/// serde_json's `Map` have), each attribute sized by `$size(name, value)`
+/// (a `Result<u64, SizeError>`): the throttle proxy's DynamoDB JSON and a
+/// stream record's images are such maps of two value types, read alike.
+macro_rules! image_of_map {
+    ($item:ty, $size:expr) => {
+        impl $crate::server::rules::layout::Image for $item {
+            fn has(&self, name: &str) -> bool {
+                self.contains_key(name)
+            }
+
+            fn same(&self, other: &Self, name: &str) -> bool {
+                self.get(name) == other.get(name)
+            }
+
+            fn names(&self) -> Vec<&str> {
+                self.keys().map(String::as_str).collect()
+            }
+
+            fn size_where(&self, keep: &dyn Fn(&str) -> bool) -> Result<u64, $crate::server::rules::units::SizeError> {
+                self.iter().filter(|(name, _)| keep(name)).map(|(name, value)| $size(name, value)).sum()
+            }
+        }
+    };
+}
+pub(crate) use image_of_map;
+
 /// Which image an index write writes the entry of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {

@@ -10,8 +10,7 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use base64::Engine;
-use serde_json::{Map, Value, json};
-use std::collections::HashMap;
+use serde_json::{Map, Value};
 
 /// DynamoDB counts sizes in binary units ("Constraints": 1 KB = 1024 bytes).
 pub const KB: u64 = 1024;
@@ -124,32 +123,49 @@ pub fn read_units(size: u64, consistency: Consistency) -> f64 {
     size.div_ceil(READ_UNIT_BYTES).max(1) as f64 * consistency.per_4kb()
 }
 
-/// SDK values to DynamoDB JSON, to size items read through the SDK.
-pub fn item_to_json(item: &HashMap<String, AttributeValue>) -> Map<String, Value> {
-    item.iter().map(|(name, value)| (name.clone(), value_to_json(value))).collect()
-}
+/// An item and a value as DynamoDB JSON (`{"S": "x"}`, binary in base64),
+/// from an SDK's `AttributeValue`: `item_to_json` and `value_to_json`,
+/// defined where this is invoked for the type it names. aws-sdk-dynamodb's
+/// (items read through the SDK, sized here) and aws-sdk-dynamodbstreams'
+/// (a stream record's images, written out as the Streams API and Lambda
+/// do: `sim::wire`) have the same variants but are two types with no trait
+/// in common, so the one body is here and each module invokes it.
+macro_rules! dynamodb_json {
+    ($value:ident) => {
+        /// An item (or a map's entries) as DynamoDB JSON.
+        pub fn item_to_json(
+            item: &::std::collections::HashMap<String, $value>,
+        ) -> ::serde_json::Map<String, ::serde_json::Value> {
+            item.iter().map(|(name, value)| (name.clone(), value_to_json(value))).collect()
+        }
 
-fn value_to_json(value: &AttributeValue) -> Value {
-    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
-    match value {
-        AttributeValue::S(s) => json!({"S": s}),
-        AttributeValue::N(n) => json!({"N": n}),
-        AttributeValue::B(b) => json!({"B": b64(b.as_ref())}),
-        AttributeValue::Bool(b) => json!({"BOOL": b}),
-        AttributeValue::Null(n) => json!({"NULL": n}),
-        AttributeValue::Ss(items) => json!({"SS": items}),
-        AttributeValue::Ns(items) => json!({"NS": items}),
-        AttributeValue::Bs(items) => {
-            json!({"BS": items.iter().map(|b| b64(b.as_ref())).collect::<Vec<_>>()})
+        /// One attribute value as DynamoDB JSON.
+        pub fn value_to_json(value: &$value) -> ::serde_json::Value {
+            use ::base64::Engine as _;
+            use ::serde_json::json;
+            let b64 = |bytes: &[u8]| ::base64::engine::general_purpose::STANDARD.encode(bytes);
+            match value {
+                $value::S(s) => json!({"S": s}),
+                $value::N(n) => json!({"N": n}),
+                $value::B(b) => json!({"B": b64(b.as_ref())}),
+                $value::Bool(b) => json!({"BOOL": b}),
+                $value::Null(n) => json!({"NULL": n}),
+                $value::Ss(items) => json!({"SS": items}),
+                $value::Ns(items) => json!({"NS": items}),
+                $value::Bs(items) => json!({"BS": items.iter().map(|b| b64(b.as_ref())).collect::<Vec<_>>()}),
+                $value::L(items) => json!({"L": items.iter().map(value_to_json).collect::<Vec<_>>()}),
+                $value::M(entries) => json!({"M": item_to_json(entries)}),
+                // A type newer than this code (the SDK read it, so it
+                // exists): the one value every reader accepts and sizes,
+                // rather than an item or a record that fails.
+                _ => json!({"NULL": true}),
+            }
         }
-        AttributeValue::L(items) => {
-            json!({"L": items.iter().map(value_to_json).collect::<Vec<_>>()})
-        }
-        AttributeValue::M(entries) => json!({"M": item_to_json(entries)}),
-        // A type newer than this code: sized as nothing rather than failing.
-        _ => json!({"NULL": true}),
-    }
+    };
 }
+pub(crate) use dynamodb_json;
+
+dynamodb_json!(AttributeValue);
 
 #[cfg(test)]
 mod tests {

@@ -31,7 +31,7 @@ use crate::server::sim::lambda::dead_letters::DeadLetters;
 use crate::server::sim::lambda::runtime::FunctionConfig;
 use crate::server::sim::lambda::{Mapping, MappingSettings, function_env};
 use crate::server::sim::loadgen::{self, LoadReport, LoadgenArgs};
-use crate::server::sim::rehearse::RehearseError;
+use crate::server::sim::rehearse::{DayTime, Form, RehearseError};
 use crate::server::sim::report::Comparison;
 use crate::server::sim::streams::{StreamOptions, StreamSim, StreamStats};
 use crate::server::sim::throttle::buckets::Kind;
@@ -42,34 +42,13 @@ use crate::server::stream::consumer::{Consumer, ConsumerOptions};
 use aws_sdk_dynamodbstreams::primitives::DateTime as SdkDateTime;
 use aws_sdk_dynamodbstreams::types::{OperationType, Record, StreamRecord, StreamViewType};
 use chrono::{DateTime, NaiveDate, Utc};
-use clap::ValueEnum;
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-
-/// Who consumes the stream.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Form {
-    /// Two `serve` instances, each with its in-process consumer.
-    Serve,
-    /// `lambda` through the local event source mapping, and one `serve
-    /// --no-consumer` for the dashboard.
-    Lambda,
-}
-
-/// When in the day the sale comes.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DayTime {
-    /// 00:01: the day's counter items are new.
-    Start,
-    /// 23:59: the day's counter items hold every minute of the day.
-    End,
-}
 
 #[derive(Debug, Clone)]
 pub struct CountersOptions {
@@ -288,7 +267,7 @@ async fn run_on(
     let (loader, _) = store::connect(&proxied).await?;
     let load = run_sale(Arc::new(loader), options, &sim).await?;
     let load_ended = Instant::now();
-    let off = settle(&engine.direct, &engine.config.orders_table, today).await;
+    let off = settle(&engine.direct, today).await;
     let settled = off.is_empty().then(|| load_ended.elapsed());
     // The last changes reach an instance that did not apply them at its
     // follower's next read: wait for it before counting what was never seen.
@@ -613,57 +592,17 @@ impl Dashboard {
     }
 }
 
-/// Waits up to a minute for the counters to agree with the tables: what
-/// still differs.
-async fn settle(store: &Store, orders_table: &str, day: NaiveDate) -> Vec<String> {
+/// Waits up to a minute for the counters to agree with the tables
+/// (`Store::counter_differences`): what still differs.
+async fn settle(store: &Store, day: NaiveDate) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let off = differences(store, orders_table, day).await;
+        let off = store.counter_differences(day).await;
         if off.is_empty() || Instant::now() > deadline {
             return off;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-/// The counters of `day` against the tables: PENDING per index shard
-/// (recounted), and created and each status (a Scan of the orders table).
-async fn differences(store: &Store, orders_table: &str, day: NaiveDate) -> Vec<String> {
-    let read = async {
-        let counters = store.read_counters(day).await?;
-        let recount = store.recount_pending(day).await?;
-        let mut pages =
-            store.client().scan().table_name(orders_table).consistent_read(true).into_paginator().items().send();
-        let (mut created, mut per_status) = (0i64, BTreeMap::<String, i64>::new());
-        while let Some(item) = pages.next().await {
-            let item = item.map_err(crate::server::store::error::StoreError::from)?;
-            let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-            if crate::model::iso_millis::parse(&text("createdAt")).is_ok_and(|at| at.date_naive() == day) {
-                created += 1;
-                *per_status.entry(text("status")).or_default() += 1;
-            }
-        }
-        Ok::<_, crate::server::store::error::StoreError>((counters, recount, created, per_status))
-    };
-    let (counters, recount, created, per_status) = match read.await {
-        Ok(read) => read,
-        Err(err) => return vec![format!("store: {err}")],
-    };
-    let mut off = Vec::new();
-    let mut check = |what: String, counter: i64, truth: i64| {
-        if counter != truth {
-            off.push(format!("{what} {counter} (tables {truth})"));
-        }
-    };
-    check("pending".into(), counters.pending, recount.total() as i64);
-    for (shard, n) in recount.per_shard.iter().enumerate() {
-        check(format!("shard{shard}"), counters.per_shard.get(shard).copied().unwrap_or(0), *n as i64);
-    }
-    check("created".into(), counters.created, created);
-    for (status, n) in &counters.per_status {
-        check(format!("status{status}"), *n, per_status.get(status.as_str()).copied().unwrap_or(0));
-    }
-    off
 }
 
 // ---- The table ---------------------------------------------------------

@@ -20,7 +20,7 @@ use crate::server::sim::throttle::{self, ProxyOptions, Tally, ThrottleError};
 use crate::server::store::config::{StoreConfig, StoreKind};
 use crate::server::store::error::StoreError;
 use crate::server::store::{self, ConnectError, PendingFilter, Store, TableCapacity};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -73,16 +73,35 @@ pub struct RehearseArgs {
     pub stream_shards: Vec<u32>,
     /// Who consumes the stream (--counters)
     #[arg(long, value_enum, value_delimiter = ',', default_value = "serve,lambda", requires = "counters")]
-    pub forms: Vec<crate::server::sim::counters_rehearsal::Form>,
+    pub forms: Vec<Form>,
     /// When in the day the sale comes: start (new counter items) or end
     /// (items holding a whole day) (--counters)
     #[arg(long, value_enum, value_delimiter = ',', default_value = "start,end", requires = "counters")]
-    pub days: Vec<crate::server::sim::counters_rehearsal::DayTime>,
+    pub days: Vec<DayTime>,
     /// The Lambda form's MaximumBatchingWindowInSeconds, to weigh a fuller
     /// batch against a change's time to the dashboards (--counters)
     /// [default: the template's]
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=300), requires = "counters")]
     pub batching_window_secs: Option<u32>,
+}
+
+/// Who consumes the stream.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// Two `serve` instances, each with its in-process consumer.
+    Serve,
+    /// `lambda` through the local event source mapping, and one `serve
+    /// --no-consumer` for the dashboard.
+    Lambda,
+}
+
+/// When in the day the sale comes.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DayTime {
+    /// 00:01: the day's counter items are new.
+    Start,
+    /// 23:59: the day's counter items hold every minute of the day.
+    End,
 }
 
 impl RehearseArgs {

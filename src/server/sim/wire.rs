@@ -5,34 +5,10 @@
 //! stream's ARN.
 
 use aws_sdk_dynamodbstreams::types::{AttributeValue, Record};
-use base64::Engine;
 use serde_json::{Map, Value, json};
-use std::collections::HashMap;
 
-/// One attribute value, as DynamoDB's JSON writes it (binary in base64).
-pub fn attribute(value: &AttributeValue) -> Value {
-    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
-    match value {
-        AttributeValue::S(s) => json!({"S": s}),
-        AttributeValue::N(n) => json!({"N": n}),
-        AttributeValue::B(b) => json!({"B": b64(b.as_ref())}),
-        AttributeValue::Bool(b) => json!({"BOOL": b}),
-        AttributeValue::Null(n) => json!({"NULL": n}),
-        AttributeValue::Ss(items) => json!({"SS": items}),
-        AttributeValue::Ns(items) => json!({"NS": items}),
-        AttributeValue::Bs(items) => json!({"BS": items.iter().map(|b| b64(b.as_ref())).collect::<Vec<_>>()}),
-        AttributeValue::L(items) => json!({"L": items.iter().map(attribute).collect::<Vec<_>>()}),
-        AttributeValue::M(entries) => json!({"M": item(entries)}),
-        // A type newer than this code (the SDK read it, so it exists): the
-        // one value every reader accepts, rather than a record that fails.
-        _ => json!({"NULL": true}),
-    }
-}
-
-/// An item (keys, or an image).
-pub fn item(map: &HashMap<String, AttributeValue>) -> Value {
-    Value::Object(map.iter().map(|(name, value)| (name.clone(), attribute(value))).collect::<Map<_, _>>())
-}
+// `item_to_json` and `value_to_json`, for the stream's own `AttributeValue`.
+crate::server::rules::units::dynamodb_json!(AttributeValue);
 
 /// A record as `GetRecords` answers it.
 pub fn record(record: &Record) -> Value {
@@ -71,7 +47,7 @@ fn change(data: &aws_sdk_dynamodbstreams::types::StreamRecord) -> Value {
     }
     for (name, image) in [("Keys", data.keys()), ("NewImage", data.new_image()), ("OldImage", data.old_image())] {
         if let Some(image) = image {
-            out.insert(name.into(), item(image));
+            out.insert(name.into(), Value::Object(item_to_json(image)));
         }
     }
     if let Some(seq) = data.sequence_number() {
@@ -103,6 +79,7 @@ mod tests {
     use super::*;
     use aws_sdk_dynamodbstreams::primitives::{Blob, DateTime};
     use aws_sdk_dynamodbstreams::types::{OperationType, StreamRecord, StreamViewType};
+    use std::collections::HashMap;
 
     #[test]
     fn every_attribute_type_is_written_as_dynamodb_writes_it() {
@@ -116,7 +93,7 @@ mod tests {
             ("l".to_string(), AttributeValue::L(vec![AttributeValue::Bool(true), AttributeValue::Null(true)])),
         ]));
         assert_eq!(
-            attribute(&value),
+            value_to_json(&value),
             json!({"M": {
                 "s": {"S": "x"}, "n": {"N": "1.5"}, "b": {"B": "aGk="}, "bs": {"BS": ["YQ=="]},
                 "ss": {"SS": ["a"]}, "ns": {"NS": ["2"]}, "l": {"L": [{"BOOL": true}, {"NULL": true}]}

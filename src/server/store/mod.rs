@@ -50,7 +50,7 @@ pub use provision::{IndexSpec, ProvisionReport, TableCapacity, TableDef, WarmThr
 pub use reconcile::{
     CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot, TRANSACT_GET_MAX, Verdict, snapshot_items,
 };
-pub use recount::Recount;
+pub use recount::{DayScan, Recount};
 pub use registry::ConsumerEntry;
 pub use sales::{Alarm, Recorded, ThroughputSettings};
 pub use stream::{StreamBatch, StreamShard};

@@ -1,13 +1,18 @@
 //! Counting a day's PENDING orders from the index itself: every shard,
 //! `Select=COUNT`, every page. It reads every PENDING item of the day, so it
-//! is for checks and repairs, not for each page view.
+//! is for checks and repairs, not for each page view. And the check of
+//! every counter of a day against a recount and a Scan of the orders table
+//! (`counter_differences`), which reads the whole table: for tests and
+//! rehearsals.
 
 use super::{Store, shard_count};
+use crate::model::iso_millis;
 use crate::server::store::error::StoreError;
 use crate::server::store::keys::{self, GSI2, GSI2SK, MAX_SHARDS};
 use aws_sdk_dynamodb::types::{AttributeValue, Select};
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, NaiveDate, Timelike, Utc};
 use futures::future::try_join_all;
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recount {
@@ -22,6 +27,16 @@ impl Recount {
     pub fn total(&self) -> u64 {
         self.per_shard.iter().sum()
     }
+}
+
+/// The orders of a day as a Scan of the orders table finds them: how many
+/// were created that day, how many of those are in each status, and how
+/// many were created in each minute of the day (0 to 1439).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DayScan {
+    pub created: i64,
+    pub per_status: BTreeMap<String, i64>,
+    pub per_minute: BTreeMap<u32, i64>,
 }
 
 impl Store {
@@ -95,5 +110,64 @@ impl Store {
         }))
         .await?;
         Ok(firsts.into_iter().flatten().min())
+    }
+
+    /// Every order of `day` in the orders table: a consistent Scan of the
+    /// whole table, an item counted when its `createdAt` reads as a time of
+    /// the day.
+    pub async fn scan_day(&self, day: NaiveDate) -> Result<DayScan, StoreError> {
+        let mut pages =
+            self.client.scan().table_name(&self.orders_table).consistent_read(true).into_paginator().items().send();
+        let mut scan = DayScan::default();
+        while let Some(item) = pages.next().await {
+            let item = item?;
+            let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+            let Ok(at) = iso_millis::parse(&text("createdAt")) else { continue };
+            if at.date_naive() != day {
+                continue;
+            }
+            scan.created += 1;
+            *scan.per_status.entry(text("status")).or_default() += 1;
+            *scan.per_minute.entry(at.hour() * 60 + at.minute()).or_default() += 1;
+        }
+        Ok(scan)
+    }
+
+    /// What differs between the counters of `day` and the tables: every
+    /// state counter family against a recount of the index and a Scan of
+    /// the orders table (`scan_day`), and the chart's history against the
+    /// PENDING counter. Empty when the counters are exact; a store error is
+    /// a difference too. It reads the whole table: for tests and rehearsals.
+    pub async fn counter_differences(&self, day: NaiveDate) -> Vec<String> {
+        let read = futures::try_join!(self.read_counters(day), self.recount_pending(day), self.scan_day(day));
+        let (counters, recount, scan) = match read {
+            Ok(read) => read,
+            Err(err) => return vec![format!("store: {err}")],
+        };
+        let mut off = Vec::new();
+        let mut check = |what: String, counter: i64, truth: i64| {
+            if counter != truth {
+                off.push(format!("{what}: counter {counter}, tables {truth}"));
+            }
+        };
+        check("pending".into(), counters.pending, recount.total() as i64);
+        for (shard, n) in recount.per_shard.iter().enumerate() {
+            check(format!("shard{shard}"), counters.per_shard.get(shard).copied().unwrap_or(0), *n as i64);
+        }
+        check("created".into(), counters.created, scan.created);
+        for (status, n) in &counters.per_status {
+            check(format!("status{status}"), *n, scan.per_status.get(status.as_str()).copied().unwrap_or(0));
+        }
+        for (minute, n) in counters.created_per_minute.iter().enumerate() {
+            check(
+                format!("c{:02}{:02}", minute / 60, minute % 60),
+                *n,
+                scan.per_minute.get(&(minute as u32)).copied().unwrap_or(0),
+            );
+        }
+        let history: i64 =
+            counters.entered_per_minute.iter().sum::<i64>() - counters.left_per_minute.iter().sum::<i64>();
+        check("entered - left".into(), history, counters.pending);
+        off
     }
 }

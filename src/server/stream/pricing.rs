@@ -16,8 +16,8 @@
 //! bills but records no stream record for. The figures assume every record
 //! is a single, non-transactional write (see the README).
 
-use crate::server::rules::layout::{Image, Side};
 pub use crate::server::rules::layout::{Index, KeyPair, Projection};
+use crate::server::rules::layout::{Side, image_of_map};
 use crate::server::rules::units::{SizeError, WRITE_UNIT_BYTES, number_size};
 use aws_sdk_dynamodbstreams::types::AttributeValue;
 use std::collections::HashMap;
@@ -88,24 +88,8 @@ impl Layout {
     }
 }
 
-/// A stream image, as the index rules read it.
-impl Image for Item {
-    fn has(&self, name: &str) -> bool {
-        self.contains_key(name)
-    }
-
-    fn same(&self, other: &Self, name: &str) -> bool {
-        self.get(name) == other.get(name)
-    }
-
-    fn names(&self) -> Vec<&str> {
-        self.keys().map(String::as_str).collect()
-    }
-
-    fn size_where(&self, keep: &dyn Fn(&str) -> bool) -> Result<u64, SizeError> {
-        Ok(self.iter().filter(|(name, _)| keep(name)).map(|(name, value)| attribute_size(name, value)).sum())
-    }
-}
+// A stream image, as the index rules read it (its sizes never fail).
+image_of_map!(Item, |name: &str, value| Ok::<_, SizeError>(attribute_size(name, value)));
 
 /// Write units for `size` bytes: one per started KB, at least one.
 fn units(size: u64) -> u32 {

@@ -3,14 +3,12 @@
 
 use super::{TestApp, new_order_json, order};
 use aws_sdk_dynamodb::types::AttributeValue;
-use chrono::{DateTime, Duration, NaiveDate, Timelike, Utc};
-use northwind_ops::model::{Status, iso_millis};
-use northwind_ops::server::store::error::StoreError;
+use chrono::{Duration, NaiveDate, Utc};
+use northwind_ops::model::Status;
 use northwind_ops::server::store::keys;
 use northwind_ops::server::store::{Store, StreamBatch, order_item};
 use northwind_ops::server::stream::consumer::{Consumer, ConsumerOptions};
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A consumer reading batches of 40 records, so a test's few hundred make
@@ -135,77 +133,16 @@ pub async fn assert_pending_exact(app: &TestApp, day: NaiveDate) {
 /// PENDING ones, `created`, each status and each minute's `created`.
 pub async fn assert_all_exact(app: &TestApp, day: NaiveDate) {
     assert_pending_exact(app, day).await;
-    let (created, per_status, per_minute) = scan_day(&app.store, &app.config.orders_table, day).await.unwrap();
+    let scan = app.store.scan_day(day).await.unwrap();
     let counters = app.store.read_counters(day).await.unwrap();
     let engine = &app.engine;
-    assert_eq!(counters.created, created, "{engine:?}: created vs a Scan");
+    assert_eq!(counters.created, scan.created, "{engine:?}: created vs a Scan");
     for (status, n) in &counters.per_status {
-        assert_eq!(*n, per_status.get(status.as_str()).copied().unwrap_or(0), "{engine:?}: {status} vs a Scan");
+        assert_eq!(*n, scan.per_status.get(status.as_str()).copied().unwrap_or(0), "{engine:?}: {status} vs a Scan");
     }
     for (minute, n) in counters.created_per_minute.iter().enumerate() {
-        assert_eq!(*n, per_minute.get(&(minute as u32)).copied().unwrap_or(0), "{engine:?}: minute {minute}");
+        assert_eq!(*n, scan.per_minute.get(&(minute as u32)).copied().unwrap_or(0), "{engine:?}: minute {minute}");
     }
-}
-
-/// What differs between the counters of `day` and the tables: every state
-/// counter family against a recount of the index and a Scan of the orders
-/// table, and the chart's history against the PENDING counter. Empty when
-/// the counters are exact; a store error is a difference too.
-pub async fn differences(store: &Store, orders_table: &str, day: NaiveDate) -> Vec<String> {
-    let read = futures::try_join!(store.read_counters(day), store.recount_pending(day), async {
-        scan_day(store, orders_table, day).await
-    });
-    let (counters, recount, (created, per_status, per_minute)) = match read {
-        Ok(read) => read,
-        Err(err) => return vec![format!("store: {err}")],
-    };
-    let mut off = Vec::new();
-    let mut check = |what: String, counter: i64, truth: i64| {
-        if counter != truth {
-            off.push(format!("{what}: counter {counter}, tables {truth}"));
-        }
-    };
-    check("pending".into(), counters.pending, recount.total() as i64);
-    for (shard, n) in recount.per_shard.iter().enumerate() {
-        check(format!("shard{shard}"), counters.per_shard.get(shard).copied().unwrap_or(0), *n as i64);
-    }
-    check("created".into(), counters.created, created);
-    for (status, n) in &counters.per_status {
-        check(format!("status{status}"), *n, per_status.get(status.as_str()).copied().unwrap_or(0));
-    }
-    for (minute, n) in counters.created_per_minute.iter().enumerate() {
-        check(
-            format!("c{:02}{:02}", minute / 60, minute % 60),
-            *n,
-            per_minute.get(&(minute as u32)).copied().unwrap_or(0),
-        );
-    }
-    let history: i64 = counters.entered_per_minute.iter().sum::<i64>() - counters.left_per_minute.iter().sum::<i64>();
-    check("entered - left".into(), history, counters.pending);
-    off
-}
-
-/// The orders of `day` in the table: how many, per status, per minute created.
-async fn scan_day(
-    store: &Store,
-    orders_table: &str,
-    day: NaiveDate,
-) -> Result<(i64, BTreeMap<String, i64>, BTreeMap<u32, i64>), StoreError> {
-    let mut pages =
-        store.client().scan().table_name(orders_table).consistent_read(true).into_paginator().items().send();
-    let (mut created, mut per_status, mut per_minute) = (0, BTreeMap::new(), BTreeMap::new());
-    while let Some(item) = pages.next().await {
-        let item = item.map_err(StoreError::from)?;
-        let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-        let at: DateTime<Utc> = iso_millis::parse(&text("createdAt")).unwrap();
-        if at.date_naive() != day {
-            continue;
-        }
-        created += 1;
-        *per_status.entry(text("status")).or_default() += 1;
-        *per_minute.entry(at.hour() * 60 + at.minute()).or_default() += 1;
-    }
-    Ok((created, per_status, per_minute))
 }
 
 /// A mix of writes for one day: 60 orders through the API, 40 written with

@@ -272,7 +272,7 @@ fn lane_of(record: &Record, hash_key: Option<&str>, lanes: usize) -> usize {
         .map(|keys| {
             keys.iter()
                 .filter(|(name, _)| hash_key.is_none_or(|h| h == name.as_str()))
-                .map(|(name, value)| format!("{name}={}", wire::attribute(value)))
+                .map(|(name, value)| format!("{name}={}", wire::value_to_json(value)))
                 .collect()
         })
         .unwrap_or_default();

@@ -93,6 +93,30 @@ struct Stored {
     record: Record,
 }
 
+/// The calls of the last second, for a limit of calls a second (a shard's
+/// GetRecords, the stream's DescribeStream).
+#[derive(Default)]
+struct PerSecond(VecDeque<Instant>);
+
+impl PerSecond {
+    /// Counts a call at `now`, unless `limit` calls came in the second
+    /// before it: then it is refused (`false`) and not counted. A limit of
+    /// 0 refuses nothing.
+    fn take(&mut self, now: Instant, limit: u32) -> bool {
+        if limit == 0 {
+            return true;
+        }
+        while self.0.front().is_some_and(|at| now.saturating_duration_since(*at) >= Duration::from_secs(1)) {
+            self.0.pop_front();
+        }
+        if self.0.len() >= limit as usize {
+            return false;
+        }
+        self.0.push_back(now);
+        true
+    }
+}
+
 /// One shard, open or closed.
 pub struct Shard {
     pub id: String,
@@ -110,7 +134,7 @@ pub struct Shard {
     /// Records it took while open: the busiest open shard splits first.
     received: u64,
     /// When its recent GetRecords calls were answered (the last second's).
-    reads: VecDeque<Instant>,
+    reads: PerSecond,
 }
 
 impl Shard {
@@ -162,15 +186,21 @@ pub struct Shards {
     /// The partition-key attribute records are routed by (`None`: all keys).
     hash_key: Option<String>,
     /// When the last DescribeStream calls were answered.
-    describes: VecDeque<Instant>,
+    describes: PerSecond,
 }
 
 impl Shards {
     /// `count` open shards splitting the hash space evenly.
     pub fn new(count: u32, salt: u64, hash_key: Option<String>, now_ms: i64) -> Shards {
         let count = u64::from(count.max(1));
-        let mut shards =
-            Shards { shards: Vec::new(), next_seq: FIRST_SEQ, salt, created: 0, hash_key, describes: VecDeque::new() };
+        let mut shards = Shards {
+            shards: Vec::new(),
+            next_seq: FIRST_SEQ,
+            salt,
+            created: 0,
+            hash_key,
+            describes: PerSecond::default(),
+        };
         let width = u64::MAX / count;
         for i in 0..count {
             let lo = i * width;
@@ -198,7 +228,7 @@ impl Shards {
             trimmed_through: None,
             closed_at: None,
             received: 0,
-            reads: VecDeque::new(),
+            reads: PerSecond::default(),
         });
         id
     }
@@ -355,17 +385,11 @@ impl Shards {
         if shard.trimmed_through.is_some_and(|t| t >= position.0) {
             return Err(trimmed(id, position.0));
         }
-        if limits.reads_per_shard_second > 0 {
-            while shard.reads.front().is_some_and(|at| now.saturating_duration_since(*at) >= Duration::from_secs(1)) {
-                shard.reads.pop_front();
-            }
-            if shard.reads.len() >= limits.reads_per_shard_second as usize {
-                return Err(StreamError::LimitExceeded(format!(
-                    "Rate exceeded for shard {id}: at most {} GetRecords calls a second",
-                    limits.reads_per_shard_second
-                )));
-            }
-            shard.reads.push_back(now);
+        if !shard.reads.take(now, limits.reads_per_shard_second) {
+            return Err(StreamError::LimitExceeded(format!(
+                "Rate exceeded for shard {id}: at most {} GetRecords calls a second",
+                limits.reads_per_shard_second
+            )));
         }
         let first = shard.records.partition_point(|r| r.seq < position.0);
         let (mut records, mut bytes, mut next) = (Vec::new(), 0u64, position.0);
@@ -384,19 +408,12 @@ impl Shards {
 
     /// Counts a DescribeStream call against the stream's limit.
     pub fn describe_call(&mut self, now: Instant, limits: &Limits) -> Result<(), StreamError> {
-        if limits.describes_per_second == 0 {
-            return Ok(());
-        }
-        while self.describes.front().is_some_and(|at| now.saturating_duration_since(*at) >= Duration::from_secs(1)) {
-            self.describes.pop_front();
-        }
-        if self.describes.len() >= limits.describes_per_second as usize {
+        if !self.describes.take(now, limits.describes_per_second) {
             return Err(StreamError::LimitExceeded(format!(
                 "Rate exceeded: at most {} DescribeStream calls a second",
                 limits.describes_per_second
             )));
         }
-        self.describes.push_back(now);
         Ok(())
     }
 

@@ -327,6 +327,15 @@ impl Fault {
     }
 }
 
+/// A metered read of one partition: the table it names and its schema,
+/// the bucket it draws from, and how consistent it is (its price).
+struct Metered<'a> {
+    table: &'a str,
+    schema: &'a Arc<TableSchema>,
+    bucket: BucketKey,
+    consistency: Consistency,
+}
+
 fn dynamodb_answer(status: StatusCode, body: &Value) -> Response<Body> {
     let mut response = Response::new(Body::from(body.to_string()));
     *response.status_mut() = status;
@@ -539,6 +548,12 @@ impl Proxy {
         self.buckets.lock().try_take(Instant::now(), draws)?;
         self.count_units(draws);
         Ok(())
+    }
+
+    /// A read answered with `size` bytes is charged what it costs beyond
+    /// the minimum it took to go ahead.
+    fn charge_read(&self, key: &BucketKey, size: u64, consistency: Consistency) {
+        self.charge(key, units::read_units(size, consistency) - units::read_units(0, consistency));
     }
 
     fn charge(&self, key: &BucketKey, units: f64) {
@@ -794,18 +809,11 @@ impl Proxy {
         };
         let consistency =
             if json["ConsistentRead"].as_bool() == Some(true) { Consistency::Strong } else { Consistency::Eventual };
-        let minimum = units::read_units(0, consistency);
-        if let Err(short) = self.take(&[Draw { key: bucket.clone(), units: minimum }]) {
-            let reasons = self.refused(&short, std::slice::from_ref(&schema));
-            return Ok(dynamodb_answer(StatusCode::BAD_REQUEST, &protocol::throttled(schema.billing, &reasons)));
-        }
-        let answer = self.forward_read(parts, body).await?;
-        self.notice_missing(&answer, &[table]);
-        if let Some(item) = answer.json().as_ref().and_then(|out| out["Item"].as_object().cloned()) {
-            let size = units::item_size(&item).unwrap_or(0);
-            self.charge(&bucket, units::read_units(size, consistency) - minimum);
-        }
-        Ok(answer.into_response())
+        let read = Metered { table, schema: &schema, bucket, consistency };
+        self.metered_read(parts, body, read, |out| {
+            out["Item"].as_object().map(|item| units::item_size(item).unwrap_or(0))
+        })
+        .await
     }
 
     /// Query: the minimum from the partition its key condition names, then
@@ -829,19 +837,35 @@ impl Proxy {
         };
         let bucket = BucketKey { resource, partition: schema::partition_of(&target.partition), kind: Kind::Read };
         let consistency = if target.consistent { Consistency::Strong } else { Consistency::Eventual };
+        let read = Metered { table, schema: &schema, bucket, consistency };
+        self.metered_read(parts, body, read, |out| {
+            let items = out["Items"].as_array().into_iter().flatten().filter_map(Value::as_object);
+            Some(items.filter_map(|item| units::item_size(item).ok()).sum())
+        })
+        .await
+    }
+
+    /// A read of one partition (GetItem, Query): it goes ahead with the
+    /// minimum in its bucket, else gets the throttled answer DynamoDB gives;
+    /// once answered, it is charged the rest by the size `size_of` reads
+    /// from the answer (`None`: not charged), rounded up to 4 KB once.
+    async fn metered_read(
+        &self,
+        parts: &Parts,
+        body: Bytes,
+        read: Metered<'_>,
+        size_of: fn(&Value) -> Option<u64>,
+    ) -> Result<Response<Body>, Fault> {
+        let Metered { table, schema, bucket, consistency } = read;
         let minimum = units::read_units(0, consistency);
         if let Err(short) = self.take(&[Draw { key: bucket.clone(), units: minimum }]) {
-            let reasons = self.refused(&short, std::slice::from_ref(&schema));
+            let reasons = self.refused(&short, std::slice::from_ref(schema));
             return Ok(dynamodb_answer(StatusCode::BAD_REQUEST, &protocol::throttled(schema.billing, &reasons)));
         }
         let answer = self.forward_read(parts, body).await?;
         self.notice_missing(&answer, &[table]);
-        if let Some(out) = answer.json() {
-            let size: u64 = out["Items"]
-                .as_array()
-                .map(|items| items.iter().filter_map(|i| i.as_object()).filter_map(|i| units::item_size(i).ok()).sum())
-                .unwrap_or(0);
-            self.charge(&bucket, units::read_units(size, consistency) - minimum);
+        if let Some(size) = answer.json().as_ref().and_then(size_of) {
+            self.charge_read(&bucket, size, consistency);
         }
         Ok(answer.into_response())
     }
@@ -900,7 +924,7 @@ impl Proxy {
             let consistency = consistency_of(strong);
             for item in items.as_array().into_iter().flatten().filter_map(Value::as_object) {
                 if let (Some(bucket), Ok(size)) = (schema.bucket(item, Kind::Read), units::item_size(item)) {
-                    self.charge(&bucket, units::read_units(size, consistency) - units::read_units(0, consistency));
+                    self.charge_read(&bucket, size, consistency);
                 }
             }
         }

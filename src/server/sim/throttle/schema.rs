@@ -3,7 +3,7 @@
 //! its ARN and billing mode; and what a write costs on it and its indexes.
 
 use super::buckets::{BucketKey, Draw, Kind, Resource};
-use crate::server::rules::layout::{self, Image, Index};
+use crate::server::rules::layout::{self, Index};
 pub use crate::server::rules::layout::{KeyPair, Projection};
 use crate::server::rules::units::{self, SizeError};
 use aws_sdk_dynamodb::types::{BillingMode, KeySchemaElement, KeyType, ProjectionType, TableDescription};
@@ -195,24 +195,8 @@ impl IndexSchema {
     }
 }
 
-/// An item in DynamoDB JSON, as the index rules read it.
-impl Image for Item {
-    fn has(&self, name: &str) -> bool {
-        self.contains_key(name)
-    }
-
-    fn same(&self, other: &Self, name: &str) -> bool {
-        self.get(name) == other.get(name)
-    }
-
-    fn names(&self) -> Vec<&str> {
-        self.keys().map(String::as_str).collect()
-    }
-
-    fn size_where(&self, keep: &dyn Fn(&str) -> bool) -> Result<u64, SizeError> {
-        self.iter().filter(|(name, _)| keep(name)).map(|(name, value)| units::attribute_size(name, value)).sum()
-    }
-}
+// An item in DynamoDB JSON, as the index rules read it.
+layout::image_of_map!(Item, units::attribute_size);
 
 /// A partition key value as a bucket name: its JSON, unique per value.
 pub fn partition_of(value: &Value) -> String {

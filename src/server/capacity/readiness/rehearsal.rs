@@ -1,0 +1,190 @@
+//! `rehearsal`: the plan's last rehearsal through the throttle proxy, and
+//! how a run's figures are weighed.
+
+use super::fixes::shell_quote;
+use super::shards::design_shards;
+use super::{Inputs, check, figure, fix_text, num};
+use crate::model::{Fix, ReadinessCheck, RehearsalFigures, RehearsalState, Verdict};
+use crate::server::capacity::planner;
+
+/// The share of its target rate a rehearsal must reach to say anything:
+/// under it, the machine that ran it fell short, not the design.
+pub const REHEARSAL_MIN_ACHIEVED: f64 = 0.75;
+
+/// A rehearsal's verdict from its figures: throttled attempts, failed
+/// writes or an unreadable dashboard are a no-go; a run that fell short
+/// of its target rate without any of those says nothing (act: run again
+/// on a quieter machine); else the design held.
+pub fn rehearsal_verdict(figures: &RehearsalFigures) -> (Verdict, String) {
+    if figures.throttled > 0 {
+        let reasons = figures
+            .throttles
+            .iter()
+            .map(|t| format!("{} {} on {}", t.total, t.reason, t.place))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return (Verdict::NoGo, format!("{} attempts were throttled ({reasons})", figures.throttled));
+    }
+    if figures.failed > 0 {
+        return (Verdict::NoGo, format!("{} orders failed to be written", figures.failed));
+    }
+    if !figures.dashboard_readable {
+        let why = format!(
+            "{} of {} reads failed",
+            figures.dashboard_failed,
+            figures.dashboard_answered + figures.dashboard_failed
+        );
+        return (Verdict::NoGo, format!("the PENDING dashboard did not stay readable ({why})"));
+    }
+    let target = figures.target_orders_per_second.unwrap_or(0.0);
+    if figures.achieved_orders_per_second < target * REHEARSAL_MIN_ACHIEVED {
+        return (
+            Verdict::Act,
+            format!(
+                "inconclusive: the run reached {} of its {} orders a second (the machine fell short, nothing \
+                 throttled)",
+                num(figures.achieved_orders_per_second),
+                num(target)
+            ),
+        );
+    }
+    (
+        Verdict::Ready,
+        format!(
+            "held: {} of {} orders a second, nothing throttled, the dashboard readable",
+            num(figures.achieved_orders_per_second),
+            num(target)
+        ),
+    )
+}
+
+pub(super) fn rehearsal_check(
+    inputs: &Inputs<'_>,
+    shard_plan: &Result<planner::Plan, planner::PlanError>,
+) -> ReadinessCheck {
+    const ID: &str = "rehearsal";
+    const TITLE: &str = "Rehearsal through the throttle proxy";
+    let plan = inputs.plan;
+    let design = shard_plan.as_ref().ok().map(|p| design_shards(inputs.recorded, p.shards, inputs.configured_shards));
+    let run = Fix {
+        text: "run the rehearsal: the plan's shape, scaled down, through the throttle proxy".into(),
+        command: Some(format!("northwind-ops ready --plan {} --rehearse", shell_quote(&plan.name))),
+        parameter: None,
+        action: Some("rehearse".into()),
+    };
+    let mut figures = vec![];
+    if inputs.rehearsal_running {
+        figures.push(figure("rehearsal", "running now"));
+    }
+    let Some(last) = inputs.rehearsal else {
+        let reason = if inputs.rehearsal_running {
+            "the first rehearsal is running: check again when it is done".to_string()
+        } else {
+            "the plan was never rehearsed".to_string()
+        };
+        return check(ID, TITLE, Verdict::Act, reason, figures, (!inputs.rehearsal_running).then_some(run));
+    };
+    let shape = &last.shape;
+    figures.push(figure("last run", format!("{} UTC by {}", last.started_at.format("%Y-%m-%d %H:%M"), last.by)));
+    figures.push(figure(
+        "shape rehearsed",
+        format!(
+            "{} orders a second at the peak with {} shard(s), partition limits × {}",
+            num(shape.peak_orders_per_second),
+            shape.shards,
+            shape.scale
+        ),
+    ));
+    if let Some(f) = &last.figures {
+        figures.push(figure(
+            "orders a second: target (mean) → achieved",
+            format!("{} → {}", num(f.target_orders_per_second.unwrap_or(0.0)), num(f.achieved_orders_per_second)),
+        ));
+        figures.push(figure("attempts throttled", f.throttled.to_string()));
+        figures.push(figure(
+            "write p99",
+            f.write_p99_ms.map_or("none written".into(), |ms| format!("{} ms", num(ms.round()))),
+        ));
+        figures.push(figure("dashboard stayed readable", if f.dashboard_readable { "yes" } else { "no" }));
+    }
+    if last.state == RehearsalState::Failed {
+        let reason = format!("the last rehearsal failed to run: {}", last.reason);
+        return check(ID, TITLE, Verdict::NoGo, reason, figures, Some(run));
+    }
+    if last.plan_updated_at != plan.updated_at {
+        let reason = "the plan changed since its last rehearsal".to_string();
+        return check(ID, TITLE, Verdict::Act, reason, figures, Some(run));
+    }
+    if design.is_some_and(|d| d != shape.shards) {
+        let reason = format!(
+            "the last rehearsal tried {} shard(s); the sale's days will have {}",
+            shape.shards,
+            design.unwrap_or_default()
+        );
+        return check(ID, TITLE, Verdict::Act, reason, figures, Some(run));
+    }
+    let verdict = last.verdict.unwrap_or(Verdict::Act);
+    let reason = format!("the last rehearsal, at {} shard(s): {}", shape.shards, last.reason);
+    let fix = match verdict {
+        Verdict::Ready => None,
+        Verdict::Act => Some(run),
+        Verdict::NoGo => Some(fix_text(
+            "give the sale's days the shards the peak needs (the shards check), or plan a lower peak; then run \
+             the rehearsal again",
+        )),
+    };
+    check(ID, TITLE, verdict, reason, figures, fix)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::assess;
+    use super::super::cases::{Case, figures, verdict_of};
+    use super::*;
+    use chrono::NaiveDate;
+
+    #[test]
+    fn a_rehearsal_never_run_is_an_action_and_one_that_throttled_a_no_go() {
+        let mut case = Case::new(100.0, Some(10));
+        case.rehearsed = None;
+        let readiness = case.assess();
+        assert_eq!(readiness.verdict, Verdict::Act);
+        let check = readiness.checks.iter().find(|c| c.id == "rehearsal").unwrap();
+        assert_eq!(check.verdict, Verdict::Act);
+        let fix = check.fix.as_ref().unwrap();
+        assert!(fix.text.starts_with("run the rehearsal"), "{fix:?}");
+        assert_eq!(fix.action.as_deref(), Some("rehearse"));
+        assert_eq!(fix.command.as_deref(), Some("northwind-ops ready --plan black-friday --rehearse"));
+        case.rehearsed = Some(Verdict::NoGo);
+        let readiness = case.assess();
+        assert_eq!(readiness.verdict, Verdict::NoGo);
+        let check = readiness.checks.iter().find(|c| c.id == "rehearsal").unwrap();
+        assert!(check.reason.contains("12 attempts were throttled"), "{}", check.reason);
+        // The plan changed since: rehearse again.
+        case.rehearsed = Some(Verdict::Ready);
+        let mut stale = case.rehearsal().unwrap();
+        stale.plan_updated_at = "2026-11-19T09:00:00Z".parse().unwrap();
+        let mut inputs_case = case.assess();
+        assert_eq!(verdict_of(&inputs_case, "rehearsal"), Verdict::Ready);
+        inputs_case = assess(&Inputs { rehearsal: Some(&stale), ..case.inputs(None) });
+        let check = inputs_case.checks.iter().find(|c| c.id == "rehearsal").unwrap();
+        assert_eq!(check.verdict, Verdict::Act);
+        assert!(check.reason.contains("changed"), "{}", check.reason);
+    }
+
+    #[test]
+    fn a_rehearsal_is_weighed_by_its_throttles_then_its_rate() {
+        assert_eq!(rehearsal_verdict(&figures(0, 38.0)).0, Verdict::Ready);
+        assert_eq!(rehearsal_verdict(&figures(3, 38.0)).0, Verdict::NoGo);
+        let (verdict, reason) = rehearsal_verdict(&figures(0, 10.0));
+        assert_eq!(verdict, Verdict::Act);
+        assert!(reason.starts_with("inconclusive"), "{reason}");
+        let mut unreadable = figures(0, 38.0);
+        unreadable.dashboard_readable = false;
+        unreadable.dashboard_failed = 2;
+        assert_eq!(rehearsal_verdict(&unreadable).0, Verdict::NoGo);
+        assert_eq!(design_shards(&[], 3, 10), 10);
+        let day: NaiveDate = "2026-11-27".parse().unwrap();
+        assert_eq!(design_shards(&[(day, Some(1)), (day, None)], 3, 10), 1);
+    }
+}
