@@ -28,7 +28,8 @@ run: build
 	@echo "== serving (Ctrl-C stops it)"
 	$(BIN) serve
 
-# Each part timed, and the whole suite (the README's "Tests" quotes it).
+# Each part timed, and the whole suite (docs/testing.md, "How do I run the
+# tests?", quotes it; the figures are in BENCHMARKS.md).
 test: build
 	@status=0; suite=$$SECONDS; \
 	for part in test-rust test-e2e test-deploy; do \
@@ -54,8 +55,8 @@ test-e2e:
 test-deploy:
 	scripts/check-deploy.sh
 
-# The container image, FROM scratch, of the release build (README: "Running
-# on AWS"). IMAGE names its tag. The dev site is restored after, for the tests.
+# The container image, FROM scratch, of the release build (docs/aws.md,
+# "Running on AWS"). IMAGE names its tag. The dev site is restored after, for the tests.
 IMAGE ?= northwind-ops:latest
 image: setup
 	cargo leptos build --release --split --precompress

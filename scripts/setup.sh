@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing Northwind Ops needs, skipping whatever
 # is already there. Safe to run again; `make run` and `make test` call it.
-# Each step says how long to expect (2 cores; the README's first-run table)
+# Each step says how long to expect (2 cores; BENCHMARKS.md, "The first run")
 # and, once done, how long it took.
 set -euo pipefail
 
@@ -58,7 +58,7 @@ fi
 # profile (fat LTO, one codegen unit) makes a faster tool that takes far
 # longer to build. The tool starts cargo and hands files on, so its speed
 # costs a build a few seconds, where building it optimised costs a fresh
-# machine minutes (the README's first-run table).
+# machine minutes (BENCHMARKS.md, "The first run").
 cheap_tool_profile=(
   CARGO_PROFILE_RELEASE_LTO=false
   CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
