@@ -11,7 +11,7 @@ BIN := $(or $(CARGO_TARGET_DIR),target)/debug/northwind-ops
 # same, so tests reuse the build instead of recompiling every crate.
 TEST_ENV := RUSTFLAGS="--cfg erase_components" LEPTOS_OUTPUT_NAME=northwind-ops
 
-.PHONY: setup build run test test-rust test-e2e test-deploy image bench rehearse rehearse-counters clean
+.PHONY: setup build run docs test test-rust test-e2e test-deploy image bench rehearse rehearse-counters clean
 
 setup:
 	scripts/setup.sh
@@ -27,6 +27,11 @@ run: build
 	$(BIN) seed --demo-accounts
 	@echo "== serving (Ctrl-C stops it)"
 	$(BIN) serve
+
+# The generated reference pages: docs/configuration.md from the command
+# line's definitions (tests/it/docs.rs fails until they match the program).
+docs:
+	$(TEST_ENV) cargo run --quiet --features ssr --bin northwind-ops -- docs --write docs
 
 # Each part timed, and the whole suite (docs/testing.md, "How do I run the
 # tests?", quotes it; the figures are in BENCHMARKS.md).

@@ -98,6 +98,17 @@ pub enum Command {
     /// non-zero naming the problem. For container health checks: the image
     /// has no shell.
     Healthcheck(crate::server::cli::healthcheck::HealthcheckArgs),
+    /// Write the generated reference pages (configuration.md) into a
+    /// directory: what `make docs` runs, for whoever changes a flag.
+    #[command(hide = true)]
+    Docs(DocsArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DocsArgs {
+    /// The directory to write them into (the repository's docs/)
+    #[arg(long, value_name = "DIR")]
+    pub write: PathBuf,
 }
 
 #[derive(Args, Debug, Clone)]
