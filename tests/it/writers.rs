@@ -30,7 +30,6 @@ use northwind_ops::server::sim::lambda::runtime::FunctionConfig;
 use northwind_ops::server::sim::lambda::{Mapping, MappingSettings, StartingPosition, function_env};
 use northwind_ops::server::store::{Store, TableCapacity, keys, order_item};
 use northwind_ops::server::stream::consumer::{Consumer, ConsumerOptions};
-use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -167,7 +166,7 @@ async fn until_listed_and_counted(app: &TestApp, days: &[(NaiveDate, Vec<String>
             }
             let (status, metrics) = app.get(&format!("/api/metrics/pending?date={day}")).await;
             assert_eq!(status, 200, "{metrics}");
-            if metrics["pending"] != Value::from(ids.len()) {
+            if metrics["pending"] != ids.len() {
                 off.push(format!("{day}: counted {} PENDING, written {}", metrics["pending"], ids.len()));
             }
         }
