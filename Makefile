@@ -29,7 +29,8 @@ run: build
 	$(BIN) serve
 
 # The generated reference pages: docs/configuration.md from the command
-# line's definitions (tests/it/docs.rs fails until they match the program).
+# line's definitions, docs/openapi.json from the JSON API's handlers and
+# types (tests/it/docs.rs fails until they match the program).
 docs:
 	$(TEST_ENV) cargo run --quiet --features ssr --bin northwind-ops -- docs --write docs
 

@@ -131,4 +131,13 @@ if ! cfn-lint --version 2>/dev/null | grep -q "$CFN_LINT_VERSION"; then
   took
 fi
 
+# openapi-spec-validator checks the JSON API's OpenAPI document
+# (tests/it/openapi.rs runs it as `python3 -m openapi_spec_validator`).
+OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
+if ! python3 -m openapi_spec_validator --version 2>/dev/null | grep -q "$OPENAPI_SPEC_VALIDATOR_VERSION"; then
+  step "installing openapi-spec-validator $OPENAPI_SPEC_VALIDATOR_VERSION (the OpenAPI document's validator, seconds)"
+  python3 -m pip install --quiet "openapi-spec-validator==$OPENAPI_SPEC_VALIDATOR_VERSION"
+  took
+fi
+
 printf '\n== set up in %dm%02ds\n' $(((SECONDS - started) / 60)) $(((SECONDS - started) % 60))

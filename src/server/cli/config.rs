@@ -98,8 +98,9 @@ pub enum Command {
     /// non-zero naming the problem. For container health checks: the image
     /// has no shell.
     Healthcheck(crate::server::cli::healthcheck::HealthcheckArgs),
-    /// Write the generated reference pages (configuration.md) into a
-    /// directory: what `make docs` runs, for whoever changes a flag.
+    /// Write the generated reference pages (configuration.md, openapi.json)
+    /// into a directory: what `make docs` runs, for whoever changes a flag
+    /// or the JSON API.
     #[command(hide = true)]
     Docs(DocsArgs),
 }

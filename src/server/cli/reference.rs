@@ -115,9 +115,13 @@ const GUIDES: &[(&str, &str, &str)] = &[
     ("healthcheck", "[Running on AWS](aws.md#what-does-the-stack-hold)", "It needs no store and no secret."),
 ];
 
-/// The generated pages, each with its file name under `docs/`.
+/// The generated pages, each with its file name under `docs/`: this
+/// configuration reference and the JSON API's OpenAPI document.
 pub fn generated() -> Vec<(&'static str, String)> {
-    vec![("configuration.md", configuration_markdown())]
+    vec![
+        ("configuration.md", configuration_markdown()),
+        ("openapi.json", crate::server::http::api::openapi::json().to_string()),
+    ]
 }
 
 /// `northwind-ops docs --write DIR`: every generated page written into `DIR`.
