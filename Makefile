@@ -11,7 +11,7 @@ BIN := $(or $(CARGO_TARGET_DIR),target)/debug/northwind-ops
 # same, so tests reuse the build instead of recompiling every crate.
 TEST_ENV := RUSTFLAGS="--cfg erase_components" LEPTOS_OUTPUT_NAME=northwind-ops
 
-.PHONY: setup build run docs test test-rust test-e2e test-deploy image bench rehearse rehearse-counters clean
+.PHONY: setup build run docs screenshots test test-rust test-e2e test-deploy image bench rehearse rehearse-counters clean
 
 setup:
 	scripts/setup.sh
@@ -33,6 +33,13 @@ run: build
 # types (tests/it/docs.rs fails until they match the program).
 docs:
 	$(TEST_ENV) cargo run --quiet --features ssr --bin northwind-ops -- docs --write docs
+
+# The docs' screenshots (docs/dashboard.png, docs/capacity.png: every
+# picture README.md and docs/ show), taken by the Playwright suite's
+# `screenshots` project (end2end/tests/docs.shots.ts) from the dev build and
+# the suite's demo data. Commit the pictures it rewrites.
+screenshots: build
+	cd end2end && NORTHWIND_SCREENSHOTS=1 npx playwright test --project screenshots
 
 # Each part timed, and the whole suite (docs/testing.md, "How do I run the
 # tests?", quotes it; the figures are in BENCHMARKS.md).
