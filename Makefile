@@ -11,7 +11,7 @@ BIN := $(or $(CARGO_TARGET_DIR),target)/debug/northwind-ops
 # same, so tests reuse the build instead of recompiling every crate.
 TEST_ENV := RUSTFLAGS="--cfg erase_components" LEPTOS_OUTPUT_NAME=northwind-ops
 
-.PHONY: setup build run test test-rust test-e2e test-deploy image bench bench-dashboard rehearse rehearse-counters clean
+.PHONY: setup build run docs screenshots test test-rust test-e2e test-deploy image bench bench-dashboard rehearse rehearse-counters clean
 
 setup:
 	scripts/setup.sh
@@ -28,7 +28,21 @@ run: build
 	@echo "== serving (Ctrl-C stops it)"
 	$(BIN) serve
 
-# Each part timed, and the whole suite (the README's "Tests" quotes it).
+# The generated reference pages: docs/configuration.md from the command
+# line's definitions, docs/openapi.json from the JSON API's handlers and
+# types (tests/it/docs.rs fails until they match the program).
+docs:
+	$(TEST_ENV) cargo run --quiet --features ssr --bin northwind-ops -- docs --write docs
+
+# The docs' screenshots (docs/dashboard.png, docs/capacity.png: every
+# picture README.md and docs/ show), taken by the Playwright suite's
+# `screenshots` project (end2end/tests/docs.shots.ts) from the dev build and
+# the suite's demo data. Commit the pictures it rewrites.
+screenshots: build
+	cd end2end && NORTHWIND_SCREENSHOTS=1 npx playwright test --project screenshots
+
+# Each part timed, and the whole suite (docs/testing.md, "How do I run the
+# tests?", quotes it; the figures are in BENCHMARKS.md).
 test: build
 	@status=0; suite=$$SECONDS; \
 	for part in test-rust test-e2e test-deploy; do \
@@ -54,8 +68,8 @@ test-e2e:
 test-deploy:
 	scripts/check-deploy.sh
 
-# The container image, FROM scratch, of the release build (README: "Running
-# on AWS"). IMAGE names its tag. The dev site is restored after, for the tests.
+# The container image, FROM scratch, of the release build (docs/aws.md,
+# "Running on AWS"). IMAGE names its tag. The dev site is restored after, for the tests.
 IMAGE ?= northwind-ops:latest
 image: setup
 	cargo leptos build --release --split --precompress

@@ -27,6 +27,11 @@ export default defineConfig({
     // Signs in once through the login form; the app's tests reuse that session.
     { name: 'setup', testMatch: /.*\.setup\.ts/ },
     { name: 'app', testMatch: /.*\.spec\.ts/, dependencies: ['setup'], use: { storageState: '.run/ops.json' } },
+    // The docs' screenshots (`make screenshots`): defined only when asked
+    // for, so that the suite never rewrites docs/*.png.
+    ...(process.env.NORTHWIND_SCREENSHOTS
+      ? [{ name: 'screenshots', testMatch: /.*\.shots\.ts/, dependencies: ['setup'] }]
+      : []),
   ],
   use: {
     baseURL,

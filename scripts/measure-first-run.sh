@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures a fresh machine's first run (README's first-run table): a fresh
+# Measures a fresh machine's first run (BENCHMARKS.md, "The first run"): a fresh
 # clone of this repository, an empty target directory, cargo-leptos and
 # wasm-bindgen-cli built from source into an empty install root, then
 # `make run` until its first page answers. What a fresh machine has already

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing Northwind Ops needs, skipping whatever
 # is already there. Safe to run again; `make run` and `make test` call it.
-# Each step says how long to expect (2 cores; the README's first-run table)
+# Each step says how long to expect (2 cores; BENCHMARKS.md, "The first run")
 # and, once done, how long it took.
 set -euo pipefail
 
@@ -60,7 +60,7 @@ fi
 # profile (fat LTO, one codegen unit) makes a faster tool that takes far
 # longer to build. The tool starts cargo and hands files on, so its speed
 # costs a build a few seconds, where building it optimised costs a fresh
-# machine minutes (the README's first-run table).
+# machine minutes (BENCHMARKS.md, "The first run").
 cheap_tool_profile=(
   CARGO_PROFILE_RELEASE_LTO=false
   CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
@@ -130,6 +130,15 @@ CFN_LINT_VERSION=1.51.0
 if ! cfn-lint --version 2>/dev/null | grep -q "$CFN_LINT_VERSION"; then
   step "installing cfn-lint $CFN_LINT_VERSION (the template's linter, under a minute)"
   python3 -m pip install --quiet "cfn-lint==$CFN_LINT_VERSION"
+  took
+fi
+
+# openapi-spec-validator checks the JSON API's OpenAPI document
+# (tests/it/openapi.rs runs it as `python3 -m openapi_spec_validator`).
+OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
+if ! python3 -m openapi_spec_validator --version 2>/dev/null | grep -q "$OPENAPI_SPEC_VALIDATOR_VERSION"; then
+  step "installing openapi-spec-validator $OPENAPI_SPEC_VALIDATOR_VERSION (the OpenAPI document's validator, seconds)"
+  python3 -m pip install --quiet "openapi-spec-validator==$OPENAPI_SPEC_VALIDATOR_VERSION"
   took
 fi
 

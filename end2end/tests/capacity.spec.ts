@@ -64,11 +64,8 @@ test('a viewer sees the units, heat, plan and advice of real writes, and the pag
   const serious = results.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
   expect(serious.map((v) => `${v.id}: ${v.help}`)).toEqual([]);
 
-  // The README's picture of the page: `NORTHWIND_SCREENSHOTS=1 npx playwright test capacity`.
-  if (process.env.NORTHWIND_SCREENSHOTS) {
-    await page.setViewportSize({ width: 1280, height: 900 });
-    await page.screenshot({ path: '../docs/capacity.png', fullPage: true });
-  }
+  // docs/capacity.png, the guides' picture of this page, is taken by
+  // tests/docs.shots.ts (`make screenshots`).
   await page.context().close();
 });
 

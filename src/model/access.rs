@@ -7,6 +7,7 @@ use super::*;
 /// may do everything the ones before it may, so the derived order is the
 /// privilege order and "at least ops" is a comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// The PENDING dashboard, its counters, the live stream, capacity figures,
@@ -118,6 +119,7 @@ impl Access {
 
 /// How a person or script proved who they are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum SignIn {
     /// A local account's password.
@@ -157,6 +159,7 @@ impl Actor {
 
 /// Who is signed in, as the pages show it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Me {
     pub name: String,
     pub role: Role,
@@ -164,6 +167,7 @@ pub struct Me {
 }
 /// Where an account comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum AccountSource {
     /// Made with `northwind-ops user add`; signs in with a password.
@@ -174,6 +178,7 @@ pub enum AccountSource {
 
 /// An account as the admin API shows it: no password hash.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AccountView {
     pub name: String,
@@ -186,6 +191,7 @@ pub struct AccountView {
 
 /// A token as the admin API shows it: no secret, no hash.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TokenView {
     pub name: String,
@@ -198,6 +204,7 @@ pub struct TokenView {
 
 /// `POST /api/admin/tokens`.
 #[derive(Clone, Debug, serde::Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NewToken {
     pub name: String,

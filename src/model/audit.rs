@@ -4,6 +4,7 @@ use super::*;
 
 /// One change to an order, as the audit trail keeps it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEntry {
     #[serde(with = "iso_millis")]
@@ -24,6 +25,7 @@ pub struct AuditEntry {
 
 /// A page of the audit trail.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AuditListing {
     pub entries: Vec<AuditEntry>,
@@ -32,9 +34,15 @@ pub struct AuditListing {
 
 /// `GET /api/audit`'s query: one actor's changes, else one day's.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 pub struct AuditParams {
+    /// The day whose changes to list, `YYYY-MM-DD` (UTC); today when absent.
     pub date: Option<String>,
+    /// A user or token name: that actor's changes instead of a day's.
     pub actor: Option<String>,
+    /// Entries on a page, 1 to 100 (25 when absent).
+    #[cfg_attr(feature = "ssr", param(value_type = Option<u32>, minimum = 1, maximum = 100))]
     pub limit: Option<String>,
+    /// Where the page starts: the `next` of the page before.
     pub cursor: Option<String>,
 }

@@ -4,6 +4,7 @@ use super::*;
 
 /// Where a bulk operation stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum BulkState {
     Running,
@@ -16,6 +17,7 @@ pub enum BulkState {
 
 /// A bulk status change: what it was asked to do, and how far it got.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct BulkReport {
     pub id: String,
@@ -41,6 +43,7 @@ pub struct BulkReport {
 /// `POST /api/bulk/status`: these orders, or every PENDING order a list
 /// filter matches, from one status to another.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BulkRequest {
     #[serde(default)]

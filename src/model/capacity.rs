@@ -7,6 +7,7 @@ use super::*;
 /// throttles and GSI2 shard heat, with the shard planner's and the
 /// capacity-mode advisor's tables over them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CapacityReport {
     #[serde(with = "day")]
@@ -37,6 +38,7 @@ pub struct CapacityReport {
 
 /// Units one table or index consumed during the day.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceUnits {
     /// `orders`, or `orders/GSI2` for an index.
@@ -55,6 +57,7 @@ pub struct ResourceUnits {
 
 /// A partition key's write units in one minute.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HotKeyMinute {
     pub resource: String,
@@ -67,6 +70,7 @@ pub struct HotKeyMinute {
 
 /// The advisor's window.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AdviceWindow {
     pub source: String,
@@ -80,6 +84,7 @@ pub struct AdviceWindow {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct UnitsMinute {
     /// Minutes since midnight UTC, 0 to 1439.
@@ -90,6 +95,7 @@ pub struct UnitsMinute {
 
 /// Throttled attempts (retried ones included) for one reason at one place.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ThrottleCount {
     /// As DynamoDB names it, e.g. `IndexWriteKeyRangeThroughputExceeded`.
@@ -106,6 +112,7 @@ pub struct ThrottleCount {
 
 /// Writes to each GSI2 shard per minute of the day.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ShardHeat {
     pub shards: u32,
@@ -121,6 +128,7 @@ pub struct ShardHeat {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HeatMinute {
     pub minute: u16,
@@ -129,6 +137,7 @@ pub struct HeatMinute {
 
 /// The shard-minute with the most writes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HotShard {
     pub minute: u16,
@@ -143,6 +152,7 @@ pub struct HotShard {
 
 /// The shard planner's arithmetic for an observed peak.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ShardPlan {
     /// Orders entering PENDING in the busiest minute, per second.
@@ -159,6 +169,7 @@ pub struct ShardPlan {
 
 /// The capacity-mode advisor's verdict on one table or index.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ModeAdvice {
     pub resource: String,
@@ -177,6 +188,7 @@ pub struct ModeAdvice {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AccessUse {
     pub average_per_second: f64,
@@ -187,6 +199,7 @@ pub struct AccessUse {
 
 /// Per-second units of one table or index over the last five minutes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RecentUnits {
     pub resource: String,

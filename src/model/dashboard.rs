@@ -8,6 +8,7 @@ use super::*;
 /// signed in the store (a repair may pass through negative values); they are
 /// clamped to zero once, where they are read.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DayCounts {
     #[serde(with = "day")]
@@ -48,6 +49,7 @@ pub struct Dashboard {
 }
 /// A day's counts as pushed to the live dashboards.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LiveCounters {
     #[serde(flatten)]
@@ -60,6 +62,7 @@ pub struct LiveCounters {
 
 /// What `GET /api/live` pushes, one JSON object per server-sent event.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum LiveEvent {
     Counters(LiveCounters),
@@ -108,6 +111,7 @@ pub struct Activity {
 /// Which figures reconciliation has verified, and when: read from the
 /// counter items, so every instance says the same.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Verification {
     /// `pending` and `perShard`.
@@ -120,6 +124,7 @@ pub struct Verification {
 
 /// A reconciliation's verdict.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Checked {
     #[serde(with = "iso_millis")]
@@ -132,6 +137,7 @@ pub struct Checked {
 
 /// `GET /api/metrics/pending`: a day's counters and how fresh they are.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PendingMetrics {
     #[serde(flatten)]
@@ -145,6 +151,7 @@ pub struct PendingMetrics {
 /// This instance's live connections and what following other instances'
 /// changes has cost it (see `follower`).
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LiveFigures {
     pub connections: usize,
@@ -156,6 +163,7 @@ pub struct LiveFigures {
 }
 
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PerMinute {
     pub created: Vec<i64>,
@@ -164,6 +172,7 @@ pub struct PerMinute {
 }
 
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Freshness {
     #[serde(with = "iso_millis")]
@@ -191,6 +200,7 @@ pub struct Freshness {
 
 /// A consumer of the stream as the registry last saw it.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ConsumerSeen {
     /// `in-process` (serve, consume) or `lambda`.

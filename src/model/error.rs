@@ -5,6 +5,7 @@ use super::*;
 /// What a failed request was, as the API's `kind` and the pages' views
 /// need it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub enum ErrorKind {
     BadRequest,
     BadCursor,

@@ -3,6 +3,7 @@
 use super::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Status {
     Pending,
@@ -58,6 +59,7 @@ impl FromStr for Status {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LineItem {
     pub sku: String,
@@ -122,6 +124,24 @@ impl Serialize for OrderStatus {
     }
 }
 
+/// In the API a status is its text: one of the five, or another writer's as it is.
+#[cfg(feature = "ssr")]
+impl utoipa::PartialSchema for OrderStatus {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .description(Some(
+                "PENDING, CONFIRMED, SHIPPED, DELIVERED or CANCELLED; a status another writer stored that \
+                 this console does not know is given as it is (and the order is offered no change)",
+            ))
+            .examples(["PENDING"])
+            .into()
+    }
+}
+
+#[cfg(feature = "ssr")]
+impl utoipa::ToSchema for OrderStatus {}
+
 impl<'de> Deserialize<'de> for OrderStatus {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Ok(OrderStatus::from(String::deserialize(d)?.as_str()))
@@ -133,6 +153,7 @@ impl<'de> Deserialize<'de> for OrderStatus {
 /// migrations, a hand edit) may not. Drift kinds (`stream::quality`) are
 /// these kinds, per field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum ProblemKind {
     /// The attribute is absent.
@@ -213,6 +234,7 @@ impl FromStr for ProblemKind {
 /// the kind, and why, in our words ("total is missing", "total is a string
 /// (\"12.50\"), not a number").
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Problem {
     pub field: String,
@@ -230,6 +252,7 @@ pub fn problems_text(problems: &[Problem]) -> String {
 /// read as it; `problems` says which and why. Nothing absent is ever shown
 /// as a made-up value (a 0 total). The app itself writes every field.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Order {
     pub order_id: String,
@@ -282,6 +305,7 @@ impl Order {
 /// index projects, so the list never needs the full item. As for `Order`,
 /// what could not be read is absent and named in `problems`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PendingOrder {
     pub order_id: String,
@@ -305,6 +329,7 @@ pub struct PendingOrder {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PendingPage {
     pub orders: Vec<PendingOrder>,
@@ -322,6 +347,7 @@ pub struct PendingPage {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OrderPage {
     pub orders: Vec<Order>,
@@ -337,6 +363,7 @@ pub enum SearchHit {
 /// A new order, as `POST /api/orders` takes it. The total is computed from
 /// the line items, never taken from the client.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewOrder {
     /// Chosen by the server when absent.
@@ -353,6 +380,7 @@ pub struct NewOrder {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StatusChange {
     pub from: Status,

@@ -5,12 +5,17 @@ use super::*;
 /// Query parameters of the PENDING list, as they arrive: parsed and checked
 /// on the server, so every bad value gets a message.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema, utoipa::IntoParams), into_params(parameter_in = Query))]
 pub struct PendingParams {
     /// Newest day, `YYYY-MM-DD` (UTC); today when absent.
     pub date: Option<String>,
     /// How many days back from `date` to include, 1 to 31.
+    #[cfg_attr(feature = "ssr", param(value_type = Option<u32>, minimum = 1, maximum = 31))]
     pub days: Option<String>,
+    /// Orders on a page, 1 to 100 (25 when absent).
+    #[cfg_attr(feature = "ssr", param(value_type = Option<u32>, minimum = 1, maximum = 100))]
     pub limit: Option<String>,
+    /// Where the page starts: the `next` of the page before, with the same filters.
     pub cursor: Option<String>,
     /// `1`: only orders PENDING longer than the stuck threshold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -42,8 +47,12 @@ pub fn parse_amount(text: &str) -> Option<i64> {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 pub struct PageParams {
+    /// Orders on a page, 1 to 100 (25 when absent).
+    #[cfg_attr(feature = "ssr", param(value_type = Option<u32>, minimum = 1, maximum = 100))]
     pub limit: Option<String>,
+    /// Where the page starts: the `next` of the page before.
     pub cursor: Option<String>,
 }
 /// Why a value a client sent is refused: one variant per rule, so a

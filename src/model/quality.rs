@@ -6,6 +6,7 @@ use super::*;
 
 /// `GET /api/quality?date=` and the capacity page's "Data quality" panel.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct QualityReport {
     #[serde(with = "day")]
@@ -28,6 +29,7 @@ pub struct QualityReport {
 
 /// Items of one drift kind and field, and the first keys seen of it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DriftCount {
     pub kind: ProblemKind,
@@ -39,6 +41,7 @@ pub struct DriftCount {
 /// One item seen drifting: its table key, the order it is when the key is
 /// an order's (a page links to it), and when it was written.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DriftSample {
     pub key: String,
@@ -49,6 +52,7 @@ pub struct DriftSample {
 
 /// The sizes of the items written that day (bytes, as DynamoDB sizes them).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SizeFigures {
     /// Items written (new images).
@@ -74,6 +78,7 @@ pub struct SizeFigures {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LargeItem {
     pub key: String,
@@ -82,6 +87,7 @@ pub struct LargeItem {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct WriteCost {
     /// `<table>` or `<table>/<index>`.

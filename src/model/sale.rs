@@ -17,6 +17,7 @@ pub const MAX_ITEM_BYTES: u32 = 400 * 1024;
 /// A planned sale: its peak, when it starts, how it ramps up, holds and
 /// decays, and how large an order item is expected to be.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SalePlan {
     pub name: String,
@@ -67,6 +68,7 @@ impl SalePlan {
 /// checked by the server field by field (a number may come as a string, as
 /// a page's form sends it).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SalePlanInput {
     #[serde(default)]
@@ -89,6 +91,7 @@ pub struct SalePlanInput {
 
 /// A check's verdict, and the plan's overall one (the worst of its checks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub enum Verdict {
     #[serde(rename = "ready")]
     Ready,
@@ -118,6 +121,7 @@ impl fmt::Display for Verdict {
 /// One figure behind a verdict: what it is and its value, in words
 /// ("unknown" when it could not be read).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Figure {
     pub label: String,
     pub value: String,
@@ -127,6 +131,7 @@ pub struct Figure {
 /// parameter to set, or an action this app takes (`action`, e.g.
 /// `write-shards`, offered as a button and an API call).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Fix {
     pub text: String,
@@ -139,6 +144,7 @@ pub struct Fix {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ReadinessCheck {
     /// `shards`, `warm-throughput`, `auto-scaling`, `counters`, `consumer`, `hot-keys`, `alarms`, `rehearsal`.
@@ -154,6 +160,7 @@ pub struct ReadinessCheck {
 
 /// `GET /api/ready?plan=`: the go/no-go of a plan, and each check.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Readiness {
     pub plan: SalePlan,
@@ -166,6 +173,7 @@ pub struct Readiness {
 /// `POST /api/sales/{name}/shards`: what writing the sale's days' shard
 /// counts ahead did, day by day.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ShardsWritten {
     pub shards: u32,
@@ -173,6 +181,7 @@ pub struct ShardsWritten {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DayShards {
     #[serde(with = "day")]
@@ -184,6 +193,7 @@ pub struct DayShards {
 /// How a rehearsal of a plan went: still running, done (its verdict says
 /// how), or failed to run (why is in `reason`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum RehearsalState {
     Running,
@@ -195,6 +205,7 @@ pub enum RehearsalState {
 /// and in rate, with the partition limits scaled by the same factor as the
 /// peak, so the peak's ratio to the limits is the plan's.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RehearsalShape {
     /// The partition limits and the plan's rates times this.
@@ -222,6 +233,7 @@ impl RehearsalShape {
 
 /// What one rehearsed design did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RehearsalFigures {
     /// The profile's mean rate over the run, orders a second.
@@ -246,6 +258,7 @@ pub struct RehearsalFigures {
 
 /// One rehearsal of a plan, as stored with it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Rehearsal {
     pub plan: String,
@@ -275,6 +288,7 @@ pub struct Rehearsal {
 /// `GET /api/sales/{name}/rehearsal`: the one running, if any, and the
 /// last two finished, the latest first.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Rehearsals {
     #[serde(default)]
@@ -287,6 +301,7 @@ pub struct Rehearsals {
 
 /// Where a sale is in its window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum SalePhase {
     NotStarted,
@@ -296,6 +311,7 @@ pub enum SalePhase {
 
 /// A key recorded among the most written in a minute of the sale.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HotKeySeen {
     /// The table or index, as recorded (`<table>/GSI1`, ...).
@@ -311,6 +327,7 @@ pub struct HotKeySeen {
 /// part of its window already past. A figure nothing recorded is `null`,
 /// with the reason in its note: unknown, never guessed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SaleOutcome {
     pub plan: SalePlan,

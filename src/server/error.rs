@@ -38,6 +38,21 @@ pub enum ApiError {
     Store(#[from] StoreError),
 }
 
+/// What every failed API request answers, on every route and server
+/// function: our own words, never the store's.
+#[derive(Clone, Debug, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBody {
+    /// What went wrong, for a person to read.
+    pub error: String,
+    /// What went wrong, for a program to tell apart.
+    pub kind: ErrorKind,
+    /// The request's id, also sent as `x-request-id`: the server's log has
+    /// the details under it. Set on every answer the server sends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
 /// Seconds a client is asked to wait before retrying when the store is down.
 const RETRY_AFTER_SECS: u64 = 2;
 
@@ -111,7 +126,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         self.log();
-        let body = serde_json::json!({ "error": self.public_message(), "kind": self.kind() });
+        let body = ErrorBody { error: self.public_message(), kind: self.kind(), request_id: None };
         let mut response = (self.status(), Json(body)).into_response();
         if matches!(self, ApiError::Unauthorized) {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

@@ -187,6 +187,7 @@ async fn sample(app: &TestApp, route: &Declared, n: &mut u32) -> Request {
         ("GET", "/api/customers/{customer_id}/orders") => get("/api/customers/cust-matrix/orders", ok),
         ("GET", "/api/customers/{customer_id}/orders.csv") => get("/api/customers/cust-matrix/orders.csv", ok),
         ("GET", "/api/me") => get("/api/me", ok),
+        ("GET", "/api/openapi.json") => get("/api/openapi.json", ok),
         ("ANY", "/api/{*rest}") => get("/api/nothing-here", StatusCode::NOT_FOUND),
         ("POST", "/api/orders") => {
             *n += 1;

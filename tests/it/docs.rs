@@ -431,3 +431,37 @@ fn the_readme_is_a_front_door_of_at_most_250_lines_without_a_date() {
         .collect();
     assert!(dated.is_empty(), "dated lines in the README (measurements go to BENCHMARKS.md):\n{}", dated.join("\n"));
 }
+
+/// Where two texts first differ, as `line N: committed … / generated …`.
+fn first_difference(committed: &str, generated: &str) -> String {
+    let (mut committed_lines, mut generated_lines) = (committed.lines(), generated.lines());
+    for number in 1.. {
+        match (committed_lines.next(), generated_lines.next()) {
+            (None, None) => break,
+            (a, b) if a == b => continue,
+            (a, b) => {
+                return format!(
+                    "line {number}:\n  committed: {}\n  generated: {}",
+                    a.unwrap_or("(the end)"),
+                    b.unwrap_or("(the end)")
+                );
+            }
+        }
+    }
+    "the line ends differ".into()
+}
+
+#[test]
+fn the_generated_reference_pages_are_what_the_program_generates() {
+    let generated = northwind_ops::server::cli::reference::generated();
+    assert!(generated.iter().any(|(name, _)| *name == "configuration.md"), "the configuration reference");
+    for (name, text) in generated {
+        let committed = std::fs::read_to_string(root().join("docs").join(name)).unwrap_or_default();
+        assert!(
+            committed == text,
+            "docs/{name} differs from what the program generates from its own definitions: run `make docs` \
+             (northwind-ops docs --write docs) and commit the result.\nFirst difference, {}",
+            first_difference(&committed, &text)
+        );
+    }
+}

@@ -22,6 +22,7 @@ mod integration;
 mod lambda;
 mod minutes;
 mod oidc;
+mod openapi;
 mod ready;
 mod reconcile;
 mod registry;

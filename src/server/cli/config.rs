@@ -74,7 +74,7 @@ pub enum Command {
     ThrottleProxy(ThrottleProxyArgs),
     /// Rehearse many stream shards: serve the orders table's stream, read
     /// from a local engine (which keeps one shard), as a DynamoDB stream of
-    /// --shards shards that split, trim and throttle as DynamoDB Streams does.
+    /// --stream-shards shards that split, trim and throttle as DynamoDB Streams does.
     StreamProxy(StreamProxyArgs),
     /// Replay a flash sale through the throttle proxy against the old
     /// single-partition design and the sharded one, side by side.
@@ -98,6 +98,18 @@ pub enum Command {
     /// non-zero naming the problem. For container health checks: the image
     /// has no shell.
     Healthcheck(crate::server::cli::healthcheck::HealthcheckArgs),
+    /// Write the generated reference pages (configuration.md, openapi.json)
+    /// into a directory: what `make docs` runs, for whoever changes a flag
+    /// or the JSON API.
+    #[command(hide = true)]
+    Docs(DocsArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DocsArgs {
+    /// The directory to write them into (the repository's docs/)
+    #[arg(long, value_name = "DIR")]
+    pub write: PathBuf,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -151,28 +163,39 @@ pub struct PlanArgs {
 
 #[derive(Subcommand, Debug, Clone)]
 pub enum UserCommand {
-    /// Add a local account; its password is read from standard input.
+    /// Add a local account; its password is read from standard input (at
+    /// least 12 characters, no control characters).
     Add {
+        /// The account's name: what its owner signs in with
         name: String,
+        /// The account's role: viewer, support, ops or admin
         #[arg(long)]
         role: Role,
     },
     /// Every account: name, role, where it signs in, whether disabled.
     List,
-    /// Stop an account signing in; its sessions end at their next request.
+    /// Stop an account signing in; its sessions end within a second on
+    /// every instance.
     Disable {
+        /// The account to disable
         name: String,
     },
+    /// Let a disabled account sign in again.
     Enable {
+        /// The account to enable
         name: String,
     },
+    /// Give an account another role.
     SetRole {
+        /// The account whose role changes
         name: String,
+        /// Its new role: viewer, support, ops or admin
         role: Role,
     },
     /// A new password, read from standard input; sessions signed in with
     /// the old one end.
     SetPassword {
+        /// The account whose password changes
         name: String,
     },
 }
@@ -181,14 +204,19 @@ pub enum UserCommand {
 pub enum TokenCommand {
     /// Create a token and print it (only it, on one line): it is not shown again.
     Create {
+        /// The token's name, to list and revoke it by (no '.')
         #[arg(long)]
         name: String,
+        /// The role its holder acts with: viewer, support, ops or admin
+        /// (the least the script needs)
         #[arg(long)]
         role: Role,
     },
+    /// Every token: name, role, whether revoked.
     List,
-    /// Revoke a token: it is refused from the next request on.
+    /// Revoke a token: every instance refuses it within a second.
     Revoke {
+        /// The token to revoke
         name: String,
     },
 }

@@ -5,6 +5,7 @@ mod capacity;
 pub mod config;
 pub mod healthcheck;
 pub mod ready;
+pub mod reference;
 pub mod seed;
 mod serve;
 mod shards;
@@ -125,6 +126,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         // The template is generated from the definitions: no store needed.
         Command::Template(args) => run_template(&cli.store, &args),
         Command::Healthcheck(args) => healthcheck::run(&args).await,
+        Command::Docs(args) => reference::write(&args.write),
         // Outside Lambda, say so before connecting to anything.
         Command::Lambda => {
             crate::server::stream::lambda::check_environment(|name| std::env::var(name).ok())
@@ -164,7 +166,8 @@ async fn run_with_store(mut config: StoreConfig, command: Command) -> Result<(),
         | Command::StreamProxy(_)
         | Command::Rehearse(_)
         | Command::Template(_)
-        | Command::Healthcheck(_) => {
+        | Command::Healthcheck(_)
+        | Command::Docs(_) => {
             unreachable!("run() runs these without the store")
         }
     };

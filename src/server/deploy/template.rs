@@ -42,7 +42,8 @@ pub use capacity::{
 /// The largest template CloudFormation takes from S3. It is over the
 /// 51,200 bytes `aws cloudformation deploy` takes from a file (alarms and
 /// auto scaling for every table and index, in either billing mode), so the
-/// deploy names a bucket (README, "Running on AWS").
+/// deploy names a bucket (docs/aws.md, "How do I go from an empty account
+/// to a working console?", step 2).
 pub const TEMPLATE_URL_LIMIT: usize = 1_000_000;
 
 /// What a deployment is generated for.

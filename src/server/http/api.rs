@@ -1,6 +1,13 @@
 //! The JSON API that the pages, scripts and tests share. Errors are
-//! `{"error": "...", "requestId": "..."}` with the status `ApiError` maps
-//! them to.
+//! `{"error": "...", "kind": "...", "requestId": "..."}` with the status
+//! `ApiError` maps them to. Each handler's `#[utoipa::path]` describes it
+//! for the OpenAPI document (`openapi`); a test holds the document's routes
+//! to the router's.
+
+mod answers;
+pub mod openapi;
+
+use answers::*;
 
 use crate::model::{Access, Permission};
 use crate::model::{
@@ -8,10 +15,10 @@ use crate::model::{
     PageParams, PendingPage, PendingParams, QualityReport, Readiness, Rehearsal, Rehearsals, SaleOutcome, SalePlan,
     SalePlanInput, ShardsWritten, StatusChange,
 };
-use crate::model::{NewToken, PendingMetrics};
+use crate::model::{NewToken, PendingMetrics, PendingOrder};
 use crate::server::auth::Principal;
 use crate::server::auth::access::Routes;
-use crate::server::error::ApiError;
+use crate::server::error::{ApiError, ErrorBody};
 use crate::server::http::export;
 use crate::server::http::state::AppState;
 use crate::server::stream::live::{Pushed, Refused};
@@ -26,7 +33,6 @@ use axum::response::{IntoResponse, Response};
 use futures::TryStreamExt;
 use futures::{Stream, StreamExt};
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -76,6 +82,7 @@ pub fn routes() -> Routes<AppState> {
         .get("/api/admin/tokens", administer, tokens)
         .post("/api/admin/tokens", administer, create_token)
         .delete("/api/admin/tokens/{name}", administer, revoke_token)
+        .get("/api/openapi.json", Access::SignedIn, openapi_json)
         // Any other API path: a 404 in JSON, to signed-in callers.
         .any("/api/{*rest}", Access::SignedIn, no_such_route)
         // Prometheus scrapes it with an API token (viewer is enough).
@@ -93,10 +100,25 @@ async fn no_such_route() -> ApiError {
     ApiError::NotFound("no such API route".into())
 }
 
+/// The order
+#[utoipa::path(
+    get, path = "/api/orders/{order_id}", tag = "orders",
+    params(("order_id" = String, Path, description = "The order's id")),
+    responses(
+        (status = 200, description = "The order; a field that could not be read is left out and named in `problems`", body = Order),
+        (status = 404, description = "No such order", body = ErrorBody),
+    )
+)]
 async fn order(State(state): State<AppState>, Path(order_id): Path<String>) -> Result<Json<Order>, ApiError> {
     Ok(Json(state.service.order(&order_id).await?))
 }
 
+/// A customer's orders, newest first, a page at a time
+#[utoipa::path(
+    get, path = "/api/customers/{customer_id}/orders", tag = "orders",
+    params(("customer_id" = String, Path, description = "The customer's id"), PageParams),
+    responses((status = 200, description = "A page of the customer's orders; `next` continues it", body = OrderPage))
+)]
 async fn customer_orders(
     State(state): State<AppState>,
     Path(customer_id): Path<String>,
@@ -106,6 +128,17 @@ async fn customer_orders(
     Ok(Json(state.service.customer_orders(&customer_id, &params).await?))
 }
 
+/// The PENDING list: a page of the orders PENDING on a day and the days before, newest first
+///
+/// `stuck=1` keeps orders PENDING longer than `--stuck-after-minutes` (a key range, served by the
+/// index). `country`, `minTotal` and `customer` are applied to the index items read, so what they
+/// pass over is counted in `itemsRead`; a page whose filter matches little stops early (shorter,
+/// and `next` continues). A cursor belongs to its filters.
+#[utoipa::path(
+    get, path = "/api/pending", tag = "pending",
+    params(PendingParams),
+    responses((status = 200, description = "A page of the list", body = PendingPage))
+)]
 async fn pending(
     State(state): State<AppState>,
     params: Result<Query<PendingParams>, QueryRejection>,
@@ -119,6 +152,15 @@ struct DateParam {
     date: Option<String>,
 }
 
+/// A day's counters and how fresh they are
+///
+/// The day's counts, each minute's, the consumer's freshness, what reconciliation verified and when,
+/// and this instance's live connections.
+#[utoipa::path(
+    get, path = "/api/metrics/pending", tag = "figures",
+    params(("date" = Option<NaiveDate>, Query, description = "The day (UTC); today when absent")),
+    responses((status = 200, description = "The day's counters", body = PendingMetrics))
+)]
 async fn pending_metrics(
     State(state): State<AppState>,
     params: Result<Query<DateParam>, QueryRejection>,
@@ -127,8 +169,12 @@ async fn pending_metrics(
     Ok(Json(state.service.pending_metrics(params.date.as_deref()).await?))
 }
 
-/// A day's consumed capacity, throttles and shard heat, with the planner's
-/// and the advisor's tables.
+/// A day's consumed capacity, throttles and shard heat, with the planner's and the advisor's tables
+#[utoipa::path(
+    get, path = "/api/capacity", tag = "figures",
+    params(("date" = Option<NaiveDate>, Query, description = "The day (UTC); today when absent")),
+    responses((status = 200, description = "The day's capacity figures, as the capacity page shows them", body = CapacityReport))
+)]
 async fn capacity(
     State(state): State<AppState>,
     params: Result<Query<DateParam>, QueryRejection>,
@@ -137,7 +183,12 @@ async fn capacity(
     Ok(Json(state.service.capacity(params.date.as_deref()).await?))
 }
 
-/// A day's data quality: schema drift and item sizes, from the stream.
+/// A day's data quality: schema drift and item sizes, from the stream
+#[utoipa::path(
+    get, path = "/api/quality", tag = "figures",
+    params(("date" = Option<NaiveDate>, Query, description = "The day (UTC); today when absent")),
+    responses((status = 200, description = "The day's data quality, as the capacity page's panel shows it", body = QualityReport))
+)]
 async fn quality(
     State(state): State<AppState>,
     params: Result<Query<DateParam>, QueryRejection>,
@@ -146,15 +197,35 @@ async fn quality(
     Ok(Json(state.service.quality(params.date.as_deref()).await?))
 }
 
-/// Every sale plan, by name.
-async fn sale_plans(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    Ok(Json(json!({ "plans": state.service.sale_plans().await? })))
+/// Every sale plan, by name
+#[utoipa::path(
+    get, path = "/api/sales", tag = "sales",
+    responses((status = 200, description = "The plans", body = SalePlans))
+)]
+async fn sale_plans(State(state): State<AppState>) -> Result<Json<SalePlans>, ApiError> {
+    Ok(Json(SalePlans { plans: state.service.sale_plans().await? }))
 }
 
+/// One sale plan
+#[utoipa::path(
+    get, path = "/api/sales/{name}", tag = "sales",
+    params(("name" = String, Path, description = "The sale plan's name")),
+    responses((status = 200, description = "The plan", body = SalePlan), (status = 404, description = "No such plan", body = ErrorBody))
+)]
 async fn sale_plan(State(state): State<AppState>, Path(name): Path<String>) -> Result<Json<SalePlan>, ApiError> {
     Ok(Json(state.service.sale_plan(&name).await?))
 }
 
+/// Creates a sale plan
+///
+/// Numbers may be sent as numbers or numeric text; `start` is ISO-8601 UTC, not in the past; ramp and
+/// decay 0 to 1,440 minutes, hold 1 to 1,440; `itemBytes` 1 to 409,600 (a typical order's when
+/// absent). A bad field is a 400 naming it, and nothing is saved.
+#[utoipa::path(
+    post, path = "/api/sales", tag = "sales",
+    request_body = SalePlanInput,
+    responses((status = 201, description = "The plan as saved", body = SalePlan), (status = 409, description = "A plan of that name exists", body = ErrorBody))
+)]
 async fn create_sale_plan(
     State(state): State<AppState>,
     by: Principal,
@@ -165,6 +236,15 @@ async fn create_sale_plan(
     Ok((StatusCode::CREATED, Json(state.service.create_sale_plan(&input, &by).await?)))
 }
 
+/// Changes a sale plan (its name stays)
+///
+/// The body is as for `POST /api/sales`.
+#[utoipa::path(
+    put, path = "/api/sales/{name}", tag = "sales",
+    params(("name" = String, Path, description = "The sale plan's name")),
+    request_body = SalePlanInput,
+    responses((status = 200, description = "The plan as saved", body = SalePlan), (status = 404, description = "No such plan", body = ErrorBody))
+)]
 async fn update_sale_plan(
     State(state): State<AppState>,
     by: Principal,
@@ -176,17 +256,33 @@ async fn update_sale_plan(
     Ok(Json(state.service.update_sale_plan(&name, &input, &by).await?))
 }
 
+/// Deletes a sale plan
+#[utoipa::path(
+    delete, path = "/api/sales/{name}", tag = "sales",
+    params(("name" = String, Path, description = "The sale plan's name")),
+    responses((status = 200, description = "The plan is deleted", body = Deleted), (status = 404, description = "No such plan", body = ErrorBody))
+)]
 async fn delete_sale_plan(
     State(state): State<AppState>,
     by: Principal,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Deleted>, ApiError> {
     state.service.delete_sale_plan(&name, &by).await?;
-    Ok(Json(json!({ "deleted": name })))
+    Ok(Json(Deleted { deleted: name }))
 }
 
-/// Writes the shard count the plan's peak needs for each sale day not
-/// written yet; 409 when a day is written with another count.
+/// Writes the shard count the plan's peak needs for each sale day not written yet
+///
+/// At least `--shards`. Nothing is written when a day is written with another count (409).
+#[utoipa::path(
+    post, path = "/api/sales/{name}/shards", tag = "sales",
+    params(("name" = String, Path, description = "The sale plan's name")),
+    responses(
+        (status = 200, description = "The count, and for each day whether it was written or already was", body = ShardsWritten),
+        (status = 404, description = "No such plan", body = ErrorBody),
+        (status = 409, description = "A sale day is written with another count: nothing was written", body = ErrorBody),
+    )
+)]
 async fn write_sale_shards(
     State(state): State<AppState>,
     by: Principal,
@@ -195,8 +291,19 @@ async fn write_sale_shards(
     Ok(Json(state.service.write_sale_shards(&name, &by).await?))
 }
 
-/// Starts a rehearsal of the plan in the background: 202 with the running
-/// record; 409 while one runs.
+/// Starts the plan's rehearsal in the background
+///
+/// Its shape scaled down (about 25 seconds), through the throttle proxy on a scratch embedded store
+/// at the sale day's shard count. A server that runs no rehearsals answers 503.
+#[utoipa::path(
+    post, path = "/api/sales/{name}/rehearsal", tag = "sales",
+    params(("name" = String, Path, description = "The sale plan's name")),
+    responses(
+        (status = 202, description = "The running record", body = Rehearsal),
+        (status = 404, description = "No such plan", body = ErrorBody),
+        (status = 409, description = "A rehearsal of the plan is running", body = ErrorBody),
+    )
+)]
 async fn start_rehearsal(
     State(state): State<AppState>,
     by: Principal,
@@ -205,12 +312,25 @@ async fn start_rehearsal(
     Ok((StatusCode::ACCEPTED, Json(state.service.start_rehearsal(&name, &by).await?)))
 }
 
-/// The plan's rehearsal running, if any, and the last two finished.
+/// The plan's rehearsal running, if any, and the last two finished
+#[utoipa::path(
+    get, path = "/api/sales/{name}/rehearsal", tag = "sales",
+    params(("name" = String, Path, description = "The sale plan's name")),
+    responses((status = 200, description = "Each record, or null; a stored part that does not read is null", body = Rehearsals), (status = 404, description = "No such plan", body = ErrorBody))
+)]
 async fn rehearsals(State(state): State<AppState>, Path(name): Path<String>) -> Result<Json<Rehearsals>, ApiError> {
     Ok(Json(state.service.rehearsals(&name).await?))
 }
 
-/// The plan beside what happened in its window so far.
+/// The plan beside what happened in its window so far
+#[utoipa::path(
+    get, path = "/api/sales/{name}/outcome", tag = "sales",
+    params(("name" = String, Path, description = "The sale plan's name")),
+    responses(
+        (status = 200, description = "Each figure null when nothing recorded it, with a note saying why or from what", body = SaleOutcome),
+        (status = 404, description = "No such plan", body = ErrorBody),
+    )
+)]
 async fn sale_outcome(State(state): State<AppState>, Path(name): Path<String>) -> Result<Json<SaleOutcome>, ApiError> {
     Ok(Json(state.service.sale_outcome(&name).await?))
 }
@@ -220,7 +340,12 @@ struct PlanParam {
     plan: Option<String>,
 }
 
-/// A sale plan's go/no-go, each check with its verdict, figures and fix.
+/// A sale plan's go/no-go, each check with its verdict, figures and fix
+#[utoipa::path(
+    get, path = "/api/ready", tag = "sales",
+    params(("plan" = String, Query, description = "The sale plan's name")),
+    responses((status = 200, description = "The verdict and each check", body = Readiness), (status = 404, description = "No such plan", body = ErrorBody))
+)]
 async fn readiness(
     State(state): State<AppState>,
     params: Result<Query<PlanParam>, QueryRejection>,
@@ -229,16 +354,30 @@ async fn readiness(
     Ok(Json(state.service.readiness(params.plan.as_deref()).await?))
 }
 
-/// Prometheus text exposition of this instance's metrics.
+/// This instance's metrics, in Prometheus' text exposition format
+///
+/// For a scraper, with an API token (viewer is enough).
+#[utoipa::path(
+    get, path = "/metrics", tag = "probes",
+    responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain; version=0.0.4"))
+)]
 async fn metrics(State(state): State<AppState>) -> Response {
     let body = crate::server::telemetry::render(&state.service.telemetry());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
 }
 
-/// Server-sent events for one day: the counters first, then every change this
-/// instance's stream consumer applies, and `changed` for those another
-/// instance applied (see `follower`). Each event's data is one `LiveEvent` as JSON.
-/// A stream ends after `--live-max-minutes`; the browser reconnects.
+/// Live updates of one day, as server-sent events
+///
+/// Each event's data is one JSON object with its `type`: the day's `counters` first, then `entered`
+/// (the order's list row) and `left` as this instance's stream consumer applies changes, `changed`
+/// when another instance changed the day's orders (read page one again), and `resync` when events
+/// were missed. A stream ends after `--live-max-minutes`; reconnect and read page one again. Over
+/// `--max-live` streams, 503; over `--max-live-per-client` from one address, 429.
+#[utoipa::path(
+    get, path = "/api/live", tag = "live",
+    params(("date" = Option<NaiveDate>, Query, description = "The day (UTC); today when absent")),
+    responses((status = 200, description = "An event stream; each event's data is one of these", body = LiveEvent, content_type = "text/event-stream"))
+)]
 async fn live(
     State(state): State<AppState>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
@@ -278,6 +417,16 @@ async fn live(
     Ok(Sse::new(events).keep_alive(KeepAlive::default()))
 }
 
+/// Creates an order
+///
+/// Amounts are in minor units; the total is computed. A new order starts PENDING (any other `status`
+/// is a 400); `createdAt` must fall within the last day and at most 60 s ahead; text fields may not
+/// hold control or text-direction characters.
+#[utoipa::path(
+    post, path = "/api/orders", tag = "orders",
+    request_body = NewOrder,
+    responses((status = 201, description = "The order as stored", body = Order), (status = 409, description = "An order with this id exists", body = ErrorBody))
+)]
 async fn create_order(
     State(state): State<AppState>,
     by: Principal,
@@ -288,6 +437,20 @@ async fn create_order(
     Ok((StatusCode::CREATED, Json(state.service.create_order(new, &by).await?)))
 }
 
+/// Moves an order to another status
+///
+/// Allowed: PENDING to CONFIRMED to SHIPPED to DELIVERED, and PENDING or CONFIRMED to CANCELLED (with a
+/// reason). Support may only cancel; ops and admin make any change.
+#[utoipa::path(
+    post, path = "/api/orders/{order_id}/status", tag = "orders",
+    params(("order_id" = String, Path, description = "The order's id")),
+    request_body = StatusChange,
+    responses(
+        (status = 200, description = "The order as it now is", body = Order),
+        (status = 404, description = "No such order", body = ErrorBody),
+        (status = 409, description = "The order is no longer in `from`: someone changed it first", body = ErrorBody),
+    )
+)]
 async fn change_status(
     State(state): State<AppState>,
     by: Principal,
@@ -299,9 +462,17 @@ async fn change_status(
     Ok(Json(state.service.change_status(&order_id, change, &by).await?))
 }
 
-/// The PENDING list of a query (its days and filters), as CSV: the first row
-/// names the columns, then every order, newest first, streamed a page at a
-/// time from the same merge the list uses.
+/// The PENDING list as CSV: every page, newest first, streamed
+///
+/// The list's query (its days and filters; `limit` and `cursor` are not used). The first row names
+/// the columns; totals are in currency units; a row that could not be read whole has empty cells
+/// where it could not, and says why in `problems`. The first page is read before the answer starts
+/// (a store failing at once is a 503); a failure later breaks the transfer off.
+#[utoipa::path(
+    get, path = "/api/pending.csv", tag = "pending",
+    params(PendingParams),
+    responses((status = 200, description = "CSV, a header row then one row per order", body = String, content_type = "text/csv"))
+)]
 async fn pending_csv(
     State(state): State<AppState>,
     params: Result<Query<PendingParams>, QueryRejection>,
@@ -316,7 +487,14 @@ async fn pending_csv(
     Ok(streamed("text/csv; charset=utf-8", "pending.csv", header, first_page(rows).await?))
 }
 
-/// The same, one JSON object per line.
+/// The PENDING list as JSON lines: every page, newest first, streamed
+///
+/// As the CSV export, one JSON object per line.
+#[utoipa::path(
+    get, path = "/api/pending.jsonl", tag = "pending",
+    params(PendingParams),
+    responses((status = 200, description = "One order per line, each as this schema", body = PendingOrder, content_type = "application/x-ndjson"))
+)]
 async fn pending_jsonl(
     State(state): State<AppState>,
     params: Result<Query<PendingParams>, QueryRejection>,
@@ -329,7 +507,12 @@ async fn pending_jsonl(
     Ok(streamed("application/x-ndjson", "pending.jsonl", String::new(), first_page(rows).await?))
 }
 
-/// A customer's history as CSV, newest first.
+/// A customer's history as CSV, newest first
+#[utoipa::path(
+    get, path = "/api/customers/{customer_id}/orders.csv", tag = "orders",
+    params(("customer_id" = String, Path, description = "The customer's id")),
+    responses((status = 200, description = "CSV, a header row then one row per order", body = String, content_type = "text/csv"))
+)]
 async fn customer_csv(State(state): State<AppState>, Path(customer_id): Path<String>) -> Result<Response, ApiError> {
     crate::model::validate_id("customer id", &customer_id)?;
     let header = csv_line(&export::HISTORY_COLUMNS);
@@ -391,17 +574,33 @@ fn streamed(
     response
 }
 
+/// Starts a bulk status change
+///
+/// These orders, or every PENDING order a list filter matches (at most 10,000), each its own
+/// conditional change from `from` (16 at a time) with its audit record naming the run. Support may
+/// only cancel.
+#[utoipa::path(
+    post, path = "/api/bulk/status", tag = "bulk",
+    request_body = BulkRequest,
+    responses((status = 202, description = "The run's id, to follow it by", body = BulkStarted))
+)]
 async fn start_bulk(
     State(state): State<AppState>,
     by: Principal,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<BulkStarted>), ApiError> {
     let request: BulkRequest = parse_json(&headers, &body)?;
     let id = state.service.start_bulk(request, &by).await?;
-    Ok((StatusCode::ACCEPTED, Json(json!({ "id": id }))))
+    Ok((StatusCode::ACCEPTED, Json(BulkStarted { id })))
 }
 
+/// How far a bulk run got
+#[utoipa::path(
+    get, path = "/api/bulk/{id}", tag = "bulk",
+    params(("id" = String, Path, description = "The run's id, as `POST /api/bulk/status` answered it")),
+    responses((status = 200, description = "The run's report; `interrupted` when the server running it stopped", body = BulkReport), (status = 404, description = "No such run", body = ErrorBody))
+)]
 async fn bulk_report(
     State(state): State<AppState>,
     by: Principal,
@@ -410,6 +609,12 @@ async fn bulk_report(
     Ok(Json(state.service.bulk_report(&id, &by).await?))
 }
 
+/// Stops a bulk run: the changes not yet started are not made
+#[utoipa::path(
+    delete, path = "/api/bulk/{id}", tag = "bulk",
+    params(("id" = String, Path, description = "The run's id, as `POST /api/bulk/status` answered it")),
+    responses((status = 200, description = "The run's report", body = BulkReport), (status = 404, description = "No such run", body = ErrorBody))
+)]
 async fn cancel_bulk(
     State(state): State<AppState>,
     by: Principal,
@@ -418,11 +623,25 @@ async fn cancel_bulk(
     Ok(Json(state.service.cancel_bulk(&id, &by).await?))
 }
 
-async fn order_history(State(state): State<AppState>, Path(order_id): Path<String>) -> Result<Json<Value>, ApiError> {
-    let history = state.service.order_history(&order_id).await?;
-    Ok(Json(json!({ "history": history })))
+/// An order's history, oldest first: every change, who made it and how
+#[utoipa::path(
+    get, path = "/api/orders/{order_id}/history", tag = "orders",
+    params(("order_id" = String, Path, description = "The order's id")),
+    responses((status = 200, description = "The changes", body = OrderHistory))
+)]
+async fn order_history(
+    State(state): State<AppState>,
+    Path(order_id): Path<String>,
+) -> Result<Json<OrderHistory>, ApiError> {
+    Ok(Json(OrderHistory { history: state.service.order_history(&order_id).await? }))
 }
 
+/// The audit trail: one actor's changes, else one day's, newest first
+#[utoipa::path(
+    get, path = "/api/audit", tag = "accounts",
+    params(AuditParams),
+    responses((status = 200, description = "A page of the trail; `next` continues it", body = AuditListing))
+)]
 async fn audit(
     State(state): State<AppState>,
     params: Result<Query<AuditParams>, QueryRejection>,
@@ -431,57 +650,111 @@ async fn audit(
     Ok(Json(state.service.audit(&params).await?))
 }
 
+/// Who is asking: name, role and how they signed in
+#[utoipa::path(
+    get, path = "/api/me", tag = "accounts",
+    responses((status = 200, description = "Whoever is asking", body = Me))
+)]
 async fn me(by: Principal) -> Json<Me> {
     Json(by.me())
 }
 
-async fn accounts(State(state): State<AppState>, by: Principal) -> Result<Json<Value>, ApiError> {
-    Ok(Json(json!({ "users": state.service.accounts(&by).await? })))
+/// Every account, without password hashes
+#[utoipa::path(
+    get, path = "/api/admin/users", tag = "accounts",
+    responses((status = 200, description = "The accounts", body = Accounts))
+)]
+async fn accounts(State(state): State<AppState>, by: Principal) -> Result<Json<Accounts>, ApiError> {
+    Ok(Json(Accounts { users: state.service.accounts(&by).await? }))
 }
 
+/// Stops an account signing in; its sessions end within a second on every instance
+#[utoipa::path(
+    post, path = "/api/admin/users/{name}/disable", tag = "accounts",
+    params(("name" = String, Path, description = "The account's name")),
+    responses((status = 200, description = "The account is disabled", body = Disabled), (status = 404, description = "No such account", body = ErrorBody))
+)]
 async fn disable_account(
     State(state): State<AppState>,
     by: Principal,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Disabled>, ApiError> {
     state.service.disable_account(&name, &by).await?;
-    Ok(Json(json!({ "disabled": name })))
+    Ok(Json(Disabled { disabled: name }))
 }
 
-async fn tokens(State(state): State<AppState>, by: Principal) -> Result<Json<Value>, ApiError> {
-    Ok(Json(json!({ "tokens": state.service.tokens(&by).await? })))
+/// Every API token, without its secret
+#[utoipa::path(
+    get, path = "/api/admin/tokens", tag = "accounts",
+    responses((status = 200, description = "The tokens", body = Tokens))
+)]
+async fn tokens(State(state): State<AppState>, by: Principal) -> Result<Json<Tokens>, ApiError> {
+    Ok(Json(Tokens { tokens: state.service.tokens(&by).await? }))
 }
 
+/// Creates an API token
+///
+/// The token's text is in this answer only: it is not shown again.
+#[utoipa::path(
+    post, path = "/api/admin/tokens", tag = "accounts",
+    request_body = NewToken,
+    responses((status = 201, description = "The token, with its text", body = CreatedToken), (status = 409, description = "A token of that name exists", body = ErrorBody))
+)]
 async fn create_token(
     State(state): State<AppState>,
     by: Principal,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<CreatedToken>), ApiError> {
     let new: NewToken = parse_json(&headers, &body)?;
     let token = state.service.create_token(&new, &by).await?;
-    Ok((StatusCode::CREATED, Json(json!({ "name": new.name, "role": new.role, "token": token }))))
+    Ok((StatusCode::CREATED, Json(CreatedToken { name: new.name, role: new.role, token })))
 }
 
+/// Revokes an API token: every instance refuses it within a second
+#[utoipa::path(
+    delete, path = "/api/admin/tokens/{name}", tag = "accounts",
+    params(("name" = String, Path, description = "The token's name")),
+    responses((status = 200, description = "The token is revoked", body = Revoked), (status = 404, description = "No such token", body = ErrorBody))
+)]
 async fn revoke_token(
     State(state): State<AppState>,
     by: Principal,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Revoked>, ApiError> {
     state.service.revoke_token(&name, &by).await?;
-    Ok(Json(json!({ "revoked": name })))
+    Ok(Json(Revoked { revoked: name }))
 }
 
-/// Liveness: the process answers. No store call, so a store outage does not
-/// make an orchestrator restart healthy servers.
-async fn health() -> Json<serde_json::Value> {
-    Json(serde_json::json!({ "status": "ok" }))
+/// This document: the JSON API in OpenAPI 3.1
+///
+/// Generated from the handlers' and the model's types, as `docs/openapi.json` holds it.
+#[utoipa::path(get, path = "/api/openapi.json", tag = "probes",
+    responses((status = 200, description = "The OpenAPI document", body = Object))
+)]
+async fn openapi_json() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], openapi::json()).into_response()
 }
 
-/// Readiness: the store answers and the tables exist.
-async fn ready(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
+/// Liveness: the process answers
+///
+/// No store call, so a store outage does not make an orchestrator restart healthy servers.
+#[utoipa::path(
+    get, path = "/healthz", tag = "probes",
+    responses((status = 200, description = "Up", body = ProbeAnswer, example = json!({"status": "ok"})))
+)]
+async fn health() -> Json<ProbeAnswer> {
+    Json(ProbeAnswer { status: "ok" })
+}
+
+/// Readiness: the store answers and the tables exist
+#[utoipa::path(
+    get, path = "/readyz", tag = "probes",
+    responses((status = 200, description = "Ready", body = ProbeAnswer, example = json!({"status": "ready"})), (status = 503, description = "The store does not answer, or a table is missing", body = ErrorBody))
+)]
+async fn ready(State(state): State<AppState>) -> Result<Json<ProbeAnswer>, ApiError> {
     state.service.store.ping().await?;
-    Ok(Json(serde_json::json!({ "status": "ready" })))
+    Ok(Json(ProbeAnswer { status: "ready" }))
 }
 
 /// A JSON body, sent as JSON: anything else is a 415, so that a plain HTML

@@ -52,6 +52,7 @@ pub enum WriteMode {
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct LoadgenArgs {
+    /// The traffic's shape over the run
     #[arg(long, value_enum, default_value_t = Profile::Baseline)]
     pub profile: Profile,
     /// Orders per second at baseline
@@ -66,8 +67,10 @@ pub struct LoadgenArgs {
     /// Flash sale: seconds from baseline to peak, at peak, and back
     #[arg(long, default_value_t = 10)]
     pub ramp: u64,
+    /// Flash sale: seconds held at the peak, after the ramp up
     #[arg(long, default_value_t = 20)]
     pub hold: u64,
+    /// Flash sale: seconds from the peak back down to --rate, after the hold
     #[arg(long, default_value_t = 20)]
     pub decay: u64,
     /// Stop after this many orders
@@ -76,6 +79,8 @@ pub struct LoadgenArgs {
     /// Concurrent writers
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=512))]
     pub writers: u32,
+    /// How each order is written: as this console writes it, as the order
+    /// service does, or in bulk
     #[arg(long, value_enum, default_value_t = WriteMode::Realistic)]
     pub mode: WriteMode,
     /// Distinct customers (a few order often, most rarely)
@@ -84,6 +89,8 @@ pub struct LoadgenArgs {
     /// Mean seconds an order stays PENDING before operations confirm or cancel it (0: never)
     #[arg(long, default_value_t = 20.0)]
     pub close_after: f64,
+    /// Random seed of the generated orders and customers: the same seed
+    /// writes the same orders (their times aside)
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// No progress bar (for logs and benchmarks)

@@ -36,7 +36,7 @@ pub struct RehearsalBudget {
 
 impl Default for RehearsalBudget {
     /// About 25 seconds at up to 40 orders a second (measured on 2 cores:
-    /// see README, "Rehearsing a plan").
+    /// see docs/engineering.md, "How is a sale plan rehearsed?").
     fn default() -> Self {
         RehearsalBudget {
             seconds: 20,

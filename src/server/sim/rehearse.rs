@@ -44,8 +44,10 @@ pub struct RehearseArgs {
     /// Seconds from the base rate to the peak, at the peak, and back
     #[arg(long, default_value_t = 5)]
     pub ramp: u64,
+    /// Seconds held at the peak, after the ramp up
     #[arg(long, default_value_t = 20)]
     pub hold: u64,
+    /// Seconds from the peak back down to --rate, after the hold
     #[arg(long, default_value_t = 5)]
     pub decay: u64,
     /// Concurrent writers
@@ -65,7 +67,8 @@ pub struct RehearseArgs {
     /// Rehearse the counters instead of the index designs: the sale at each
     /// --stream-shards count, consumed by each of --forms, at each of
     /// --days, through the throttle proxy and a simulated stream of many
-    /// shards (see README, "Counters at many shards")
+    /// shards (see docs/engineering.md, "How do I measure the counters at
+    /// many shards?")
     #[arg(long)]
     pub counters: bool,
     /// Stream shard counts (--counters)

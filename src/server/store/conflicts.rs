@@ -47,8 +47,8 @@ fn conflict_backoff() -> ExponentialBuilder {
 /// counters' increments on another sub-item (`keys::COUNTER_SUBS`) each
 /// time. Two transactions that collided on one sub-item would collide there
 /// again on the next send; each moved to the next sub-item seldom does, and
-/// every send refused in conflict is charged (README, "What a commit
-/// costs"). Where the increments go does not change what is counted:
+/// every send refused in conflict is charged (docs/architecture.md, "How
+/// are the counters kept from the stream?"). Where the increments go does not change what is counted:
 /// readers sum an item and all its sub-items.
 pub(super) struct CounterSends<F> {
     fixed: Vec<TransactWriteItem>,

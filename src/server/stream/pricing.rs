@@ -14,7 +14,8 @@
 //! (billed twice), and writes that changed nothing (an update to the same
 //! values, a delete of a missing item, a failed condition), which DynamoDB
 //! bills but records no stream record for. The figures assume every record
-//! is a single, non-transactional write (see the README).
+//! is a single, non-transactional write (see docs/architecture.md, "How
+//! are every writer's write units priced from the stream?").
 
 pub use crate::server::rules::layout::{Index, KeyPair, Projection};
 use crate::server::rules::layout::{Side, image_of_map};

@@ -11,7 +11,7 @@
 //! - `/readyz` (the tables answer, with this task's role) is not a probe
 //!   here: a failing readiness would take every task out at once in a
 //!   store outage, and an ALB has no "out of rotation but alive" state. It
-//!   is the smoke test after a deploy (README, "Running on AWS"): it proves
+//!   is the smoke test after a deploy (docs/aws.md, step 5): it proves
 //!   the role, the table names and the network path to DynamoDB.
 //!
 //! Timing, from the stop of a task: the balancer stops sending it new

@@ -10,7 +10,8 @@
 //! read found; an order one did change has the state that record's old
 //! image shows. The counter minus that applied view is the damage, and an
 //! `ADD` of its opposite is right whatever the consumer applies meanwhile.
-//! The README ("Counters from the stream") gives the whole argument.
+//! docs/architecture.md ("How does reconciliation keep the counters
+//! exact?") gives the whole argument.
 
 mod anchor;
 mod drift;
