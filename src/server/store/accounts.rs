@@ -127,11 +127,18 @@ impl Store {
     }
 
     /// An account as read at most `ACCESS_TTL` ago (or changed through this
-    /// store since).
+    /// store since): who is asking, on every request.
     pub async fn get_account(&self, name: &str) -> Result<Option<Account>, StoreError> {
-        if let Some(account) = self.access.accounts.get(name) {
-            return Ok(account);
+        match self.access.accounts.get(name) {
+            Some(account) => Ok(account),
+            None => self.read_account(name).await,
         }
+    }
+
+    /// An account as it is in the table now (and kept for `get_account`):
+    /// for a sign-in, which checks a password against it once, and for
+    /// whatever must see another instance's change at once.
+    pub async fn read_account(&self, name: &str) -> Result<Option<Account>, StoreError> {
         let account: Option<Account> = self.metric_record(keys::user_key(name)).await?;
         self.access.accounts.insert(name.to_string(), account.clone());
         Ok(account)
