@@ -316,10 +316,11 @@ async fn metrics_table_lost(engine: Engine, form: Form) {
         again.engine
     );
     // Written ahead again, the sale day's count is what its partitions hold.
-    northwind_ops::server::service::shards::write_ahead(&again.store, today).await.unwrap();
+    again.service.write_shards_ahead(sale.and_hms_opt(0, 0, 0).unwrap().and_utc()).await.unwrap();
     let highest = held.iter().max().copied().unwrap();
     assert_eq!(again.store.shards_for(sale).await.unwrap(), SHARDS.max(highest + 1), "rebuilt from the index");
-    assert_eq!(again.store.shards_for(today).await.unwrap(), SHARDS);
+    again.service.write_shards_ahead(Utc::now()).await.unwrap();
+    assert_eq!(again.store.recorded_shards_now(&[today]).await.unwrap()[&today], Some(SHARDS), "today's written");
     assert_eq!(consumer.stop().await, 0, "nothing given up");
     again.stop().await;
     app.stop().await;

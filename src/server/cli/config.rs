@@ -139,8 +139,9 @@ pub struct ShardsArgs {
     /// How many days from --day
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=400))]
     pub days: u32,
-    /// Record each day's count where none is (as serve does every hour for
-    /// today and the next two days)
+    /// Record each day's count where none is, the configured one or what
+    /// its partitions hold (serve records today's every hour, and
+    /// tomorrow's in the last two hours before it)
     #[arg(long)]
     pub write_ahead: bool,
     /// One JSON object a day instead of a line

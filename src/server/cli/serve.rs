@@ -98,9 +98,9 @@ pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &Cance
         // How far behind it was, minute by minute, for after the sale.
         tasks.spawn(lag::record(store, service.consumer.subscribe(), lag::RECORD_EVERY, stop));
     }
-    // Today's and the coming days' GSI2 shard counts, for every writer.
+    // Today's GSI2 shard count (and tomorrow's before midnight), for every writer.
     tasks.spawn(crate::server::service::shards::run(
-        service.store.clone(),
+        service.clone(),
         crate::server::service::shards::EVERY,
         stop.clone(),
     ));

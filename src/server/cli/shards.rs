@@ -9,12 +9,13 @@ use chrono::Days;
 
 pub(super) async fn run_shards(store: &Store, args: &ShardsArgs) -> Result<(), CliError> {
     let first = cli_date("--day", args.day.as_deref())?;
+    let days: Vec<_> = (0..u64::from(args.days)).filter_map(|n| first.checked_add_days(Days::new(n))).collect();
     if args.write_ahead {
-        for day in store.record_days_ahead(first, args.days).await? {
+        let configured: Vec<_> = days.iter().map(|day| (*day, store.shards())).collect();
+        for day in store.record_days_ahead(&configured).await? {
             eprintln!("recorded the shard count of {day}");
         }
     }
-    let days: Vec<_> = (0..u64::from(args.days)).filter_map(|n| first.checked_add_days(Days::new(n))).collect();
     let recorded = store.recorded_shards_now(&days).await?;
     for day in days {
         let recorded = recorded.get(&day).copied().flatten();

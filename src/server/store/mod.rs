@@ -63,7 +63,7 @@ use aws_config::retry::RetryConfig;
 use aws_config::{BehaviorVersion, Region, timeout::TimeoutConfig};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
-use chrono::{Days, NaiveDate};
+use chrono::NaiveDate;
 use futures::future::try_join_all;
 use keys::{MAX_SHARDS, attr};
 use std::collections::HashMap;
@@ -461,20 +461,19 @@ impl Store {
         Ok(shard_count::to_record(self.shards, occupied.into_iter().flatten().max()))
     }
 
-    /// Records the count of each day from `first` on for `days` days where
-    /// none is (`count_to_record`), so every writer that reads the record
-    /// finds it before the day's first order: what `serve` does every hour
-    /// for today and the coming days. Safe on any number of instances at
-    /// once (the first put wins; the others read it). The days written.
-    pub async fn record_days_ahead(&self, first: NaiveDate, days: u32) -> Result<Vec<NaiveDate>, StoreError> {
-        let wanted: Vec<NaiveDate> =
-            (0..u64::from(days)).filter_map(|n| first.checked_add_days(Days::new(n))).collect();
+    /// Records each day's count where none is, at least `at_least` (a sale
+    /// plan's count, else the configured one) and at least what its
+    /// partitions hold (`count_to_record`), so every writer that reads the
+    /// record finds it. Safe on any number of instances at once (the first
+    /// put wins; the others read it). The days written.
+    pub async fn record_days_ahead(&self, days: &[(NaiveDate, u32)]) -> Result<Vec<NaiveDate>, StoreError> {
+        let wanted: Vec<NaiveDate> = days.iter().map(|(day, _)| *day).collect();
         let recorded = self.recorded_shards_now(&wanted).await?;
         let mut written = Vec::new();
-        for day in wanted.into_iter().filter(|day| recorded.get(day).copied().flatten().is_none()) {
-            let shards = self.count_to_record(day).await?;
-            if let sales::Recorded::Written = self.record_shards_ahead(day, shards).await? {
-                written.push(day);
+        for (day, at_least) in days.iter().filter(|(day, _)| recorded.get(day).copied().flatten().is_none()) {
+            let shards = self.count_to_record(*day).await?.max(*at_least).min(MAX_SHARDS);
+            if let sales::Recorded::Written = self.record_shards_ahead(*day, shards).await? {
+                written.push(*day);
             }
         }
         Ok(written)

@@ -86,7 +86,7 @@ pub(super) fn shards_check(
         let days = unwritten.iter().map(NaiveDate::to_string).collect::<Vec<_>>().join(", ");
         // Unwritten, a day has the configured count (`store::shard_count`):
         // too few is a no-go unless written ahead; enough is ready, and
-        // `serve` records it two days ahead.
+        // `serve` records it before the day (a planned sale's count on its days).
         if inputs.configured_shards < needed {
             let reason = format!(
                 "the shard count of {days} is not written, so it is the configured {}, under the {needed} the \
@@ -104,7 +104,7 @@ pub(super) fn shards_check(
         }
         let reason = format!(
             "{days} not written yet: the configured {} shards, at least the {needed} the peak needs (serve \
-             records each day's count two days ahead)",
+             records the sale's count in the last two hours before the day)",
             inputs.configured_shards
         );
         return check(ID, TITLE, Verdict::Ready, reason, figures, None);
