@@ -73,7 +73,8 @@ start() {
 # wrk's requests/s, p50 and p99 (ms) for `c` connections on `path`.
 measure() { # url path connections seconds
   local out
-  out="$(wrk -t2 -c"$3" -d"${4}s" --latency -H "Authorization: Bearer $token" "$1$2")"
+  local threads=$(( $3 < 2 ? $3 : 2 ))
+  out="$(wrk -t"$threads" -c"$3" -d"${4}s" --latency -H "Authorization: Bearer $token" "$1$2")"
   local rps p50 p99 errors
   rps="$(awk '/Requests\/sec/ {print $2}' <<<"$out")"
   p50="$(awk '$1=="50%" {print $2}' <<<"$out")"
