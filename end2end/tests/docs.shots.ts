@@ -1,7 +1,6 @@
-import { type Browser, type Page } from '@playwright/test';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
-import { createOrder, expect, test } from './fixtures';
+import { createOrder, expect, signedIn, test } from './fixtures';
 
 // The docs' screenshots, taken from the app as the suite runs it (the
 // seeded demo data): `make screenshots`, which runs this file alone (the
@@ -18,19 +17,9 @@ function shot(path: string): string {
   return join(root, path);
 }
 
-async function signedIn(browser: Browser, baseURL: string | undefined, name: string, password: string): Promise<Page> {
-  const context = await browser.newContext({ baseURL, viewport: WIDE, storageState: { cookies: [], origins: [] } });
-  const page = await context.newPage();
-  await page.goto('/login');
-  await page.getByLabel('Name').fill(name);
-  await page.getByLabel('Password').fill(password);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await expect(page.getByTestId('who')).toContainText(name);
-  return page;
-}
 
 test('docs/dashboard.png: the PENDING dashboard, live', async ({ browser, baseURL }) => {
-  const page = await signedIn(browser, baseURL, 'e2e-ops', 'e2e-password-ops');
+  const page = await signedIn(browser, baseURL, 'e2e-ops', 'e2e-password-ops', WIDE);
   await page.goto('/');
   await expect(page.locator('html')).toHaveAttribute('data-hydrated', 'true');
   await expect(page.getByTestId('pending-table').locator('tbody tr').first()).toBeVisible();
@@ -44,7 +33,7 @@ test('docs/capacity.png: the capacity page, with this server\'s own writes', asy
   for (let i = 0; i < 5; i++) {
     await createOrder(request, `shot-${Date.now()}-${i}`, 'cust-capacity');
   }
-  const page = await signedIn(browser, baseURL, 'e2e-capacity', 'e2e-password-capacity');
+  const page = await signedIn(browser, baseURL, 'e2e-capacity', 'e2e-password-capacity', WIDE);
   await page.goto('/capacity');
   await expect(page.locator('html')).toHaveAttribute('data-hydrated', 'true');
   await expect(page.getByTestId('units-chart').first()).toBeVisible();

@@ -1,4 +1,12 @@
-import { test as base, expect, request as apiRequest, type APIRequestContext } from '@playwright/test';
+import {
+  test as base,
+  expect,
+  request as apiRequest,
+  type APIRequestContext,
+  type Browser,
+  type Page,
+  type ViewportSize,
+} from '@playwright/test';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -39,3 +47,21 @@ export async function createOrder(request: APIRequestContext, orderId: string, c
 }
 
 export { expect };
+
+/** A page of its own, signed in as `name` through the login form (and at `viewport`, when given). */
+export async function signedIn(
+  browser: Browser,
+  baseURL: string | undefined,
+  name: string,
+  password: string,
+  viewport?: ViewportSize,
+): Promise<Page> {
+  const context = await browser.newContext({ baseURL, viewport, storageState: { cookies: [], origins: [] } });
+  const page = await context.newPage();
+  await page.goto('/login');
+  await page.getByLabel('Name').fill(name);
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await expect(page.getByTestId('who')).toContainText(name);
+  return page;
+}

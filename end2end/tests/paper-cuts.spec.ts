@@ -1,17 +1,5 @@
-import { type Browser, type Page } from '@playwright/test';
-import { expect, test } from './fixtures';
-
-/** A page of its own, signed in as `name` through the login form. */
-async function signedIn(browser: Browser, baseURL: string | undefined, name: string, password: string): Promise<Page> {
-  const context = await browser.newContext({ baseURL, storageState: { cookies: [], origins: [] } });
-  const page = await context.newPage();
-  await page.goto('/login');
-  await page.getByLabel('Name').fill(name);
-  await page.getByLabel('Password').fill(password);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await expect(page.getByTestId('who')).toContainText(name);
-  return page;
-}
+import { type Page } from '@playwright/test';
+import { expect, signedIn, test } from './fixtures';
 
 /** The server's today, as the pages read it (UTC). */
 async function serverToday(page: Page): Promise<string> {
