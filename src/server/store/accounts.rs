@@ -200,19 +200,20 @@ impl Store {
             (attr::RECORD.to_string(), AttributeValue::S(record.to_string())),
             (attr::EXPIRES_AT.to_string(), AttributeValue::N(expires_at.to_string())),
         ]);
+        let written = if new {
+            self.put_metric_if_absent(keys::session_key(id), attributes).await
+        } else {
+            let put = self.client.put_item().table_name(&self.metrics_table);
+            put.set_item(Some(keyed(keys::session_key(id), attributes))).send().await.map(|_| true).map_err(Into::into)
+        };
+        // After the write: a read racing it cannot leave the old record here.
         self.access.sessions.invalidate(id);
-        if new {
-            return self.put_metric_if_absent(keys::session_key(id), attributes).await;
-        }
-        let put = self.client.put_item().table_name(&self.metrics_table);
-        put.set_item(Some(keyed(keys::session_key(id), attributes))).send().await?;
-        Ok(true)
+        written
     }
 
     /// A session record not yet expired (TTL deletion is lazy: expiry is
-    /// checked here too).
-    /// The record as read at most `ACCESS_TTL` ago (or written through this
-    /// store since).
+    /// checked here too), as read at most `ACCESS_TTL` ago (or written
+    /// through this store since).
     pub async fn get_session(&self, id: &str, now: i64) -> Result<Option<String>, StoreError> {
         let stored = match self.access.sessions.get(id) {
             Some(stored) => stored,

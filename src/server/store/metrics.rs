@@ -213,8 +213,8 @@ impl Summed {
 /// shards between them at 0.
 fn per_shard(pending: &Summed, count: u32) -> Vec<i64> {
     let named = pending.sums.keys().filter_map(|name| keys::parse_shard_attribute(name));
-    let beyond = named.filter(|shard| pending.number(&keys::shard_attribute(*shard)) != 0).max();
-    let len = beyond.map_or(count, |shard| count.max(shard + 1));
+    let highest = named.filter(|shard| pending.number(&keys::shard_attribute(*shard)) != 0).max();
+    let len = highest.map_or(count, |shard| count.max(shard + 1));
     (0..len).map(|s| pending.number(&keys::shard_attribute(s))).collect()
 }
 

@@ -422,25 +422,17 @@ impl Store {
     }
 
     /// The shard count this console writes `day`'s PENDING orders with,
-    /// recorded first where no count is (`shard_count`, 4): the first
-    /// writer wins, and every later writer adopts its count.
+    /// recorded first where no count is (`shard_count`, 4, by
+    /// `record_days_ahead`): the first writer wins, and every later writer
+    /// adopts its count. A day already recorded costs one read, no probe.
     pub async fn ensure_shards_recorded(&self, day: NaiveDate) -> Result<u32, StoreError> {
         if let Some(Some(n)) = self.shard_counts.get(&day) {
             return Ok(n);
         }
-        let shards = self.count_to_record(day).await?;
-        let count = Item::from([(attr::SHARDS.to_string(), AttributeValue::N(shards.to_string()))]);
-        if self.put_metric_if_absent(keys::shard_count_key(day), count).await? {
-            self.shard_counts.insert(day, Some(shards));
-            return Ok(shards);
-        }
-        // Someone else recorded it first: read theirs, past the cache (which
-        // may hold a "not recorded" read before their write).
-        match self.read_shard_counts(&[day]).await?.get(&day) {
-            Some(n) => {
-                self.shard_counts.insert(day, Some(*n));
-                Ok(*n)
-            }
+        self.record_days_ahead(&[(day, self.shards)]).await?;
+        // Ours or another writer's, read past a "not recorded" in the cache.
+        match self.recorded_shards_now(&[day]).await?.get(&day).copied().flatten() {
+            Some(n) => Ok(n),
             None => Err(StoreError::Data(format!("the shard count of {day} vanished after it was recorded"))),
         }
     }

@@ -340,8 +340,7 @@ impl Store {
         let bound = filter.key_bound();
         let mut partitions = Vec::new();
         for ((day, count), counted) in days.iter().zip(counts).zip(counted) {
-            let counted = counted.iter().enumerate().map(|(shard, n)| (shard as u32, *n as i64));
-            let shards = shard_count::partitions(count, counted);
+            let shards = shard_count::partitions(count, &counted);
             let day_end = day.checked_add_days(Days::new(1)).map(keys::day_start).unwrap_or_else(|| "9".into());
             let ceiling = [Some(day_end), after.map(str::to_string), bound.clone()].into_iter().flatten().min();
             let ceiling = ceiling.expect("the day's end is always there");

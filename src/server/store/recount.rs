@@ -63,7 +63,7 @@ impl Store {
     /// The partitions a day's readers read (`shard_count::partitions`).
     pub(super) async fn read_partitions(&self, day: NaiveDate) -> Result<Vec<u32>, StoreError> {
         let (count, counted) = futures::try_join!(self.shards_for(day), self.counted_per_shard(day))?;
-        Ok(shard_count::partitions(count, counted.iter().enumerate().map(|(s, n)| (s as u32, *n as i64))))
+        Ok(shard_count::partitions(count, &counted))
     }
 
     /// A Query of one (day, shard) partition of GSI2.

@@ -42,17 +42,12 @@ pub fn to_record(configured: u32, highest_occupied: Option<u32>) -> u32 {
 }
 
 /// The partitions readers read for a day of `count` shards whose PENDING
-/// counter names `counted` (shard, orders): every shard below the count,
-/// and each beyond it that holds an order, in shard order.
-pub fn partitions(count: u32, counted: impl IntoIterator<Item = (u32, i64)>) -> Vec<u32> {
+/// counter holds `counted[shard]` orders on each shard: every shard below
+/// the count, and each beyond it that holds an order, in shard order.
+pub fn partitions(count: u32, counted: &[u64]) -> Vec<u32> {
     let count = count.min(MAX_SHARDS);
-    let mut shards: Vec<u32> = (0..count).collect();
-    let mut beyond: Vec<u32> =
-        counted.into_iter().filter(|(shard, n)| *n > 0 && is_beyond(*shard, count)).map(|(s, _)| s).collect();
-    beyond.sort_unstable();
-    beyond.dedup();
-    shards.extend(beyond);
-    shards
+    let beyond = (count..MAX_SHARDS).filter(|shard| counted.get(*shard as usize).is_some_and(|n| *n > 0));
+    (0..count).chain(beyond).collect()
 }
 
 /// Whether a readable partition lies beyond the day's count: a writer used
@@ -84,11 +79,12 @@ mod tests {
 
     #[test]
     fn readers_read_the_count_and_every_counted_shard_beyond_it() {
-        assert_eq!(partitions(3, []), vec![0, 1, 2]);
+        assert_eq!(partitions(3, &[]), vec![0, 1, 2]);
         // Shard 1 empty or not, it is below the count; 57 holds two, 12
         // none (a counter once raised, now back at 0), 200 is no partition.
-        let counted = [(1, 0), (57, 2), (12, 0), (5, 1), (200, 3), (57, 2)];
-        assert_eq!(partitions(3, counted), vec![0, 1, 2, 5, 57]);
+        let mut counted = vec![0; 201];
+        (counted[5], counted[57], counted[200]) = (1, 2, 3);
+        assert_eq!(partitions(3, &counted), vec![0, 1, 2, 5, 57]);
         assert!(is_beyond(57, 10) && !is_beyond(9, 10) && !is_beyond(MAX_SHARDS, 10));
     }
 }
