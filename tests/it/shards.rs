@@ -27,7 +27,7 @@ use common::{Engine, order, write_all};
 use northwind_ops::model::{Actor, Order, Status};
 use northwind_ops::server::sim::lambda::dead_letters::DeadLetters;
 use northwind_ops::server::sim::lambda::runtime::FunctionConfig;
-use northwind_ops::server::sim::lambda::{Mapping, MappingSettings, function_env};
+use northwind_ops::server::sim::lambda::{Mapping, MappingSettings};
 use northwind_ops::server::sim::streams::shards::Limits;
 use northwind_ops::server::sim::streams::{StreamOptions, StreamSim};
 use northwind_ops::server::sim::throttle::{self, ProxyOptions, Tally, ThrottleError};
@@ -710,15 +710,7 @@ async fn the_local_mapping_gives_up_retries_survives_a_crash_and_drops_old_recor
 
 /// A function for the tables, its environments' logs under `name`.
 fn function_for(tables: &Tables, settings: &MappingSettings, name: &str) -> FunctionConfig {
-    FunctionConfig {
-        binary: env!("CARGO_BIN_EXE_northwind-ops").into(),
-        args: vec!["lambda".into()],
-        env: function_env(&store_config_at(tables)).unwrap(),
-        name: "northwind-ops-consumer".into(),
-        memory_mb: settings.memory_mb,
-        timeout: settings.function_timeout,
-        work_dir: tables.dir.path().join(name),
-    }
+    common::counters::lambda_function(&store_config_at(tables), settings, tables.dir.path().join(name))
 }
 
 /// Waits until the mapping has taken or given up `n` records.

@@ -25,8 +25,7 @@ use common::{Engine, TestApp, order, outside_client};
 use northwind_ops::model::{Order, ProblemKind, QualityReport, Role, Status};
 use northwind_ops::server::auth::accounts;
 use northwind_ops::server::sim::lambda::dead_letters::DeadLetters;
-use northwind_ops::server::sim::lambda::runtime::FunctionConfig;
-use northwind_ops::server::sim::lambda::{Mapping, MappingSettings, StartingPosition, function_env};
+use northwind_ops::server::sim::lambda::{Mapping, MappingSettings, StartingPosition};
 use northwind_ops::server::store::{Store, TableCapacity, keys, order_item};
 use northwind_ops::server::stream::consumer::{Consumer, ConsumerOptions};
 use std::collections::BTreeSet;
@@ -73,15 +72,7 @@ impl Running {
                 let mut settings = MappingSettings::deployed().unwrap();
                 // A mapping made anew reads the stream from its start.
                 settings.starting_position = StartingPosition::TrimHorizon;
-                let function = FunctionConfig {
-                    binary: env!("CARGO_BIN_EXE_northwind-ops").into(),
-                    args: vec!["lambda".into()],
-                    env: function_env(&over_http(app)).unwrap(),
-                    name: "northwind-ops-consumer".into(),
-                    memory_mb: settings.memory_mb,
-                    timeout: settings.function_timeout,
-                    work_dir: app.dir.path().join(name),
-                };
+                let function = common::counters::lambda_function(&over_http(app), &settings, app.dir.path().join(name));
                 let letters = Arc::new(DeadLetters::new(Some(app.dir.path().join(format!("{name}-dead.jsonl")))));
                 Running::Lambda(Mapping::start(app.store.clone(), settings, function, letters))
             }

@@ -249,3 +249,22 @@ pub async fn damage_shipped(store: &Store, metrics_table: &str, day: NaiveDate, 
         update.send().await.unwrap();
     }
 }
+
+/// The built binary as the Lambda consumer of the tables `config` reaches
+/// over HTTP, with the mapping's memory and timeout, its environments'
+/// logs under `work_dir`.
+pub fn lambda_function(
+    config: &northwind_ops::server::cli::config::StoreConfig,
+    settings: &northwind_ops::server::sim::lambda::MappingSettings,
+    work_dir: std::path::PathBuf,
+) -> northwind_ops::server::sim::lambda::runtime::FunctionConfig {
+    northwind_ops::server::sim::lambda::runtime::FunctionConfig {
+        binary: env!("CARGO_BIN_EXE_northwind-ops").into(),
+        args: vec!["lambda".into()],
+        env: northwind_ops::server::sim::lambda::function_env(config).unwrap(),
+        name: "northwind-ops-consumer".into(),
+        memory_mb: settings.memory_mb,
+        timeout: settings.function_timeout,
+        work_dir,
+    }
+}
