@@ -75,6 +75,12 @@ pub fn store_config(engine: &Engine, dir: &Path, extra: &[&str]) -> StoreConfig 
             argv.extend([flag.to_string(), format!("{table}-{suffix}")]);
         }
     }
+    // The suite runs many tests at once on two cores, so a call can wait
+    // longer than a user's would: the default 4 s timed a setup write out
+    // (CI, 2026-12-07). Tests of the timeout itself set their own.
+    if !extra.contains(&"--store-timeout-ms") {
+        argv.extend(["--store-timeout-ms".to_string(), "20000".to_string()]);
+    }
     match engine {
         Engine::Dynoxide => argv.extend(["--store".into(), "embedded".into()]),
         Engine::DynamoDbLocal(url) => {
