@@ -87,13 +87,46 @@ pub struct AuthArgs {
           value_parser = clap::value_parser!(u64).range(1..=720))]
     pub session_max_hours: u64,
 
+    /// The proxies (load balancers) in front of the app, as CIDR ranges or
+    /// addresses, comma-separated: from these peers, the client is the
+    /// rightmost `X-Forwarded-For` address that is not one of them, and
+    /// `X-Forwarded-Proto` is believed; from any other peer both headers are
+    /// ignored. Behind an ALB, the VPC's range. Empty: the TCP peer is the
+    /// client
+    #[arg(long, env = "NORTHWIND_TRUSTED_PROXIES", value_delimiter = ',', value_name = "CIDR",
+          value_parser = parse_trusted_proxy)]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+
     /// Password sign-in attempts per minute from one client address
     #[arg(long, env = "NORTHWIND_SIGN_IN_ATTEMPTS", default_value_t = 10,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub sign_in_attempts: u32,
+
+    /// Password sign-ins against one account name, from addresses it was
+    /// never signed in from, before each further attempt waits: 1 s, then
+    /// twice as long each time, up to --sign-in-delay-max-secs. Forgotten
+    /// after 15 minutes without an attempt, or at a sign-in
+    #[arg(long, env = "NORTHWIND_SIGN_IN_ACCOUNT_ATTEMPTS", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub sign_in_account_attempts: u32,
+
+    /// The longest wait between password sign-ins against one account, in
+    /// seconds: the delay grows to this and stops (never a lockout)
+    #[arg(long, env = "NORTHWIND_SIGN_IN_DELAY_MAX_SECS", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub sign_in_delay_max_secs: u64,
+}
+
+/// A `--trusted-proxies` entry; clap names the flag in the error.
+fn parse_trusted_proxy(text: &str) -> Result<ipnet::IpNet, String> {
+    crate::server::auth::client::parse_range(text)
 }
 
 impl AuthArgs {
+    pub fn trusted_proxies(&self) -> crate::server::auth::client::TrustedProxies {
+        crate::server::auth::client::TrustedProxies::new(self.trusted_proxies.clone())
+    }
+
     /// The public URL, given or derived from the bound address.
     pub fn public_url(&self, bound: SocketAddr) -> String {
         self.public_url.clone().unwrap_or_else(|| format!("http://{bound}")).trim_end_matches('/').to_string()
@@ -332,6 +365,19 @@ mod tests {
         for bad in ["0", "99", "10001", "soon"] {
             let err = try_serve(&["--follow-every-ms", bad]).unwrap_err().to_string();
             assert!(err.contains("--follow-every-ms"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn trusted_proxies_are_none_unless_given_and_a_bad_range_names_the_flag() {
+        assert!(try_serve(&[]).unwrap().auth.trusted_proxies().is_empty());
+        let args = try_serve(&["--trusted-proxies", "10.0.0.0/16, fd00::/8,127.0.0.1"]).unwrap();
+        let listed: Vec<String> = args.auth.trusted_proxies.iter().map(|r| r.to_string()).collect();
+        assert_eq!(listed, ["10.0.0.0/16", "fd00::/8", "127.0.0.1/32"]);
+        assert!(args.auth.trusted_proxies().contains("10.0.200.1".parse().unwrap()));
+        for bad in ["10.0.0.0/40", "10.0.0.0/16,alb", "*"] {
+            let err = try_serve(&["--trusted-proxies", bad]).unwrap_err().to_string();
+            assert!(err.contains("--trusted-proxies") && err.contains("CIDR"), "{bad}: {err}");
         }
     }
 
