@@ -23,6 +23,7 @@ mod lambda;
 mod minutes;
 mod oidc;
 mod openapi;
+mod proxies;
 mod ready;
 mod reconcile;
 mod registry;
