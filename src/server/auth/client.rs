@@ -39,6 +39,20 @@ impl TrustedProxies {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// `--trusted-proxies`: ranges or addresses, comma-separated; blank
+    /// entries (an empty list) are none.
+    pub fn parse(text: &str) -> Result<TrustedProxies, String> {
+        let ranges = text.split(',').filter(|e| !e.trim().is_empty()).map(parse_range);
+        Ok(Self::new(ranges.collect::<Result<_, _>>()?))
+    }
+}
+
+impl std::fmt::Display for TrustedProxies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ranges: Vec<String> = self.0.iter().map(IpNet::to_string).collect();
+        f.write_str(&ranges.join(","))
+    }
 }
 
 /// One `--trusted-proxies` entry: a CIDR range (`10.0.0.0/16`, `fd00::/8`),

@@ -2,6 +2,7 @@
 //! client to, sign-in, and what else runs beside it (flattened into the
 //! command line by `cli::config`).
 
+use crate::server::auth::client::TrustedProxies;
 use crate::server::auth::oidc::{
     CALLBACK_PATH, DEFAULT_ROLE_MAP, DEFAULT_ROLES_CLAIM, DEFAULT_SCOPES, OidcSettings, RoleMap, parse_scopes,
 };
@@ -93,9 +94,9 @@ pub struct AuthArgs {
     /// `X-Forwarded-Proto` is believed; from any other peer both headers are
     /// ignored. Behind an ALB, the VPC's range. Empty: the TCP peer is the
     /// client
-    #[arg(long, env = "NORTHWIND_TRUSTED_PROXIES", value_delimiter = ',', value_name = "CIDR",
-          value_parser = parse_trusted_proxy)]
-    pub trusted_proxies: Vec<ipnet::IpNet>,
+    #[arg(long, env = "NORTHWIND_TRUSTED_PROXIES", value_name = "CIDR,...",
+          value_parser = TrustedProxies::parse)]
+    pub trusted_proxies: Option<TrustedProxies>,
 
     /// Password sign-in attempts per minute from one client address
     #[arg(long, env = "NORTHWIND_SIGN_IN_ATTEMPTS", default_value_t = 10,
@@ -117,14 +118,11 @@ pub struct AuthArgs {
     pub sign_in_delay_max_secs: u64,
 }
 
-/// A `--trusted-proxies` entry; clap names the flag in the error.
-fn parse_trusted_proxy(text: &str) -> Result<ipnet::IpNet, String> {
-    crate::server::auth::client::parse_range(text)
-}
-
 impl AuthArgs {
-    pub fn trusted_proxies(&self) -> crate::server::auth::client::TrustedProxies {
-        crate::server::auth::client::TrustedProxies::new(self.trusted_proxies.clone())
+    /// None unless given (an empty list, as an empty environment variable
+    /// gives, is none too).
+    pub fn trusted_proxies(&self) -> TrustedProxies {
+        self.trusted_proxies.clone().unwrap_or_default()
     }
 
     /// The public URL, given or derived from the bound address.
@@ -371,9 +369,9 @@ mod tests {
     #[test]
     fn trusted_proxies_are_none_unless_given_and_a_bad_range_names_the_flag() {
         assert!(try_serve(&[]).unwrap().auth.trusted_proxies().is_empty());
-        let args = try_serve(&["--trusted-proxies", "10.0.0.0/16, fd00::/8,127.0.0.1"]).unwrap();
-        let listed: Vec<String> = args.auth.trusted_proxies.iter().map(|r| r.to_string()).collect();
-        assert_eq!(listed, ["10.0.0.0/16", "fd00::/8", "127.0.0.1/32"]);
+        assert!(try_serve(&["--trusted-proxies", ""]).unwrap().auth.trusted_proxies().is_empty());
+        let args = try_serve(&["--trusted-proxies", "10.0.0.0/16, fd00::/8,127.0.0.1,"]).unwrap();
+        assert_eq!(args.auth.trusted_proxies().to_string(), "10.0.0.0/16,fd00::/8,127.0.0.1/32");
         assert!(args.auth.trusted_proxies().contains("10.0.200.1".parse().unwrap()));
         for bad in ["10.0.0.0/40", "10.0.0.0/16,alb", "*"] {
             let err = try_serve(&["--trusted-proxies", bad]).unwrap_err().to_string();
