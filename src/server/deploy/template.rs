@@ -419,5 +419,9 @@ mod tests {
         let reconcile = variables.as_array().unwrap().iter().find(|v| v["Name"] == "NORTHWIND_RECONCILE_MINUTES");
         assert_eq!(reconcile.unwrap()["Value"], json!({"Ref": "ReconcileMinutes"}));
         assert_eq!(template["Parameters"]["ReconcileMinutes"]["Default"], 10);
+        // The balancer is the trusted proxy: a list serve parses.
+        let trusted = variables.as_array().unwrap().iter().find(|v| v["Name"] == "NORTHWIND_TRUSTED_PROXIES");
+        let trusted = crate::server::auth::client::TrustedProxies::parse(trusted.unwrap()["Value"].as_str().unwrap());
+        assert!(trusted.unwrap().contains("10.0.3.7".parse().unwrap()));
     }
 }

@@ -443,8 +443,15 @@ fn dns_record() -> Value {
     })
 }
 
+/// The proxies serve believes `X-Forwarded-For` from: the private ranges.
+/// The tasks admit only the balancer's security group, and the balancer
+/// is internet-facing, so every peer is one of its nodes (a private address
+/// of the VPC) and every client it names has a public one.
+const TRUSTED_PROXIES: &str = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16";
+
 /// serve's environment: the tables, the public URL, the keep-alive, the
-/// consumer mode, OpenID Connect when it is set.
+/// balancer as the trusted proxy, the consumer mode, OpenID Connect when it
+/// is set.
 fn environment(deployment: &Deployment) -> Value {
     let pair = |name: &str, value: Value| json!({ "Name": name, "Value": value });
     let mut variables = vec![
@@ -453,6 +460,7 @@ fn environment(deployment: &Deployment) -> Value {
         pair("NORTHWIND_METRICS_TABLE", json!(deployment.metrics.name)),
         pair("NORTHWIND_PUBLIC_URL", sub("https://${DomainName}")),
         pair("NORTHWIND_IDLE_TIMEOUT_SECS", json!(KEEP_ALIVE_SECS.to_string())),
+        pair("NORTHWIND_TRUSTED_PROXIES", json!(TRUSTED_PROXIES)),
         pair("AWS_REGION", reference("AWS::Region")),
     ];
     variables.extend(consumer_mode_environment().into_iter().map(|(name, value)| pair(name, json!(value))));
