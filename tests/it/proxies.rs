@@ -110,7 +110,7 @@ async fn forty_failed_sign_ins_on_one_account_from_forty_addresses_are_slowed_do
     );
     // 3 free, then 1 s, 2 s, 4 s between checks: a few seconds at most
     // could let a handful more through, never most of the 40.
-    assert!(wrong >= 3 && wrong <= 8, "{attack:?}");
+    assert!((3..=8).contains(&wrong), "{attack:?}");
     assert!(slowed >= 32, "{attack:?}");
     assert_eq!(&attack[..3], [Outcome::Wrong, Outcome::Wrong, Outcome::Wrong]);
 
