@@ -224,3 +224,28 @@ async fn one_client_over_the_api_rate_gets_429_while_another_gets_200() {
     assert_eq!(&made_up[6..], [429; 2]);
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_forwarded_scheme_is_part_of_the_origin_check() {
+    let app = TestApp::spawn_with(Engine::Dynoxide, &[], &BEHIND_THE_LOOPBACK).await;
+    accounts::add_user(&app.store, "anna", Role::Support, "anna's long password".into()).await.unwrap();
+    let Outcome::SignedIn(cookie) = sign_in(&app, Some("198.51.100.7"), "anna", "anna's long password").await else {
+        panic!("anna signs in")
+    };
+    let host = app.base.trim_start_matches("http://").to_string();
+    let sign_out = |origin: String, proto: &'static str| {
+        let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+        client
+            .post(format!("{}/auth/logout", app.base))
+            .header("cookie", cookie.clone())
+            .header("origin", origin)
+            .header("x-forwarded-proto", proto)
+            .header("x-forwarded-for", "198.51.100.7")
+            .send()
+    };
+    // The browser was on https (the balancer says so): a plain-HTTP page of
+    // the same host is another origin.
+    assert_eq!(sign_out(format!("http://{host}"), "https").await.unwrap().status(), StatusCode::FORBIDDEN);
+    assert_eq!(sign_out(format!("https://{host}"), "https").await.unwrap().status(), StatusCode::SEE_OTHER);
+    app.stop().await;
+}
