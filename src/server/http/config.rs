@@ -314,12 +314,13 @@ pub struct Limits {
           value_parser = clap::value_parser!(u64).range(1..=1440))]
     pub live_max_minutes: u64,
 
-    /// API requests per second one client address may make, on average
-    /// (0: no limit)
+    /// API requests per second one client (its API token, else its address)
+    /// may make, on average (0: no limit)
     #[arg(long, env = "NORTHWIND_API_RATE", default_value_t = 50)]
     pub api_rate: u32,
 
-    /// API requests one client address may make in a burst
+    /// API requests one client (its API token, else its address) may make
+    /// in a burst
     #[arg(long, env = "NORTHWIND_API_BURST", default_value_t = 200,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub api_burst: u32,
