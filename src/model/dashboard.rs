@@ -210,3 +210,68 @@ pub struct ConsumerSeen {
     #[serde(with = "iso_millis")]
     pub seen_at: DateTime<Utc>,
 }
+
+/// Which form of the stream consumer counts: the one recorded decision
+/// (`northwind-ops consumer use`, `PUT /api/consumer/mode`). The other form
+/// stands down; both keep their heartbeats in the registry, for display.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum ConsumerMode {
+    /// The in-process consumer of `serve` (or `consume`).
+    Serve,
+    /// The Lambda function driven by the event source mapping.
+    Lambda,
+}
+
+impl ConsumerMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConsumerMode::Serve => "serve",
+            ConsumerMode::Lambda => "lambda",
+        }
+    }
+}
+
+impl std::fmt::Display for ConsumerMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ConsumerMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "serve" => Ok(ConsumerMode::Serve),
+            "lambda" => Ok(ConsumerMode::Lambda),
+            other => Err(format!("unknown consumer mode {other:?}: expected serve or lambda")),
+        }
+    }
+}
+
+/// The consumer mode as recorded in the metrics table. No item is
+/// `serve`, version 0: a fresh deployment counts in `serve` until someone
+/// (or the Lambda function, at its first batch) records a mode.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ConsumerModeState {
+    pub mode: ConsumerMode,
+    /// Whether a mode is recorded (else `mode` is the default, `serve`).
+    pub recorded: bool,
+    /// Moves by one at every switch; a switch names the version it saw
+    /// (`expectedVersion`) and is refused when it moved meanwhile. 0: none.
+    pub version: u64,
+    #[serde(with = "iso_millis::option")]
+    pub changed_at: Option<DateTime<Utc>>,
+    /// Who recorded it: a user or token name, `cli`, or the Lambda function.
+    pub changed_by: Option<String>,
+}
+
+impl ConsumerModeState {
+    /// What an absent item means.
+    pub fn default_serve() -> Self {
+        ConsumerModeState { mode: ConsumerMode::Serve, recorded: false, version: 0, changed_at: None, changed_by: None }
+    }
+}

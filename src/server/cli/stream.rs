@@ -196,7 +196,9 @@ pub(super) async fn run_replay(store: Store, args: &ReplayArgs) -> Result<(), Cl
     let ranges = replay::parse_messages(&text)?;
     replay::check_no_in_process(&store).await?;
     let store = Arc::new(store);
-    let consumer = LambdaConsumer::new(store.clone());
+    // Not the function's consumer: a replay neither records a heartbeat nor
+    // reads or records the consumer mode.
+    let consumer = LambdaConsumer::for_replay(store.clone());
     let mut total = Replayed::default();
     for range in &ranges {
         let done = replay::replay(&store, &consumer, range).await?;

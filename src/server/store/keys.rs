@@ -82,6 +82,10 @@ pub mod attr {
     /// seen doing so (milliseconds since the epoch).
     pub const MODE: &str = "mode";
     pub const SEEN_AT: &str = "seenAt";
+    /// The recorded consumer mode (`consumer_mode_key`): who switched it
+    /// and when (milliseconds since the epoch); its `version` is `VERSION`.
+    pub const CHANGED_AT: &str = "changedAt";
+    pub const CHANGED_BY: &str = "changedBy";
     /// Bulk operations: someone asked the run to stop.
     pub const CANCEL_REQUESTED: &str = "cancelRequested";
     /// A plan's rehearsals: the one running and since when (milliseconds
@@ -624,6 +628,13 @@ pub fn window_marker_id(shard_id: &str, window_start: &str, since: &str) -> Stri
 /// key's part before the first one, whatever the instance holds.
 pub fn consumer_key(mode: &str, instance: &str) -> (String, String) {
     (CONSUMERS.to_string(), format!("{mode}#{instance}"))
+}
+
+/// The recorded consumer mode: one item beside the registry's entries (its
+/// sort key has no `#`, so it is no entry), so every command that reads
+/// the registry may read it with no new IAM grant.
+pub fn consumer_mode_key() -> (String, String) {
+    (CONSUMERS.to_string(), "MODE".to_string())
 }
 
 /// The partition holding every entry of the consumer registry.

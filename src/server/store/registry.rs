@@ -2,10 +2,12 @@
 //! counters (`stream::registry` decides what the entries mean).
 
 use super::Store;
-use crate::server::store::error::StoreError;
+use crate::model::{ConsumerMode, ConsumerModeState};
+use crate::server::store::error::{StoreError, unless_condition_failed};
 use crate::server::store::keys::{self, attr};
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
 
 /// How long an entry is kept after it was last seen (the metrics table's TTL).
 const KEEP_SECS: i64 = 7 * 24 * 3600;
@@ -62,5 +64,87 @@ impl Store {
             entries.push(ConsumerEntry { mode: mode.to_string(), instance: instance.to_string(), seen_at });
         }
         Ok(entries)
+    }
+}
+
+impl Store {
+    /// The recorded consumer mode, read strongly consistent; `serve`,
+    /// version 0, when none is recorded.
+    pub async fn consumer_mode(&self) -> Result<ConsumerModeState, StoreError> {
+        let Some(item) = self.metric_item(keys::consumer_mode_key(), true).await? else {
+            return Ok(ConsumerModeState::default_serve());
+        };
+        let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
+        let number = |name: &str| item.get(name).and_then(|v| v.as_n().ok()).and_then(|n| n.parse::<i64>().ok());
+        let mode = text(attr::MODE).ok_or_else(|| StoreError::Data("the consumer mode item has no mode".into()))?;
+        let mode = mode.parse::<ConsumerMode>().map_err(StoreError::Data)?;
+        Ok(ConsumerModeState {
+            mode,
+            recorded: true,
+            version: number(attr::VERSION).unwrap_or(0).max(0) as u64,
+            changed_at: number(attr::CHANGED_AT).and_then(DateTime::from_timestamp_millis),
+            changed_by: text(attr::CHANGED_BY),
+        })
+    }
+
+    /// Records `mode`, only where the recorded one is still at `expected`
+    /// (its version; 0: none recorded): a compare-and-set, so of two
+    /// switches made from the same reading one wins and the other is a
+    /// `Conflict` that names what is recorded now. The new state.
+    pub async fn switch_consumer_mode(
+        &self,
+        mode: ConsumerMode,
+        expected: u64,
+        actor: &str,
+        at: DateTime<Utc>,
+    ) -> Result<ConsumerModeState, StoreError> {
+        let (pk, sk) = keys::consumer_mode_key();
+        let mut values = HashMap::from([
+            (":mode".to_string(), AttributeValue::S(mode.as_str().to_string())),
+            (":version".to_string(), AttributeValue::N((expected + 1).to_string())),
+            (":at".to_string(), AttributeValue::N(at.timestamp_millis().to_string())),
+            (":by".to_string(), AttributeValue::S(actor.to_string())),
+        ]);
+        let condition = if expected == 0 {
+            "attribute_not_exists(#version)"
+        } else {
+            values.insert(":expected".to_string(), AttributeValue::N(expected.to_string()));
+            "#version = :expected"
+        };
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .update_expression("SET #mode = :mode, #version = :version, #at = :at, #by = :by")
+            .condition_expression(condition)
+            .expression_attribute_names("#mode", attr::MODE)
+            .expression_attribute_names("#version", attr::VERSION)
+            .expression_attribute_names("#at", attr::CHANGED_AT)
+            .expression_attribute_names("#by", attr::CHANGED_BY)
+            .set_expression_attribute_values(Some(values))
+            .send()
+            .await;
+        if unless_condition_failed(result)?.is_some() {
+            return Ok(ConsumerModeState {
+                mode,
+                recorded: true,
+                version: expected + 1,
+                changed_at: Some(at),
+                changed_by: Some(actor.to_string()),
+            });
+        }
+        let now = self.consumer_mode().await?;
+        Err(StoreError::Conflict(format!(
+            "the consumer mode changed since version {expected}: it is {} at version {}{}; read it again and \
+             switch from there if you still mean to",
+            now.mode,
+            now.version,
+            match (&now.changed_by, now.changed_at) {
+                (Some(by), Some(at)) => format!(" (switched by {by} at {})", at.format("%Y-%m-%d %H:%M:%S UTC")),
+                _ => String::new(),
+            }
+        )))
     }
 }

@@ -48,7 +48,8 @@ use crate::server::stream::consumer::{Applier, Batch, Guard, Increments, Reading
 use crate::server::stream::counters::Deltas;
 use crate::server::stream::lag;
 use crate::server::stream::reconcile::compare_seq;
-use crate::server::stream::registry::LambdaBeat;
+use crate::model::ConsumerMode;
+use crate::server::stream::registry::{LambdaBeat, LambdaGate};
 use aws_lambda_events::dynamodb::EventRecord;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use aws_sdk_dynamodbstreams::primitives::DateTime as SdkDateTime;
@@ -236,17 +237,45 @@ pub struct Outcome {
 pub struct LambdaConsumer {
     core: Applier,
     store: Arc<Store>,
-    /// Its entry in the consumer registry: an in-process consumer does not
-    /// run beside it (`registry`).
-    beat: LambdaBeat,
+    /// Its entry in the consumer registry, for display (`registry`); none
+    /// for `replay`, which is no consumer.
+    beat: Option<LambdaBeat>,
+    /// The recorded mode, which says whether the function counts; none for
+    /// `replay`, which applies what the function gave up whatever the mode
+    /// (and never records one).
+    gate: Option<LambdaGate>,
     /// How far behind the stream its batches were, recorded once a minute.
     lag: lag::Gate,
 }
 
 impl LambdaConsumer {
+    /// The Lambda function's consumer: it counts only while the recorded
+    /// mode is `lambda` (recording it where none is).
     pub fn new(store: Arc<Store>) -> Self {
+        let mut consumer = Self::for_replay(store);
+        consumer.beat = Some(LambdaBeat::from_env());
+        consumer.gate = Some(LambdaGate::from_env());
+        consumer
+    }
+
+    /// The same code for `replay`: no heartbeat, no reading of the mode, so
+    /// a replay never stands a consumer down nor records a mode.
+    pub fn for_replay(store: Arc<Store>) -> Self {
         let lag = lag::Gate::new(lag::RECORD_EVERY);
-        Self { core: Applier::new(store.clone(), None, true), store, beat: LambdaBeat::from_env(), lag }
+        Self { core: Applier::new(store.clone(), None, true), store, beat: None, gate: None, lag }
+    }
+
+    /// Whether the batch may be counted: the mode is `lambda` (or this is a
+    /// replay). When not, the reason, to fail the whole batch by: the event
+    /// source mapping then holds the shard, and the records stay in the
+    /// stream for whichever form counts (from the shared checkpoints).
+    async fn standing_down(&self) -> Option<String> {
+        let gate = self.gate.as_ref()?;
+        match gate.mode(&self.store).await {
+            Ok(ConsumerMode::Lambda) => None,
+            Ok(mode) => Some(format!("standing down: mode is {mode}; the batch is left to the stream")),
+            Err(err) => Some(format!("the consumer mode could not be read: {err}")),
+        }
     }
 
     /// Applies a batch's records in order, as few transactions as the limits
@@ -268,8 +297,19 @@ impl LambdaConsumer {
     }
 
     async fn apply_guarded(&self, records: &[Delivered], shard: Option<(&ShardOf, &mut Deltas)>) -> Outcome {
-        self.beat.beat(&self.store).await;
+        if let Some(beat) = &self.beat {
+            beat.beat(&self.store).await;
+        }
         let mut outcome = Outcome::default();
+        if records.is_empty() {
+            return outcome;
+        }
+        if let Some(why) = self.standing_down().await {
+            tracing::info!(records = records.len(), "{why}");
+            outcome.failed_from = Some(0);
+            outcome.error = Some(why);
+            return outcome;
+        }
         let readings = match self.readings(records).await {
             Ok(readings) => readings,
             Err(err) => {

@@ -1,19 +1,30 @@
 //! Who consumes the stream. The in-process consumer (`serve`, `consume`)
 //! and the Lambda function (`lambda`) apply the same records to the same
-//! counters, each guarding against a second application its own way
-//! (shard checkpoints; per-record markers): run side by side, each applies
-//! every record once, so every change is counted twice. Each therefore
-//! records itself in the consumer registry (`CONSUMERS` in the metrics
-//! table) with a heartbeat, and an in-process consumer does not run while a
-//! Lambda consumer is live: it refuses to start, or stops, and says why
-//! (the log, and `freshness.consumerRefused` of `/api/metrics/pending`);
-//! `serve` goes on serving the pages.
+//! counters. Which of them counts is one decision, recorded in the metrics
+//! table (`Store::consumer_mode`: `serve` or `lambda`, switched only by
+//! `northwind-ops consumer use` or `PUT /api/consumer/mode`, with a
+//! compare-and-set on its version). No record means `serve`, until the
+//! Lambda function records `lambda` at its first batch (a deployment with a
+//! Lambda consumer is one that means it to count).
 //!
-//! A Lambda consumer counts as live for `LAMBDA_LIVE` after it last applied
-//! a batch: Lambda invokes it only when the stream has records, so a quiet
-//! hour says nothing of whether its event source mapping still exists; a day
-//! is how long the stream keeps a record it may still deliver.
+//! Each form reads the mode and counts only when it is its own:
+//! - the in-process consumer reads it every beat (`IN_PROCESS_BEAT`, 5 s)
+//!   and, when it is `lambda`, stops (handing its leases over) and says
+//!   "standing down: mode is lambda" (the log, `freshness.consumerRefused`);
+//!   `serve` goes on serving the pages; it starts again when the mode is
+//!   `serve` again;
+//! - the Lambda function reads it at most every `MODE_FRESH` and, when it is
+//!   `serve`, commits nothing and reports the whole batch failed: the event
+//!   source mapping keeps the shard where it is and delivers the records
+//!   again, so nothing is skipped. The shard checkpoints both forms move
+//!   (with a condition on where each found it) decide where the other form
+//!   resumes: a record at or before the checkpoint is not counted again.
+//!
+//! Each form still records a heartbeat in the registry (`CONSUMERS`), for
+//! display, and in-process consumers count their peers by theirs.
 
+use crate::model::{ConsumerMode, ConsumerModeState};
+use crate::server::store::error::StoreError;
 use crate::server::store::{ConsumerEntry, Store};
 use crate::server::stream::consumer::Consumer;
 use chrono::{DateTime, Utc};
@@ -26,8 +37,6 @@ use tokio_util::sync::CancellationToken;
 pub const IN_PROCESS: &str = "in-process";
 /// The registry's mode of the Lambda function.
 pub const LAMBDA: &str = "lambda";
-/// How long after its last batch a Lambda consumer counts as live.
-pub const LAMBDA_LIVE: chrono::Duration = chrono::Duration::hours(24);
 /// How often a Lambda environment records itself, at most.
 pub const HEARTBEAT: Duration = Duration::from_secs(30);
 /// How often an in-process consumer records itself, counts its peers and
@@ -46,30 +55,29 @@ pub fn live_in_process(entries: &[ConsumerEntry], instance: &str, now: DateTime<
     others.count() + 1
 }
 
-/// The Lambda consumer that makes an in-process one double-count, if any:
-/// the one seen last.
-pub fn live_lambda(entries: &[ConsumerEntry], now: DateTime<Utc>) -> Option<&ConsumerEntry> {
-    entries.iter().filter(|e| e.mode == LAMBDA && now - e.seen_at < LAMBDA_LIVE).max_by_key(|e| e.seen_at)
-}
+/// How long the Lambda function trusts the mode it last read: a switch
+/// takes effect in the function within this (in `serve` within a beat).
+pub const MODE_FRESH: Duration = Duration::from_secs(2);
 
-/// Why an in-process consumer does not run beside `lambda`.
-pub fn refusal(lambda: &ConsumerEntry) -> String {
+/// Why an in-process consumer does not count while the mode is `lambda`.
+pub fn standing_down(state: &ConsumerModeState) -> String {
+    let by = match (&state.changed_by, state.changed_at) {
+        (Some(by), Some(at)) => format!(" (recorded by {by} at {})", at.format("%Y-%m-%d %H:%M:%S UTC")),
+        _ => String::new(),
+    };
     format!(
-        "not consuming the stream: the Lambda consumer {} applied records at {} (the registry counts it live for \
-         {} hours after), and two consumers would count every change twice; run serve with --no-consumer where \
-         the Lambda form consumes",
-        lambda.instance,
-        lambda.seen_at.format("%Y-%m-%d %H:%M:%S UTC"),
-        LAMBDA_LIVE.num_hours()
+        "standing down: mode is {}{by}; the Lambda function counts, and `northwind-ops consumer use serve` makes \
+         this instance count again",
+        state.mode
     )
 }
 
-/// Runs `consumer` (an in-process one, registered as `instance`) while no
-/// Lambda consumer is live, until `stop`: every `every`, reads the registry,
-/// then tells the consumer how many in-process consumers share the shards
-/// and records this instance's heartbeat, or stops the consumer (handing
-/// its leases over) and records why in its status. It starts only after a
-/// read of the registry found no Lambda consumer: a store that cannot be
+/// Runs `consumer` (an in-process one, registered as `instance`) while the
+/// recorded mode is `serve`, until `stop`: every `every`, reads the mode
+/// and the registry, then tells the consumer how many in-process consumers
+/// share the shards and records this instance's heartbeat, or stops the
+/// consumer (handing its leases over) and records why in its status. It
+/// starts only after a read found the mode `serve`: a store that cannot be
 /// read is a store the consumer could not write to either.
 pub async fn run_in_process(
     consumer: Arc<Consumer>,
@@ -80,40 +88,36 @@ pub async fn run_in_process(
 ) {
     let mut running: Option<(CancellationToken, tokio::task::JoinHandle<()>)> = None;
     loop {
-        match store.consumers().await {
-            Ok(entries) => {
-                let now = Utc::now();
-                match live_lambda(&entries, now) {
-                    Some(lambda) => {
-                        let why = refusal(lambda);
-                        if consumer.status().refused.as_deref() != Some(why.as_str()) {
-                            tracing::warn!(lambda = %lambda.instance, "{why}");
-                        }
-                        consumer.update_status(|status| status.refused = Some(why));
-                        if let Some((halt, task)) = running.take() {
-                            halt.cancel();
-                            let _ = task.await;
-                        }
-                    }
-                    None => {
-                        consumer.set_instances(live_in_process(&entries, &instance, now));
-                        let mut was_refused = false;
-                        consumer.update_status(|status| was_refused = status.refused.take().is_some());
-                        if was_refused {
-                            tracing::info!("no Lambda consumer is live any more: consuming the stream");
-                        }
-                        if running.is_none() {
-                            let (halt, running_consumer) = (stop.child_token(), consumer.clone());
-                            let until = halt.clone().cancelled_owned();
-                            running = Some((halt, tokio::spawn(async move { running_consumer.run(until).await })));
-                        }
-                        if let Err(err) = store.record_consumer(IN_PROCESS, &instance, now).await {
-                            tracing::warn!(error = %err, "the consumer registry: this instance's heartbeat failed");
-                        }
-                    }
+        match futures::try_join!(store.consumer_mode(), store.consumers()) {
+            Ok((mode, _)) if mode.mode == ConsumerMode::Lambda => {
+                let why = standing_down(&mode);
+                if consumer.status().refused.as_deref() != Some(why.as_str()) {
+                    tracing::warn!("{why}");
+                }
+                consumer.update_status(|status| status.refused = Some(why));
+                if let Some((halt, task)) = running.take() {
+                    halt.cancel();
+                    let _ = task.await;
                 }
             }
-            Err(err) => tracing::warn!(error = %err, "the consumer registry could not be read; checking again"),
+            Ok((_, entries)) => {
+                let now = Utc::now();
+                consumer.set_instances(live_in_process(&entries, &instance, now));
+                let mut was_refused = false;
+                consumer.update_status(|status| was_refused = status.refused.take().is_some());
+                if was_refused {
+                    tracing::info!("the consumer mode is serve again: consuming the stream from the checkpoints");
+                }
+                if running.is_none() {
+                    let (halt, running_consumer) = (stop.child_token(), consumer.clone());
+                    let until = halt.clone().cancelled_owned();
+                    running = Some((halt, tokio::spawn(async move { running_consumer.run(until).await })));
+                }
+                if let Err(err) = store.record_consumer(IN_PROCESS, &instance, now).await {
+                    tracing::warn!(error = %err, "the consumer registry: this instance's heartbeat failed");
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "the consumer mode could not be read; checking again"),
         }
         tokio::select! {
             _ = stop.cancelled() => break,
@@ -163,6 +167,44 @@ impl LambdaBeat {
     }
 }
 
+/// The Lambda function's reading of the mode: whether a batch may be
+/// counted, read again at most every `MODE_FRESH`.
+pub struct LambdaGate {
+    instance: String,
+    last: Mutex<Option<(Instant, ConsumerMode)>>,
+}
+
+impl LambdaGate {
+    /// Records the mode under the function's name when it claims it.
+    pub fn from_env() -> Self {
+        Self { instance: LambdaBeat::from_env().instance, last: Mutex::new(None) }
+    }
+
+    /// The mode as recorded, or as last read within `MODE_FRESH`. With no
+    /// mode recorded, the function records `lambda` (only where none is:
+    /// a switch made meanwhile wins) and counts.
+    pub async fn mode(&self, store: &Store) -> Result<ConsumerMode, StoreError> {
+        if let Some((at, mode)) = *self.last.lock()
+            && at.elapsed() < MODE_FRESH
+        {
+            return Ok(mode);
+        }
+        let mut state = store.consumer_mode().await?;
+        if !state.recorded {
+            match store.switch_consumer_mode(ConsumerMode::Lambda, 0, &self.instance, Utc::now()).await {
+                Ok(claimed) => {
+                    tracing::info!(function = self.instance, "no consumer mode recorded: recorded lambda");
+                    state = claimed;
+                }
+                Err(StoreError::Conflict(_)) => state = store.consumer_mode().await?,
+                Err(err) => return Err(err),
+            }
+        }
+        *self.last.lock() = Some((Instant::now(), state.mode));
+        Ok(state.mode)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,17 +214,25 @@ mod tests {
     }
 
     #[test]
-    fn a_lambda_seen_within_a_day_is_live_and_in_process_instances_never_are() {
+    fn only_live_in_process_peers_share_the_shards_and_a_lambda_is_none_of_them() {
         let now = Utc::now();
         let entries = vec![
             entry(IN_PROCESS, "host-1", now),
-            entry(LAMBDA, "old-function", now - chrono::Duration::hours(30)),
-            entry(LAMBDA, "consumer", now - chrono::Duration::hours(3)),
-            entry(LAMBDA, "consumer-2", now - chrono::Duration::hours(5)),
+            entry(IN_PROCESS, "host-2", now - chrono::Duration::seconds(60)),
+            entry(LAMBDA, "consumer", now),
         ];
-        assert_eq!(live_lambda(&entries, now).map(|e| e.instance.as_str()), Some("consumer"), "the latest");
-        assert_eq!(live_lambda(&entries[..2], now), None, "a day-old Lambda is gone; in-process is never one");
-        let why = refusal(&entries[2]);
-        assert!(why.contains("consumer") && why.contains("--no-consumer") && why.contains("twice"), "{why}");
+        assert_eq!(live_in_process(&entries, "host-3", now), 2, "host-1 and the asker");
+        assert_eq!(live_in_process(&entries, "host-1", now), 1);
+    }
+
+    #[test]
+    fn standing_down_says_the_mode_who_recorded_it_and_how_to_switch_back() {
+        let mut state = ConsumerModeState::default_serve();
+        state.mode = ConsumerMode::Lambda;
+        state.changed_by = Some("alice".into());
+        state.changed_at = Some(Utc::now());
+        let why = standing_down(&state);
+        assert!(why.starts_with("standing down: mode is lambda") && why.contains("alice"), "{why}");
+        assert!(why.contains("consumer use serve"), "{why}");
     }
 }
