@@ -275,3 +275,14 @@ impl ConsumerModeState {
         ConsumerModeState { mode: ConsumerMode::Serve, recorded: false, version: 0, changed_at: None, changed_by: None }
     }
 }
+
+/// `PUT /api/consumer/mode`: the mode to record, and the version it was
+/// read at (refused with a 409 when it moved since; left out, the version
+/// read just before the write).
+#[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConsumerModeSwitch {
+    pub mode: ConsumerMode,
+    pub expected_version: Option<u64>,
+}

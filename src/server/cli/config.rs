@@ -41,6 +41,11 @@ pub enum Command {
     Seed(SeedArgs),
     /// Run the stream consumer alone (serve runs one too), until Ctrl-C.
     Consume,
+    /// Which form of the stream consumer counts: the mode recorded in the
+    /// metrics table (serve: the in-process consumer; lambda: the Lambda
+    /// function). Each form follows a switch within seconds.
+    #[command(subcommand)]
+    Consumer(ConsumerCommand),
     /// Run the stream consumer as an AWS Lambda function: apply the DynamoDB
     /// stream events the Lambda Runtime API hands over (AWS_LAMBDA_RUNTIME_API),
     /// reporting a record that cannot be applied as a batch item failure.
@@ -198,6 +203,23 @@ pub enum UserCommand {
     SetPassword {
         /// The account whose password changes
         name: String,
+    },
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum ConsumerCommand {
+    /// Print the recorded mode, its version, and who recorded it when.
+    Show,
+    /// Record the mode: `serve` or `lambda`. A compare-and-set on the
+    /// mode's version: refused, naming what is recorded, when it moved
+    /// since --expect-version (or, without it, since it was read just before).
+    Use {
+        /// serve or lambda
+        mode: crate::model::ConsumerMode,
+        /// The version `consumer show` printed: refuse the switch when the
+        /// mode moved since
+        #[arg(long)]
+        expect_version: Option<u64>,
     },
 }
 

@@ -1,11 +1,11 @@
-//! `consume`, `lambda`, `lambda-local`, `replay` and `reconcile`: the stream
+//! `consume`, `consumer`, `lambda`, `lambda-local`, `replay` and `reconcile`: the stream
 //! consumer, in this process or as a Lambda function (and a local event
 //! source mapping to drive it, and a replay of what it gave up), and the
 //! counters checked against the tables.
 
 use super::serve::owner_id;
 use super::{CliError, cli_date, shutdown_signal};
-use crate::server::cli::config::{LambdaLocalArgs, ReconcileArgs, ReplayArgs, StoreConfig};
+use crate::server::cli::config::{ConsumerCommand, LambdaLocalArgs, ReconcileArgs, ReplayArgs, StoreConfig};
 use crate::server::sim::lambda::dead_letters::DeadLetters;
 use crate::server::sim::lambda::runtime::FunctionConfig;
 use crate::server::sim::lambda::{Mapping, function_env};
@@ -228,5 +228,22 @@ pub(super) async fn run_replay(store: Store, args: &ReplayArgs) -> Result<(), Cl
         total.already,
         total.skipped
     );
+    Ok(())
+}
+
+/// `consumer show` and `consumer use`.
+pub(super) async fn run_consumer_mode(store: &Store, command: ConsumerCommand) -> Result<(), CliError> {
+    let state = match command {
+        ConsumerCommand::Show => store.consumer_mode().await?,
+        ConsumerCommand::Use { mode, expect_version } => {
+            registry::switch_mode(store, mode, expect_version, "cli").await?
+        }
+    };
+    let by = match (&state.changed_by, state.changed_at) {
+        (Some(by), Some(at)) => format!(", recorded by {by} at {}", at.format("%Y-%m-%d %H:%M:%S UTC")),
+        _ if !state.recorded => " (none recorded: the default)".to_string(),
+        _ => String::new(),
+    };
+    println!("consumer mode: {} (version {}){by}", state.mode, state.version);
     Ok(())
 }

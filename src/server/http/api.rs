@@ -15,7 +15,7 @@ use crate::model::{
     PageParams, PendingPage, PendingParams, QualityReport, Readiness, Rehearsal, Rehearsals, SaleOutcome, SalePlan,
     SalePlanInput, ShardsWritten, StatusChange,
 };
-use crate::model::{NewToken, PendingMetrics, PendingOrder};
+use crate::model::{ConsumerModeState, ConsumerModeSwitch, NewToken, PendingMetrics, PendingOrder};
 use crate::server::auth::Principal;
 use crate::server::auth::access::Routes;
 use crate::server::auth::client::ClientAddr;
@@ -75,6 +75,8 @@ pub fn routes() -> Routes<AppState> {
         .get("/api/sales/{name}/rehearsal", view_operations, rehearsals)
         .get("/api/sales/{name}/outcome", view_operations, sale_outcome)
         .get("/api/ready", view_operations, readiness)
+        .get("/api/consumer/mode", view_operations, consumer_mode)
+        .put("/api/consumer/mode", administer, switch_consumer_mode)
         .get("/api/audit", administer, audit)
         .get("/api/me", Access::SignedIn, me)
         .get("/api/admin/users", administer, accounts)
@@ -681,6 +683,41 @@ async fn disable_account(
 ) -> Result<Json<Disabled>, ApiError> {
     state.service.disable_account(&name, &by).await?;
     Ok(Json(Disabled { disabled: name }))
+}
+
+/// The recorded consumer mode: which form of the stream consumer counts
+///
+/// `serve` (the in-process consumer) or `lambda` (the Lambda function);
+/// `recorded` false: none recorded, which counts as `serve`.
+#[utoipa::path(
+    get, path = "/api/consumer/mode", tag = "figures",
+    responses((status = 200, description = "The mode", body = ConsumerModeState))
+)]
+async fn consumer_mode(State(state): State<AppState>, by: Principal) -> Result<Json<ConsumerModeState>, ApiError> {
+    Ok(Json(state.service.consumer_mode(&by).await?))
+}
+
+/// Switches the consumer mode (admin)
+///
+/// A compare-and-set on the mode's version: with `expectedVersion`, refused
+/// (409) when the mode moved since it was read. Each form follows within
+/// seconds; they hand over at the shared shard checkpoints.
+#[utoipa::path(
+    put, path = "/api/consumer/mode", tag = "figures",
+    request_body = ConsumerModeSwitch,
+    responses(
+        (status = 200, description = "The mode now", body = ConsumerModeState),
+        (status = 409, description = "The mode moved since expectedVersion", body = ErrorBody)
+    )
+)]
+async fn switch_consumer_mode(
+    State(state): State<AppState>,
+    by: Principal,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<ConsumerModeState>, ApiError> {
+    let switch: ConsumerModeSwitch = parse_json(&headers, &body)?;
+    Ok(Json(state.service.switch_consumer_mode(&switch, &by).await?))
 }
 
 /// Every API token, without its secret

@@ -15,6 +15,7 @@
 mod admin;
 pub mod bulk;
 pub mod checks;
+mod consumer;
 pub mod figures;
 pub mod follower;
 mod orders;

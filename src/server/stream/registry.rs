@@ -135,6 +135,43 @@ pub async fn run_in_process(
     }
 }
 
+/// Records `mode`, from `expected` (the version the caller read; `None`:
+/// the one read now), as `actor`: the one way the mode changes (`consumer
+/// use`, `PUT /api/consumer/mode`). A mode already recorded is left as it is
+/// (no new version). A stale `expected`, or another switch between the read
+/// and the write, is a `Conflict` naming what is recorded now.
+pub async fn switch_mode(
+    store: &Store,
+    mode: ConsumerMode,
+    expected: Option<u64>,
+    actor: &str,
+) -> Result<ConsumerModeState, StoreError> {
+    let now = store.consumer_mode().await?;
+    let expected = expected.unwrap_or(now.version);
+    if expected == now.version && now.recorded && now.mode == mode {
+        return Ok(now);
+    }
+    let switched = store.switch_consumer_mode(mode, expected, actor, Utc::now()).await?;
+    audit_mode_switch(&now, &switched, actor);
+    Ok(switched)
+}
+
+/// The security-audit hook of a mode switch. The audit trail of the store
+/// records order changes only; until settings have one, the switch is a
+/// log line of its own (target `audit`), and the mode item keeps who
+/// switched it last and when.
+pub fn audit_mode_switch(before: &ConsumerModeState, after: &ConsumerModeState, actor: &str) {
+    tracing::info!(
+        target: "audit",
+        actor,
+        from = %before.mode,
+        from_recorded = before.recorded,
+        to = %after.mode,
+        version = after.version,
+        "consumer mode switched"
+    );
+}
+
 /// A Lambda environment's heartbeat in the registry: at most one write per
 /// `HEARTBEAT`, however many batches it handles.
 pub struct LambdaBeat {
