@@ -75,10 +75,12 @@ fn CapacityView(report: CapacityReport) -> impl IntoView {
     let as_of = report.as_of.format("%H:%M:%S UTC").to_string();
     let source = report.source.clone();
     let throttle_source = report.source.clone();
+    let mode = report.consumer_mode.as_ref().map(|m| m.described());
     view! {
         <p class="as-of" data-testid="as-of">
             {format!("{} · as of {as_of} · read again every few seconds", report.date)}
         </p>
+        {mode.map(|mode| view! { <p class="as-of" data-testid="consumer-mode">{format!("Stream consumer mode: {mode}")}</p> })}
         <UnitsSection resources=report.resources source/>
         <HotKeysSection hot=report.hot_keys/>
         <RecentSection recent=report.recent/>

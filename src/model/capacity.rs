@@ -34,6 +34,10 @@ pub struct CapacityReport {
     /// This instance's calls, per second, over the last five minutes (today
     /// only; other instances are counted in the minutes once they flush).
     pub recent: Vec<RecentUnits>,
+    /// The recorded consumer mode: which form of the stream consumer counts
+    /// (`None` when not read).
+    #[serde(default)]
+    pub consumer_mode: Option<ConsumerModeState>,
 }
 
 /// Units one table or index consumed during the day.

@@ -192,8 +192,10 @@ pub struct Freshness {
     #[serde(with = "iso_millis::option")]
     pub records_trimmed_at: Option<DateTime<Utc>>,
     /// Why this instance's consumer does not run although it was asked to
-    /// (a Lambda consumer is live: both would count every change).
+    /// (the recorded mode is `lambda`: "standing down: mode is lambda").
     pub consumer_refused: Option<String>,
+    /// The recorded consumer mode: which form counts.
+    pub consumer_mode: ConsumerModeState,
     /// Every consumer the registry knows, with when it was last seen.
     pub consumers: Vec<ConsumerSeen>,
 }
@@ -273,6 +275,15 @@ impl ConsumerModeState {
     /// What an absent item means.
     pub fn default_serve() -> Self {
         ConsumerModeState { mode: ConsumerMode::Serve, recorded: false, version: 0, changed_at: None, changed_by: None }
+    }
+
+    /// The mode in words: which form counts, and who chose it when.
+    pub fn described(&self) -> String {
+        match (&self.changed_by, self.changed_at, self.recorded) {
+            (_, _, false) => format!("{} (none recorded: the default)", self.mode),
+            (Some(by), Some(at), true) => format!("{} (by {by}, {})", self.mode, at.format("%Y-%m-%d %H:%M UTC")),
+            _ => self.mode.to_string(),
+        }
     }
 }
 

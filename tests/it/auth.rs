@@ -207,6 +207,11 @@ async fn sample(app: &TestApp, route: &Declared, n: &mut u32) -> Request {
             Request { method: reqwest::Method::DELETE, ..get(format!("/api/bulk/{id}"), ok) }
         }
         ("GET", "/api/audit") => get("/api/audit", ok),
+        ("GET", "/api/consumer/mode") => get("/api/consumer/mode", ok),
+        // Switching to the mode it counts in already: no new version.
+        ("PUT", "/api/consumer/mode") => {
+            Request { method: reqwest::Method::PUT, ..post("/api/consumer/mode", json!({"mode": "serve"}), ok) }
+        }
         ("GET", "/api/sales") => get("/api/sales", ok),
         ("POST", "/api/sales") => {
             *n += 1;

@@ -72,7 +72,7 @@ impl Running {
                 let mut settings = MappingSettings::deployed().unwrap();
                 // A mapping made anew reads the stream from its start.
                 settings.starting_position = StartingPosition::TrimHorizon;
-                let function = common::counters::lambda_function(&over_http(app), &settings, app.dir.path().join(name));
+                let function = common::counters::lambda_function(&common::over_http(app), &settings, app.dir.path().join(name));
                 let letters = Arc::new(DeadLetters::new(Some(app.dir.path().join(format!("{name}-dead.jsonl")))));
                 Running::Lambda(Mapping::start(app.store.clone(), settings, function, letters))
             }
@@ -95,19 +95,6 @@ impl Running {
             }
         }
     }
-}
-
-/// The app's tables as a process of its own reaches them: over HTTP.
-fn over_http(app: &TestApp) -> northwind_ops::server::cli::config::StoreConfig {
-    let mut config = app.config.clone();
-    config.store = Some(northwind_ops::server::store::config::StoreKind::Endpoint);
-    // The embedded store's own endpoint, where this app runs it; else the
-    // endpoint it reaches (DynamoDB Local, or another instance's store).
-    config.endpoint_url = match &app.embedded {
-        Some(embedded) => Some(embedded.endpoint()),
-        None => app.config.endpoint_url.clone(),
-    };
-    config
 }
 
 /// Orders the order service puts on `day`, PENDING, one plain PutItem each

@@ -58,6 +58,7 @@ pub fn report(inputs: &Inputs<'_>) -> CapacityReport {
         advice_window: inputs.advice.window.clone(),
         hot_keys: hot_keys(inputs.capacity),
         recent: recent(inputs.recent),
+        consumer_mode: None,
     }
 }
 

@@ -65,12 +65,13 @@ impl Service {
     pub async fn capacity(&self, date: Option<&str>) -> Result<CapacityReport, ApiError> {
         let now = Utc::now();
         let day = parse_date(date, now)?;
-        let (mut capacity, heat, counters, advice, shards) = futures::try_join!(
+        let (mut capacity, heat, counters, advice, shards, mode) = futures::try_join!(
             self.store.capacity_day(day),
             self.store.heat_day(day),
             self.store.read_counters(day),
             self.advice(),
             self.store.shards_for(day),
+            self.store.consumer_mode(),
         )?;
         let figures = match self.capacity.source {
             CapacitySource::Stream => self.figures(&capacity),
@@ -84,7 +85,7 @@ impl Service {
             }
         };
         let recent = if day == now.date_naive() { self.store.usage().recent(now) } else { Vec::new() };
-        Ok(report::report(&report::Inputs {
+        let mut report = report::report(&report::Inputs {
             capacity: &capacity,
             figures: &figures,
             source: self.capacity.source,
@@ -96,7 +97,9 @@ impl Service {
             current_shards: shards,
             recent: &recent,
             as_of: now,
-        }))
+        });
+        report.consumer_mode = Some(mode);
+        Ok(report)
     }
 
     /// A day's figures as the capacity source gives them.
@@ -145,7 +148,11 @@ impl Service {
 
     pub async fn pending_metrics(&self, date: Option<&str>) -> Result<PendingMetrics, ApiError> {
         let date = parse_date(date, Utc::now())?;
-        let (counters, consumers) = futures::try_join!(self.store.read_counters(date), self.store.consumers())?;
+        let (counters, consumers, mode) = futures::try_join!(
+            self.store.read_counters(date),
+            self.store.consumers(),
+            self.store.consumer_mode()
+        )?;
         let status = self.consumer_status();
         Ok(PendingMetrics {
             counts: counters.day_counts(),
@@ -164,6 +171,7 @@ impl Service {
                 last_error_at: status.last_error_at,
                 records_trimmed_at: status.trimmed_at,
                 consumer_refused: status.refused,
+                consumer_mode: mode,
                 consumers: consumers
                     .into_iter()
                     .map(|c| ConsumerSeen { mode: c.mode, instance: c.instance, seen_at: c.seen_at })

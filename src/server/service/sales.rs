@@ -230,13 +230,14 @@ impl Service {
         let plan = self.sale_plan(name).await?;
         let now = Utc::now();
         let days = plan.days();
-        let (recorded, throughput, hot, alarms, rehearsals, scaling) = futures::try_join!(
+        let (recorded, throughput, hot, alarms, rehearsals, scaling, mode) = futures::try_join!(
             self.store.recorded_shards_now(&days),
             self.throughput_or_unknown(),
             self.hot_history(now),
             self.alarms_or_unknown(),
             self.store.rehearsals(&plan.name, super::rehearsal::stale_before_ms()),
             self.scaling_or_error(),
+            self.store.consumer_mode(),
         )?;
         let autoscaling = match &scaling {
             Ok(Some(targets)) => AutoScaling::Read(targets),
@@ -265,6 +266,7 @@ impl Service {
             autoscaling,
             rehearsal: rehearsals.latest.as_ref(),
             rehearsal_running: rehearsals.running.is_some(),
+            consumer_mode: Some(&mode),
         }))
     }
 

@@ -386,3 +386,16 @@ impl Drop for LiveStream {
 pub fn test_rehearsal_budget() -> RehearsalBudget {
     RehearsalBudget { seconds: 6, tail_seconds: 2, ..RehearsalBudget::default() }
 }
+
+/// The app's tables as a process of its own reaches them: over HTTP.
+pub fn over_http(app: &TestApp) -> northwind_ops::server::cli::config::StoreConfig {
+    let mut config = app.config.clone();
+    config.store = Some(northwind_ops::server::store::config::StoreKind::Endpoint);
+    // The embedded store's own endpoint, where this app runs it; else the
+    // endpoint it reaches (DynamoDB Local, or another instance's store).
+    config.endpoint_url = match &app.embedded {
+        Some(embedded) => Some(embedded.endpoint()),
+        None => app.config.endpoint_url.clone(),
+    };
+    config
+}

@@ -90,6 +90,7 @@ impl Case {
             },
             rehearsal,
             rehearsal_running: false,
+            consumer_mode: None,
         }
     }
 

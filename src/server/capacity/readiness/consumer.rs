@@ -12,6 +12,9 @@ pub(super) fn consumer_check(inputs: &Inputs<'_>, prewarm: Option<&[Prewarm]>) -
     let needed = plan.peak_orders_per_second * RECORDS_PER_ORDER;
     let shards = prewarm.map_or(1, |p| stream_shards_at_peak(inputs, p));
     let mut figures = vec![figure("stream records a second at the peak", num(needed))];
+    if let Some(mode) = inputs.consumer_mode {
+        figures.push(figure("consumer mode (the form that counts)", mode.described()));
+    }
     let measure = Fix {
         text: "measure what the consumer applies at this peak, then record it on the plan \
                (consumerRecordsPerSecond)"

@@ -146,6 +146,9 @@ pub struct Inputs<'a> {
     /// The plan's last finished rehearsal, and whether one runs now.
     pub rehearsal: Option<&'a Rehearsal>,
     pub rehearsal_running: bool,
+    /// The recorded consumer mode (which form counts), shown beside the
+    /// consumer's rate; `None` when not read.
+    pub consumer_mode: Option<&'a crate::model::ConsumerModeState>,
 }
 
 impl Inputs<'_> {
