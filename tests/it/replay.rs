@@ -5,7 +5,8 @@
 //! local event source mapping writes it, and as SQS hands it over): the
 //! counters are off by that range until `replay` applies it; a second replay
 //! changes nothing; a message of records already applied applies none; bad
-//! messages and a live in-process consumer are refused, naming the problem.
+//! messages and a live in-process consumer are refused, naming the problem;
+//! no replay changes the recorded consumer mode.
 //!
 //! Every process started is stopped by its pid (`Command::output` waits).
 
@@ -19,7 +20,8 @@ use northwind_ops::model::{Actor, Order, Status};
 use northwind_ops::server::sim::lambda::dead_letters::{Condition, GivenUp, message};
 use northwind_ops::server::store::{Store, TableCapacity, Transition};
 use northwind_ops::server::stream::lambda::{Delivered, LambdaConsumer};
-use northwind_ops::server::stream::registry::IN_PROCESS;
+use northwind_ops::model::ConsumerMode;
+use northwind_ops::server::stream::registry::{self, IN_PROCESS};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -56,6 +58,9 @@ async fn replay_on(engine: Engine) {
     }
     let off = store.counter_differences(day).await;
     assert!(!off.is_empty(), "{engine:?}: the range given up is missing from the counters");
+    // No mode was recorded: the function recorded lambda at its first batch.
+    let mode = store.consumer_mode().await.unwrap();
+    assert_eq!((mode.mode, mode.version), (ConsumerMode::Lambda, 1), "{engine:?}: {mode:?}");
 
     let given_up = dead_letter(&arn, &shard, &records[GIVEN_UP]);
     let sqs_form = serde_json::json!({"MessageId": "1", "Body": given_up.to_string()}).to_string();
@@ -85,6 +90,15 @@ async fn replay_on(engine: Engine) {
     assert!(!ok && out.contains("message 2: no DDBStreamBatchInfo.streamArn"), "{engine:?}: {out}");
     let (ok, out) = run(&dir.path().join("absent.jsonl"));
     assert!(!ok && out.contains("absent.jsonl"), "{engine:?}: {out}");
+
+    // Replays never change the mode, whichever it is.
+    assert_eq!(store.consumer_mode().await.unwrap(), mode, "{engine:?}: the replays left the mode as it was");
+    let serve = registry::switch_mode(&store, ConsumerMode::Serve, Some(1), "tests").await.unwrap();
+    std::fs::write(&messages, format!("{given_up}\n")).unwrap();
+    let (ok, out) = run(&messages);
+    assert!(ok, "{engine:?}: {out}");
+    assert_eq!(store.consumer_mode().await.unwrap(), serve, "{engine:?}: a replay in serve mode left it serve");
+    assert_eq!(store.read_counters(day).await.unwrap(), settled);
 
     // Beside a live in-process consumer, a replay would count twice.
     store.record_consumer(IN_PROCESS, "serve-1", Utc::now()).await.unwrap();
