@@ -131,7 +131,8 @@ impl Store {
                 mode,
                 recorded: true,
                 version: expected + 1,
-                changed_at: Some(at),
+                // As it is read back: to the millisecond.
+                changed_at: DateTime::from_timestamp_millis(at.timestamp_millis()),
                 changed_by: Some(actor.to_string()),
             });
         }
