@@ -81,7 +81,11 @@ async fn a_mode_switch_is_a_compare_and_set_and_a_stale_one_is_refused() {
         assert_eq!(code, 409, "{engine:?}: a stale switch: {stale}");
         let why = stale["error"].as_str().unwrap_or_default();
         assert!(why.contains("lambda at version 1"), "{engine:?}: names what is recorded: {why}");
-        assert_eq!(app.store.consumer_mode().await.unwrap().mode, ConsumerMode::Lambda, "the stale switch wrote nothing");
+        assert_eq!(
+            app.store.consumer_mode().await.unwrap().mode,
+            ConsumerMode::Lambda,
+            "the stale switch wrote nothing"
+        );
 
         // From the version read now, it goes through.
         let (code, back) = put_mode(&app, Role::Admin, json!({"mode": "serve", "expectedVersion": 1})).await;

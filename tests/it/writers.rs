@@ -72,7 +72,8 @@ impl Running {
                 let mut settings = MappingSettings::deployed().unwrap();
                 // A mapping made anew reads the stream from its start.
                 settings.starting_position = StartingPosition::TrimHorizon;
-                let function = common::counters::lambda_function(&common::over_http(app), &settings, app.dir.path().join(name));
+                let function =
+                    common::counters::lambda_function(&common::over_http(app), &settings, app.dir.path().join(name));
                 let letters = Arc::new(DeadLetters::new(Some(app.dir.path().join(format!("{name}-dead.jsonl")))));
                 Running::Lambda(Mapping::start(app.store.clone(), settings, function, letters))
             }

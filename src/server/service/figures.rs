@@ -148,11 +148,8 @@ impl Service {
 
     pub async fn pending_metrics(&self, date: Option<&str>) -> Result<PendingMetrics, ApiError> {
         let date = parse_date(date, Utc::now())?;
-        let (counters, consumers, mode) = futures::try_join!(
-            self.store.read_counters(date),
-            self.store.consumers(),
-            self.store.consumer_mode()
-        )?;
+        let (counters, consumers, mode) =
+            futures::try_join!(self.store.read_counters(date), self.store.consumers(), self.store.consumer_mode())?;
         let status = self.consumer_status();
         Ok(PendingMetrics {
             counts: counters.day_counts(),

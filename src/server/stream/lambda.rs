@@ -41,6 +41,7 @@
 //! delivered again. A record that is not a readable order is counted as bad
 //! and skipped, as `consume` does (priced only, when it has images).
 
+use crate::model::ConsumerMode;
 use crate::server::store::error::StoreError;
 use crate::server::store::keys;
 use crate::server::store::{CheckpointMove, Holder, Marked, Marker, Store, TRANSACTION_ITEMS};
@@ -48,7 +49,6 @@ use crate::server::stream::consumer::{Applier, Batch, Guard, Increments, Reading
 use crate::server::stream::counters::Deltas;
 use crate::server::stream::lag;
 use crate::server::stream::reconcile::compare_seq;
-use crate::model::ConsumerMode;
 use crate::server::stream::registry::{LambdaBeat, LambdaGate};
 use aws_lambda_events::dynamodb::EventRecord;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
