@@ -12,12 +12,14 @@
 
 use crate::common;
 
+use aws_sdk_dynamodbstreams::types::Record;
 use common::counters::consumer;
 use common::{TestApp, new_order_json};
 use northwind_ops::model::{ConsumerMode, Role};
 use northwind_ops::server::sim::lambda::dead_letters::DeadLetters;
 use northwind_ops::server::sim::lambda::{Mapping, MappingSettings, StartingPosition};
 use northwind_ops::server::stream::consumer::Consumer;
+use northwind_ops::server::stream::lambda::{Delivered, LambdaConsumer, ShardOf};
 use northwind_ops::server::stream::registry::{self, IN_PROCESS};
 use serde_json::json;
 use std::sync::Arc;
@@ -147,6 +149,9 @@ async fn serve_stands_down_while_the_mode_is_lambda_and_counts_again_when_it_is_
         let refused = metrics["freshness"]["consumerRefused"].as_str().unwrap_or_default();
         assert!(refused.starts_with("standing down: mode is lambda"), "{engine:?}: {metrics}");
         assert_eq!(metrics["freshness"]["consumerMode"]["mode"], "lambda", "{engine:?}: {metrics}");
+        let (code, capacity) = app.get("/api/capacity").await;
+        assert_eq!(code, 200, "{capacity}");
+        assert_eq!(capacity["consumerMode"]["mode"], "lambda", "{engine:?}: the capacity page's figures show it");
         let (code, page) = app.get("/api/pending?limit=5").await;
         assert_eq!(code, 200, "{engine:?}: serve keeps serving: {page}");
 
@@ -156,9 +161,29 @@ async fn serve_stands_down_while_the_mode_is_lambda_and_counts_again_when_it_is_
             app.store.read_counters(day).await.unwrap().created == 2
         })
         .await;
-        assert!(first.status().refused.is_none(), "{engine:?}: no longer standing down");
+        // Either instance may count it first; both stop standing down within a beat.
+        wait_for("both instances count again", BEAT * 10, async || {
+            first.status().refused.is_none() && second.status().refused.is_none()
+        })
+        .await;
         tokio::time::sleep(BEAT * 5).await;
         common::counters::assert_all_exact(&app, day).await;
+
+        // The function, in serve mode, commits nothing and fails the whole
+        // batch (the mapping then keeps the records), marker or window guarded.
+        let before = app.store.read_counters(day).await.unwrap();
+        let records = stream_records(&app).await;
+        let function = LambdaConsumer::new(app.store.clone());
+        let outcome = function.apply(&delivered(&records)).await;
+        assert_eq!((outcome.failed_from, outcome.applied), (Some(0), 0), "{engine:?}: {outcome:?}");
+        assert!(outcome.error.as_deref().unwrap_or_default().starts_with("standing down: mode is serve"));
+        let arn = app.store.stream_arn().await.unwrap().unwrap();
+        let shard_id = app.store.stream_shards(&arn).await.unwrap()[0].id.clone();
+        let shard = ShardOf { stream_arn: arn, shard_id };
+        let outcome = function.apply_shard(&shard, &delivered(&records), &mut Default::default()).await;
+        assert_eq!((outcome.failed_from, outcome.applied), (Some(0), 0), "{engine:?}: {outcome:?}");
+        assert_eq!(app.store.read_counters(day).await.unwrap(), before, "{engine:?}: nothing committed");
+        assert_eq!(app.store.consumer_mode().await.unwrap().mode, ConsumerMode::Serve, "it records no mode");
         println!("{engine:?}: stood down {took:?} after the switch to lambda; counted again {resumed:?} after serve");
 
         for (stop, task) in [(stop_first, first_task), (stop_second, second_task)] {
@@ -167,6 +192,30 @@ async fn serve_stands_down_while_the_mode_is_lambda_and_counts_again_when_it_is_
         }
         app.stop().await;
     }
+}
+
+async fn shard_arn(app: &TestApp) -> String {
+    app.store.stream_arn().await.unwrap().expect("the orders table has a stream")
+}
+
+/// The records of the stream's first shard, from its start.
+async fn stream_records(app: &TestApp) -> Vec<Record> {
+    let arn = shard_arn(app).await;
+    let shard = app.store.stream_shards(&arn).await.unwrap()[0].id.clone();
+    let (records, _) = common::counters::read_batch(&app.store, &arn, &shard, None, 1000).await;
+    assert!(!records.is_empty(), "the orders written are in the stream");
+    records
+}
+
+fn delivered(records: &[Record]) -> Vec<Delivered> {
+    records
+        .iter()
+        .map(|r| Delivered {
+            event_id: r.event_id().map(str::to_string),
+            seq: r.dynamodb().and_then(|d| d.sequence_number()).map(str::to_string),
+            record: Some(r.clone()),
+        })
+        .collect()
 }
 
 /// Orders created through the API, one every `every`, until `stop`; every
@@ -240,6 +289,8 @@ async fn a_switch_serve_lambda_serve_during_writes_counts_every_change_once() {
             before_back
         );
         assert!(serve_applied > 0 && after > before_back, "{engine:?}: serve counted in both serve phases");
+        assert!(stats.partial_failures > 0, "{engine:?}: the function stood down (failed batches) in serve mode");
+        assert!(stats.records_done > 0, "{engine:?}: and counted in lambda mode");
 
         stop_consumer.cancel();
         consumer_task.await.unwrap();
