@@ -248,25 +248,27 @@ pub const METRICS_ACCESS: [MetricsAccess; 9] = [
     // the stream's capacity figures and hot keys, the GSI2 shard heat, the
     // data quality figures (read before it first adds to an hour's largest
     // items); the days' shard counts say how an order counts;
-    // the consumer registry (itself, and whether a Lambda consumes).
+    // the consumer registry (itself) and the recorded consumer mode.
     MetricsAccess {
         command: "consume",
         reads: &[CHECKPOINT, SHARDS, QUALITY, CONSUMERS],
         writes: &[METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, CAPACITY, HEAT, QUALITY, CONSUMERS],
     },
     // The Lambda consumer: shard checkpoints in a tumbling window, markers
-    // without one; it records itself in the consumer registry.
+    // without one; it records itself in the consumer registry, reads the
+    // recorded consumer mode, and records `lambda` where none is.
     MetricsAccess {
         command: "lambda",
-        reads: &[APPLIED, CHECKPOINT, SHARDS, QUALITY],
+        reads: &[APPLIED, CHECKPOINT, SHARDS, QUALITY, CONSUMERS],
         writes: &[APPLIED, CHECKPOINT, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY, CONSUMERS],
     },
     // The Lambda consumer's records given up, applied again as it applies
     // them; the registry read first (no in-process consumer may be live).
+    // It writes nothing there: no heartbeat, and never the consumer mode.
     MetricsAccess {
         command: "replay",
         reads: &[APPLIED, SHARDS, QUALITY, CONSUMERS],
-        writes: &[APPLIED, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY, CONSUMERS],
+        writes: &[APPLIED, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY],
     },
     // Counters against the index and the checkpoints, its own lease.
     MetricsAccess {
@@ -276,8 +278,13 @@ pub const METRICS_ACCESS: [MetricsAccess; 9] = [
     },
     MetricsAccess { command: "seed", reads: &[SHARDS], writes: &ORDER_WRITER_WRITES },
     MetricsAccess { command: "loadgen", reads: &[SHARDS], writes: &ORDER_WRITER_WRITES },
-    // `user` and `token`.
-    MetricsAccess { command: "admin", reads: &[USERS, TOKENS], writes: &[USERS, TOKENS, CAPACITY] },
+    // `user`, `token` and `consumer` (the recorded consumer mode, beside
+    // the registry's entries).
+    MetricsAccess {
+        command: "admin",
+        reads: &[USERS, TOKENS, CONSUMERS],
+        writes: &[USERS, TOKENS, CAPACITY, CONSUMERS],
+    },
     MetricsAccess { command: "advise", reads: &[CAPACITY], writes: &[] },
 ];
 
