@@ -231,6 +231,7 @@ impl LambdaGate {
             match store.switch_consumer_mode(ConsumerMode::Lambda, 0, &self.instance, Utc::now()).await {
                 Ok(claimed) => {
                     tracing::info!(function = self.instance, "no consumer mode recorded: recorded lambda");
+                    audit_mode_switch(&state, &claimed, &self.instance);
                     state = claimed;
                 }
                 Err(StoreError::Conflict(_)) => state = store.consumer_mode().await?,
