@@ -376,7 +376,8 @@ fn every_table_and_index_has_its_alarms_and_scaling_in_both_modes() {
             .iter()
             .map(|e| (e["Name"].as_str().unwrap(), &e["Value"]))
             .collect();
-        assert_eq!(env["NORTHWIND_NO_CONSUMER"], "true");
+        // A consumer guarded by the recorded mode: it counts only when an admin switches to serve.
+        assert_eq!(env["NORTHWIND_NO_CONSUMER"], "false");
         // Reconciled every ReconcileMinutes (10), anchored at the Lambda's checkpoints.
         assert_eq!(env["NORTHWIND_RECONCILE_MINUTES"].as_f64(), Some(10.0));
         assert_eq!(env["NORTHWIND_IDLE_TIMEOUT_SECS"], "75");

@@ -310,12 +310,15 @@ fn provisioned_condition(role: TableRole) -> String {
     format!("{}Provisioned", role.prefix())
 }
 
-/// How `serve` in the stack treats the orders stream: it runs no consumer
-/// of its own, since the Lambda function consumes the stream (two would
-/// count every change twice). Its reconciliation, anchored at the Lambda's
-/// shard checkpoints, runs every `ReconcileMinutes` (console.rs).
+/// How `serve` in the stack treats the orders stream: it runs its
+/// in-process consumer, which counts only while the recorded consumer mode
+/// is `serve` (`stream::registry`); the Lambda function records `lambda` at
+/// its first batch, so the tasks stand down until an admin switches to
+/// `serve` (`consumer use serve`), and take over at the shared checkpoints
+/// then. Its reconciliation, anchored at the shard checkpoints, runs every
+/// `ReconcileMinutes` (console.rs).
 fn consumer_mode_environment() -> Vec<(&'static str, &'static str)> {
-    vec![("NORTHWIND_NO_CONSUMER", "true")]
+    vec![("NORTHWIND_NO_CONSUMER", "false")]
 }
 
 /// `Retain` on deletion and on replacement: for what holds data.
@@ -406,9 +409,9 @@ mod tests {
     }
 
     #[test]
-    fn serve_in_the_stack_runs_no_consumer_and_reconciles_against_the_lambdas_checkpoints() {
+    fn serve_in_the_stack_runs_a_consumer_guarded_by_the_mode_and_reconciles_against_the_checkpoints() {
         let environment = consumer_mode_environment();
-        assert!(environment.contains(&("NORTHWIND_NO_CONSUMER", "true")));
+        assert!(environment.contains(&("NORTHWIND_NO_CONSUMER", "false")), "it counts when the mode is serve");
         let template = template(&deployment(TableCapacity::OnDemand));
         let mapping = &template["Resources"]["ConsumerEvents"]["Properties"];
         assert!(mapping["TumblingWindowInSeconds"].as_u64().is_some_and(|w| w > 0), "the Lambda writes checkpoints");
