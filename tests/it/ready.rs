@@ -43,7 +43,7 @@ fn plan_json(name: &str, peak: f64, consumer: Option<f64>) -> Value {
 
 /// Ops, as the service sees a caller.
 fn ops() -> Principal {
-    Principal { actor: Actor::cli("ready-test"), role: Role::Ops }
+    Principal { actor: Actor::cli("ready-test"), role: Role::Ops, client: None }
 }
 
 /// The plan's rehearsals once none runs (a minute at most).
@@ -391,7 +391,7 @@ async fn a_viewer_reads_plans_and_verdicts_but_writes_nothing() {
         assert_eq!(app.store.recorded_shards_fresh(day).await.unwrap(), None, "no shard count written");
         let (_, rehearsals) = app.get("/api/sales/gala/rehearsal").await;
         assert_eq!(rehearsals, json!({"running": null, "latest": null, "previous": null}), "none started");
-        let viewer = Principal { actor: Actor::cli("viewer"), role: Role::Viewer };
+        let viewer = Principal { actor: Actor::cli("viewer"), role: Role::Viewer, client: None };
         assert!(app.service.run_rehearsal("gala", &viewer).await.is_err(), "the service refuses too");
         let (_, body) = app.get("/api/sales").await;
         assert_eq!(body["plans"].as_array().unwrap().len(), 1);

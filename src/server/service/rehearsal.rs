@@ -102,6 +102,8 @@ impl Service {
             .into());
         }
         tracing::info!(plan = %plan.name, shards, scale = running.shape.scale, "rehearsal started");
+        let detail = format!("{shards} shards, scale {}", running.shape.scale);
+        self.record(crate::model::AuditKind::RehearsalStarted, by, &plan.name, Some(detail)).await;
         Ok((running, rehearser))
     }
 

@@ -7,8 +7,8 @@ use super::Service;
 use super::checks::check_text;
 use super::figures::window_days;
 use crate::model::{
-    DayShards, Invalid, MAX_ITEM_BYTES, MAX_PEAK, MAX_PHASE_MINUTES, MAX_PLAN_NAME, Permission, Readiness, SalePlan,
-    SalePlanInput, ShardsWritten, iso_millis,
+    AuditKind, DayShards, Invalid, MAX_ITEM_BYTES, MAX_PEAK, MAX_PHASE_MINUTES, MAX_PLAN_NAME, Permission, Readiness,
+    SalePlan, SalePlanInput, ShardsWritten, iso_millis,
 };
 use crate::server::auth::Principal;
 use crate::server::capacity::planner;
@@ -26,6 +26,19 @@ const MAX_DAYS_AHEAD: i64 = 400;
 const START_SKEW_SECONDS: i64 = 60;
 /// Days of recorded hot keys a readiness check weighs.
 pub const HOT_WINDOW_DAYS: u32 = 7;
+
+/// What the trail keeps of a plan as saved: its figures.
+fn plan_summary(plan: &SalePlan) -> String {
+    format!(
+        "peak {}/s from {}, ramp {} min, hold {} min, decay {} min, {} bytes an order",
+        plan.peak_orders_per_second,
+        iso_millis::format(&plan.start),
+        plan.ramp_minutes,
+        plan.hold_minutes,
+        plan.decay_minutes,
+        plan.item_bytes
+    )
+}
 
 /// A plan name: 1 to 64 characters, no control or text-direction characters.
 pub fn check_plan_name(name: &str) -> Result<(), Invalid> {
@@ -151,6 +164,7 @@ impl Service {
         by.require(Permission::PlanSales)?;
         let plan = parse_plan(input, Utc::now(), &by.actor.name)?;
         self.store.save_sale_plan(&plan, true).await?;
+        self.record(AuditKind::SalePlanCreated, by, &plan.name, Some(plan_summary(&plan))).await;
         Ok(plan)
     }
 
@@ -172,13 +186,18 @@ impl Service {
         }
         let plan = parse_plan(&input, Utc::now(), &by.actor.name)?;
         self.store.save_sale_plan(&plan, false).await?;
+        self.record(AuditKind::SalePlanChanged, by, &plan.name, Some(plan_summary(&plan))).await;
         Ok(plan)
     }
 
     pub async fn delete_sale_plan(&self, name: &str, by: &Principal) -> Result<(), ApiError> {
         by.require(Permission::PlanSales)?;
         check_plan_name(name)?;
-        if self.store.delete_sale_plan(name).await? { Ok(()) } else { Err(no_plan(name)) }
+        if !self.store.delete_sale_plan(name).await? {
+            return Err(no_plan(name));
+        }
+        self.record(AuditKind::SalePlanDeleted, by, name, None).await;
+        Ok(())
     }
 
     /// Writes the shard count the plan's peak needs (at least this server's
@@ -220,6 +239,12 @@ impl Service {
                 }
             };
             written.push(DayShards { date: day, outcome: outcome.into() });
+        }
+        let days_written: Vec<String> =
+            written.iter().filter(|d| d.outcome == "written").map(|d| d.date.to_string()).collect();
+        if !days_written.is_empty() {
+            let detail = format!("{shards} shards for {}", days_written.join(", "));
+            self.record(AuditKind::ShardsWritten, by, &plan.name, Some(detail)).await;
         }
         Ok(ShardsWritten { shards, days: written })
     }

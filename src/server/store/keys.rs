@@ -91,6 +91,9 @@ pub mod attr {
     pub const REHEARSAL_SINCE: &str = "runningSince";
     pub const REHEARSAL_LATEST: &str = "latest";
     pub const REHEARSAL_PREVIOUS: &str = "previous";
+    /// Audit records: what a record records (`model::AuditKind`; none on
+    /// order changes written before kinds existed).
+    pub const KIND: &str = "kind";
 
     /// The other attributes of an order item (the serde names of
     /// `model::Order`, checked by a test), as the tolerant reader
@@ -268,12 +271,17 @@ pub const METRICS_ACCESS: [MetricsAccess; 9] = [
     MetricsAccess {
         command: "reconcile",
         reads: &[SHARDS, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, RECONCILE],
-        writes: &[METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, RECONCILE, CAPACITY],
+        writes: &[METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, RECONCILE, CAPACITY, AUDIT_DAY, AUDIT_ACTOR],
     },
     MetricsAccess { command: "seed", reads: &[SHARDS], writes: &ORDER_WRITER_WRITES },
     MetricsAccess { command: "loadgen", reads: &[SHARDS], writes: &ORDER_WRITER_WRITES },
-    // `user` and `token`.
-    MetricsAccess { command: "admin", reads: &[USERS, TOKENS], writes: &[USERS, TOKENS, CAPACITY] },
+    // `user` and `token`, each change with its security event in the audit
+    // trail (the reconciliation's repairs too, above).
+    MetricsAccess {
+        command: "admin",
+        reads: &[USERS, TOKENS],
+        writes: &[USERS, TOKENS, CAPACITY, AUDIT_DAY, AUDIT_ACTOR],
+    },
     MetricsAccess { command: "advise", reads: &[CAPACITY], writes: &[] },
 ];
 
@@ -667,6 +675,11 @@ pub fn session_key(id: &str) -> (String, String) {
 /// partition reads newest first and two changes in one millisecond both stay.
 pub fn audit_sk(at: &DateTime<Utc>, event_id: &str) -> String {
     format!("{}#{event_id}", iso_millis::format(at))
+}
+
+/// The time an audit record's sort key starts with.
+pub fn parse_audit_sk(sk: &str) -> Option<DateTime<Utc>> {
+    iso_millis::parse(sk.split_once('#')?.0).ok()
 }
 
 /// An order's own timeline.

@@ -34,7 +34,7 @@ pub mod usage;
 
 pub use accounts::{ACCESS_TTL, Account, AccountChange, Token};
 pub use applied::{Marked, Marker, TRANSACTION_ITEMS};
-pub use audit::{AuditPage, AuditScope};
+pub use audit::{AuditPage, AuditScope, KindFilter};
 pub use autoscaling::{ScalableTarget, ScheduledAction};
 pub use breaker::PROBE_EVERY;
 pub use capacity::{CapacityDay, HeatDay, UsageFlusher, day_minute};
@@ -104,6 +104,9 @@ pub struct Store {
     on_aws: bool,
     /// Accounts, tokens and sessions as read within a second (`accounts`).
     access: accounts::AccessCache,
+    /// How long audit records are kept (`--audit-retention-days`); `None`:
+    /// for ever.
+    audit_retention: Option<chrono::Duration>,
 }
 
 /// Recorded counts never change; an unrecorded day may be recorded any time.
@@ -240,6 +243,8 @@ pub async fn connect(config: &StoreConfig) -> Result<(Store, Option<Embedded>), 
         pending_hints: pending::Hints::default(),
         on_aws: config.kind() == StoreKind::Aws,
         access: accounts::AccessCache::default(),
+        audit_retention: (config.audit_retention_days > 0)
+            .then(|| chrono::Duration::days(i64::from(config.audit_retention_days))),
     };
     Ok((store, embedded))
 }
