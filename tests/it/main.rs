@@ -27,6 +27,7 @@ mod ready;
 mod reconcile;
 mod registry;
 mod replay;
+mod security;
 mod shards;
 mod throttle;
 mod workflows;

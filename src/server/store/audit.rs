@@ -271,7 +271,7 @@ fn audit_record(item: Item) -> Option<(String, AuditRecord)> {
         None => AuditKind::OrderChange,
         Some(kind) => match AuditKind::parse(&kind) {
             AuditKind::Unknown => {
-                problems.push(format!("kind {kind:?}"));
+                problems.push(format!("kind {:?} unknown", kind.chars().take(80).collect::<String>()));
                 AuditKind::Unknown
             }
             known => known,
@@ -314,13 +314,15 @@ fn text(item: &Item, name: &str) -> Option<String> {
 /// but does not read is named in `problems`.
 fn parsed<T: DeserializeOwned>(item: &Item, name: &str, problems: &mut Vec<String>) -> Option<T> {
     let value = item.get(name)?;
-    let read = match value {
-        AttributeValue::S(s) => serde_json::from_value(serde_json::Value::String(s.clone())).ok(),
+    let (read, shown) = match value {
+        AttributeValue::S(s) => (serde_json::from_value(serde_json::Value::String(s.clone())).ok(), format!("{s:?}")),
         AttributeValue::Null(_) => return None,
-        _ => None,
+        _ => (None, "not a string".to_string()),
     };
     if read.is_none() {
-        problems.push(format!("{name} unreadable"));
+        // Cut short: whatever the item held is shown, never all of it.
+        let shown: String = shown.chars().take(80).collect();
+        problems.push(format!("{name} {shown} unreadable"));
     }
     read
 }
