@@ -397,3 +397,18 @@ async fn only_admins_read_the_trail() {
     assert_eq!(page["entries"].as_array().unwrap().len(), 1, "{page}");
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cannot_choose_how_many_refused_tokens_are_recorded() {
+    let app = TestApp::spawn(Engine::Dynoxide).await;
+    let made_up = common::client_with_token(Some(&format!("nwo.made-up.{}", "x".repeat(43))));
+    // Pages too: a bearer token is read on every path, the API's or not.
+    for path in ["/api/me", "/orders"].iter().cycle().take(40) {
+        let response = made_up.get(format!("{}{path}", app.base)).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{path}");
+    }
+    let recorded = trail(&app, "kind=sign-in-refused&limit=100").await;
+    println!("40 refused tokens, {} recorded", recorded.len());
+    assert_eq!(recorded.len(), 30, "{recorded:?}");
+    app.stop().await;
+}

@@ -285,7 +285,16 @@ fn same_origin(headers: &HeaderMap) -> bool {
 pub struct Gate {
     pub auth: Auth,
     pub routes: Arc<RouteTable>,
+    /// Refused API tokens recorded in the audit trail per client address
+    /// (`REFUSALS_RECORDED_PER_MINUTE`): a bearer token is read on every
+    /// path, pages too, which the API rate limit does not cover, and a
+    /// client must not choose how many records are written.
+    pub refusals_recorded: crate::server::rate_limit::RateLimit,
 }
+
+/// Refused API tokens recorded per client address and minute; past it they
+/// are logged only.
+pub const REFUSALS_RECORDED_PER_MINUTE: u32 = 30;
 
 /// Every request, once routed: host, the route's access, principal,
 /// cross-site check, role.
@@ -321,9 +330,12 @@ pub async fn guard(State(gate): State<Gate>, session: Session, mut request: Requ
             Ok(Ok(principal)) => Some(principal),
             Ok(Err((name, why))) => {
                 let actor = Actor { name: name.unwrap_or_else(|| "unknown".into()), method: SignIn::Token };
-                auth.store
-                    .record_event_or_log(&SecurityEvent::new(AuditKind::SignInRefused, &actor, client).refused(why))
-                    .await;
+                if client.and_then(|ip| gate.refusals_recorded.check(ip)).is_none() {
+                    let event = SecurityEvent::new(AuditKind::SignInRefused, &actor, client).refused(why);
+                    auth.store.record_event_or_log(&event).await;
+                } else {
+                    tracing::info!(token = %actor.name, reason = why.as_str(), "API token refused (not recorded: over the client's rate)");
+                }
                 return ApiError::Unauthorized.into_response();
             }
             Err(err) => return unavailable(api, err),
