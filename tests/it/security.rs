@@ -412,3 +412,70 @@ async fn a_client_cannot_choose_how_many_refused_tokens_are_recorded() {
     assert_eq!(recorded.len(), 30, "{recorded:?}");
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_page_and_its_calls_manage_accounts_and_tokens_and_each_is_in_the_trail() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let call = |name: &'static str, body: Value| {
+            let (http, base) = (app.http.clone(), app.base.clone());
+            async move {
+                let response = http.post(format!("{base}/api/fn/{name}")).json(&body).send().await.unwrap();
+                let status = response.status();
+                (status, response.json::<Value>().await.unwrap_or(Value::Null))
+            }
+        };
+        let new = json!({"name": "dora", "role": "support", "password": "dora's long password"});
+        let (status, body) = call("add-account", json!({"new": new})).await;
+        assert_eq!(status, StatusCode::OK, "{engine:?}: {body}");
+        let (status, body) =
+            call("add-account", json!({"new": {"name": "eve", "role": "ops", "password": "short"}})).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{engine:?}: a short password: {body}");
+        let (status, _) = call("set-role", json!({"name": "dora", "role": "ops"})).await;
+        assert_eq!(status, StatusCode::OK);
+        let (status, token) = call("create-token", json!({"new": {"name": "dora-script", "role": "viewer"}})).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(token.as_str().unwrap().starts_with("nwo.dora-script."), "{token}");
+        let (status, _) = call("revoke-token", json!({"name": "dora-script"})).await;
+        assert_eq!(status, StatusCode::OK);
+        // Dora signs in once, then is disabled.
+        assert!(sign_in(&app, "dora", "dora's long password").await.is_some());
+        let (status, _) = call("disable-account", json!({"name": "dora"})).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(sign_in(&app, "dora", "dora's long password").await.is_none(), "disabled");
+
+        let (status, overview) = call("admin", json!({})).await;
+        assert_eq!(status, StatusCode::OK);
+        let dora = overview["accounts"].as_array().unwrap().iter().find(|a| a["name"] == "dora").unwrap().clone();
+        assert_eq!((&dora["role"], &dora["disabled"]), (&json!("ops"), &json!(true)), "{engine:?}: {dora}");
+        let token = overview["tokens"].as_array().unwrap().iter().find(|t| t["name"] == "dora-script").unwrap();
+        assert_eq!((&token["createdBy"], &token["revoked"]), (&json!("test-admin"), &json!(true)));
+
+        // The admin's changes, by the admin, from the client's address.
+        let records = trail(&app, "actor=test-admin&kind=security").await;
+        let kinds: Vec<&str> = records.iter().map(|r| r["kind"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            ["account-disabled", "token-revoked", "token-created", "account-role-changed", "account-added"],
+            "{engine:?}: newest first; the refused add is not a change"
+        );
+        assert!(records.iter().all(|r| r["client"] == "127.0.0.1" && r["method"] == "token"), "{records:?}");
+
+        // The page: the accounts, the tokens, and dora's own events beside them.
+        let page = app.http.get(format!("{}/admin?account=dora", app.base)).send().await.unwrap();
+        assert_eq!(page.status(), StatusCode::OK);
+        let html = page.text().await.unwrap();
+        for shown in [r#"data-account="dora""#, r#"data-token="dora-script""#, "Security events of dora"] {
+            assert!(html.contains(shown), "{engine:?}: the page shows {shown}");
+        }
+        for kind in ["sign-in-refused", "sign-in"] {
+            assert!(
+                html.contains(&format!(r#"data-kind="{kind}""#)),
+                "{engine:?}: dora's {kind} is beside her account"
+            );
+        }
+        let viewer = app.client_as(Some(Role::Viewer)).get(format!("{}/admin", app.base)).send().await.unwrap();
+        assert_eq!(viewer.status(), StatusCode::FORBIDDEN);
+        app.stop().await;
+    }
+}

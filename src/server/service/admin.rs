@@ -4,7 +4,8 @@
 use super::Service;
 use super::checks::{parse_date, parse_limit, validate_actor};
 use crate::model::{
-    AccountView, AuditKind, AuditListing, AuditParams, Checked, NewToken, Permission, SecurityEvent, TokenView,
+    AccountView, AuditKind, AuditListing, AuditParams, Checked, NewAccount, NewToken, Permission, Role, SecurityEvent,
+    TokenView,
 };
 use crate::server::auth::Principal;
 use crate::server::auth::accounts;
@@ -35,6 +36,23 @@ impl Service {
     pub async fn accounts(&self, by: &Principal) -> Result<Vec<AccountView>, ApiError> {
         by.require(Permission::Administer)?;
         Ok(self.store.list_accounts().await?.into_iter().map(AccountView::from).collect())
+    }
+
+    /// Adds a local account (admin).
+    pub async fn add_account(&self, new: &NewAccount, by: &Principal) -> Result<AccountView, ApiError> {
+        by.require(Permission::Administer)?;
+        let account = accounts::add_user(&self.store, &new.name, new.role, new.password.clone()).await?;
+        self.record(AuditKind::AccountAdded, by, &new.name, Some(format!("role {}", new.role))).await;
+        Ok(AccountView::from(account))
+    }
+
+    /// Gives an account another role (admin): it applies at its next request.
+    pub async fn set_role(&self, name: &str, role: Role, by: &Principal) -> Result<(), ApiError> {
+        by.require(Permission::Administer)?;
+        accounts::validate_name("user name", name)?;
+        self.store.change_account(name, &AccountChange::Role(role)).await?;
+        self.record(AuditKind::AccountRoleChanged, by, name, Some(format!("role {role}"))).await;
+        Ok(())
     }
 
     /// Disables an account (admin): its sessions end at their next request.
