@@ -276,3 +276,23 @@ pub struct AuditRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_is_written_and_read_by_one_name() {
+        for kind in AuditKind::ALL {
+            let written = serde_json::to_value(kind).unwrap();
+            assert_eq!(written, kind.as_str(), "serde and as_str agree");
+            assert_eq!(AuditKind::parse(kind.as_str()), kind);
+            assert_eq!(serde_json::from_value::<AuditKind>(written).unwrap(), kind);
+        }
+        assert_eq!(AuditKind::parse("from-a-newer-build"), AuditKind::Unknown);
+        assert_eq!(serde_json::from_str::<AuditKind>("\"from-a-newer-build\"").unwrap(), AuditKind::Unknown);
+        for why in [Refusal::UnknownAccount, Refusal::RevokedToken, Refusal::NoRole] {
+            assert_eq!(serde_json::to_value(why).unwrap(), why.as_str());
+        }
+    }
+}
