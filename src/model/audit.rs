@@ -207,6 +207,8 @@ pub struct SecurityEvent {
     pub detail: Option<String>,
 }
 
+// Made by the server only (the browser build's chrono has no clock).
+#[cfg(feature = "ssr")]
 impl SecurityEvent {
     /// An event of `kind` by `actor` now, from `client`.
     pub fn new(kind: AuditKind, actor: &Actor, client: Option<std::net::IpAddr>) -> SecurityEvent {
