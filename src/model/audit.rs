@@ -212,8 +212,10 @@ pub struct SecurityEvent {
 impl SecurityEvent {
     /// An event of `kind` by `actor` now, from `client`.
     pub fn new(kind: AuditKind, actor: &Actor, client: Option<std::net::IpAddr>) -> SecurityEvent {
+        use chrono::SubsecRound;
         SecurityEvent {
-            at: Utc::now(),
+            // As it is stored: milliseconds.
+            at: Utc::now().trunc_subsecs(3),
             kind,
             actor: actor.name.clone(),
             method: actor.method,

@@ -263,7 +263,7 @@ fn audit_record(item: Item) -> Option<(String, AuditRecord)> {
         _ => return None,
     };
     let mut problems = Vec::new();
-    let at = text(&item, "at")
+    let at = text(&item, attr::AT)
         .and_then(|at| iso_millis::parse(&at).ok())
         .or_else(|| keys::parse_audit_sk(&sk))
         .unwrap_or_default();
@@ -280,20 +280,20 @@ fn audit_record(item: Item) -> Option<(String, AuditRecord)> {
     let mut record = AuditRecord {
         at,
         kind,
-        actor: text(&item, "actor"),
-        method: parsed(&item, "method", &mut problems),
-        client: text(&item, "client"),
-        subject: text(&item, "subject"),
-        refused: parsed(&item, "refused", &mut problems),
-        detail: text(&item, "detail"),
-        order_id: text(&item, "orderId"),
-        from: parsed(&item, "from", &mut problems),
-        to: parsed(&item, "to", &mut problems),
-        reason: text(&item, "reason"),
-        bulk_id: text(&item, "bulkId"),
+        actor: text(&item, attr::ACTOR),
+        method: parsed(&item, attr::METHOD, &mut problems),
+        client: text(&item, attr::CLIENT),
+        subject: text(&item, attr::SUBJECT),
+        refused: parsed(&item, attr::REFUSED, &mut problems),
+        detail: text(&item, attr::DETAIL),
+        order_id: text(&item, attr::ORDER_ID),
+        from: parsed(&item, attr::FROM, &mut problems),
+        to: parsed(&item, attr::TO, &mut problems),
+        reason: text(&item, attr::REASON),
+        bulk_id: text(&item, attr::BULK_ID),
         problems: Vec::new(),
     };
-    for (field, present) in [("actor", record.actor.is_some()), ("at", text(&item, "at").is_some())] {
+    for (field, present) in [(attr::ACTOR, record.actor.is_some()), (attr::AT, text(&item, attr::AT).is_some())] {
         if !present {
             problems.push(format!("{field} missing"));
         }
@@ -325,4 +325,52 @@ fn parsed<T: DeserializeOwned>(item: &Item, name: &str, problems: &mut Vec<Strin
         problems.push(format!("{name} {shown} unreadable"));
     }
     read
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Actor, Refusal, SignIn, Status};
+
+    #[test]
+    fn every_field_the_app_writes_reads_back_by_the_names_in_keys() {
+        let actor = Actor { name: "alice".into(), method: SignIn::Password };
+        let event = SecurityEvent::new(AuditKind::SignInRefused, &actor, Some([10, 0, 0, 7].into()))
+            .subject("alice")
+            .refused(Refusal::WrongPassword)
+            .detail("three in a row");
+        let mut item: Item = serde_dynamo::to_item(&event).unwrap();
+        item.insert(keys::SK.into(), AttributeValue::S(keys::audit_sk(&event.at, "id")));
+        let (_, read) = audit_record(item).unwrap();
+        assert!(read.problems.is_empty(), "{:?}", read.problems);
+        assert_eq!(
+            (read.kind, read.actor.as_deref(), read.method),
+            (event.kind, Some("alice"), Some(SignIn::Password))
+        );
+        assert_eq!((read.client.as_deref(), read.subject.as_deref()), (Some("10.0.0.7"), Some("alice")));
+        assert_eq!(
+            (read.refused, read.detail.as_deref(), read.at),
+            (Some(Refusal::WrongPassword), Some("three in a row"), event.at)
+        );
+
+        let change = AuditEntry {
+            at: event.at,
+            order_id: "o-1".into(),
+            actor: "bob".into(),
+            method: SignIn::Token,
+            from: Some(Status::Pending),
+            to: Status::Cancelled,
+            reason: Some("asked".into()),
+            bulk_id: Some("b-1".into()),
+        };
+        let mut item: Item = serde_dynamo::to_item(&change).unwrap();
+        item.insert(keys::SK.into(), AttributeValue::S(keys::audit_sk(&change.at, "id")));
+        let (_, read) = audit_record(item).unwrap();
+        assert!(read.problems.is_empty(), "{:?}", read.problems);
+        assert_eq!(
+            (read.kind, read.order_id.as_deref(), read.from, read.to),
+            (AuditKind::OrderChange, Some("o-1"), Some(Status::Pending), Some(Status::Cancelled))
+        );
+        assert_eq!((read.reason.as_deref(), read.bulk_id.as_deref()), (Some("asked"), Some("b-1")));
+    }
 }

@@ -92,8 +92,21 @@ pub mod attr {
     pub const REHEARSAL_LATEST: &str = "latest";
     pub const REHEARSAL_PREVIOUS: &str = "previous";
     /// Audit records: what a record records (`model::AuditKind`; none on
-    /// order changes written before kinds existed).
+    /// order changes written before kinds existed), and the other serde
+    /// names of `model::AuditEntry` and `model::SecurityEvent` as the
+    /// tolerant reader (`store::audit`) reads them one by one.
     pub const KIND: &str = "kind";
+    pub const AT: &str = "at";
+    pub const ACTOR: &str = "actor";
+    pub const METHOD: &str = "method";
+    pub const CLIENT: &str = "client";
+    pub const SUBJECT: &str = "subject";
+    pub const REFUSED: &str = "refused";
+    pub const DETAIL: &str = "detail";
+    pub const FROM: &str = "from";
+    pub const TO: &str = "to";
+    pub const REASON: &str = "reason";
+    pub const BULK_ID: &str = "bulkId";
 
     /// The other attributes of an order item (the serde names of
     /// `model::Order`, checked by a test), as the tolerant reader
