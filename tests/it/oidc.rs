@@ -478,6 +478,14 @@ async fn after_single_sign_on_the_browser_stays_on_this_site() {
         );
         assert_eq!(record["client"], "127.0.0.1", "{record}");
     }
+    // Alice's account was added at her first sign-in, by the provider.
+    let (_, page) = app.get("/api/audit?kind=account-added").await;
+    let added = page["entries"].as_array().unwrap();
+    assert_eq!(added.len(), 1, "{page}");
+    assert_eq!(
+        (&added[0]["subject"], &added[0]["method"]),
+        (&serde_json::json!("oidc.alice"), &serde_json::json!("oidc"))
+    );
     let (_, page) = app.get("/api/audit?kind=sign-in-refused").await;
     let refusals = page["entries"].as_array().unwrap();
     assert_eq!(refusals.len(), 1, "{page}");

@@ -156,14 +156,29 @@ async fn oidc_callback(
         display_name: Some(identity.display_name.clone()),
         created_at: chrono::Utc::now(),
     };
+    let provider = Actor { name: account.name.clone(), method: SignIn::Oidc };
     let account = match state.auth.store.record_oidc_account(&account).await {
-        Ok(account) if account.disabled => {
-            refused(&account.name, Refusal::Disabled).await;
-            return Redirect::to("/login?error=disabled").into_response();
+        Ok((account, before)) => {
+            let changed = match &before {
+                None => Some((AuditKind::AccountAdded, format!("role {} (the provider's groups)", account.role))),
+                Some(before) if before.role != account.role => Some((
+                    AuditKind::AccountRoleChanged,
+                    format!("role {} → {} (the provider's groups)", before.role, account.role),
+                )),
+                Some(_) => None,
+            };
+            if let Some((kind, detail)) = changed {
+                let event = SecurityEvent::new(kind, &provider, client).subject(&account.name).detail(detail);
+                state.auth.store.record_event_or_log(&event).await;
+            }
+            account
         }
-        Ok(account) => account,
         Err(err) => return unavailable(err.into()),
     };
+    if account.disabled {
+        refused(&account.name, Refusal::Disabled).await;
+        return Redirect::to("/login?error=disabled").into_response();
+    }
     match state.auth.sign_in(&session, &account, SignIn::Oidc).await {
         Ok(()) => {
             tracing::info!(user = %account.name, role = %account.role, "signed in through the identity provider");
