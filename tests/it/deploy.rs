@@ -195,14 +195,19 @@ const DYNAMODB_METRICS: [&str; 10] = [
     "ConsumedWriteCapacityUnits",
 ];
 
-/// A console's network, name and certificate.
-const CONSOLE: [(&str, &str); 5] = [
+/// A console's network, name, certificate and who may reach it.
+const CONSOLE: [(&str, &str); 6] = [
     ("VpcId", "vpc-0123456789abcdef0"),
     ("LoadBalancerSubnetIds", "subnet-0123456789abcdef0,subnet-0123456789abcdef1"),
     ("TaskSubnetIds", "subnet-0123456789abcdef0,subnet-0123456789abcdef1"),
     ("DomainName", "ops.example.com"),
     ("CertificateArn", "arn:aws:acm:us-east-1:123456789012:certificate/0"),
+    ("IngressCidr", "203.0.113.0/24"),
 ];
+
+/// An image by digest, as ImageUri takes it.
+const IMAGE: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com/northwind-ops@sha256:\
+                     0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 /// What moto skips, checked here instead: the alarms (their metrics,
 /// dimensions and M of N) and the auto scaling of every table and GSI, in
@@ -355,7 +360,15 @@ fn every_table_and_index_has_its_alarms_and_scaling_in_both_modes() {
             r["Consumer"]["Properties"]["Architectures"],
             json!([if cfg!(target_arch = "aarch64") { "arm64" } else { "x86_64" }])
         );
-        assert_eq!(r["Consumer"]["Properties"]["ReservedConcurrentExecutions"], 10.0);
+        // Unreserved by default: the open shards bound it (consumer.rs).
+        assert!(r["Consumer"]["Properties"].get("ReservedConcurrentExecutions").is_none());
+        assert_eq!(r["ConsumerEvents"]["Properties"]["Enabled"], true, "the Lambda consumes");
+        // The web tier alone: its own policy; no web ACL, no access logs unless asked.
+        assert_eq!(r["TaskRole"]["Properties"]["ManagedPolicyArns"], json!([{ "Ref": "WebPolicy" }]));
+        assert!(!r.contains_key("WebAcl") && !r.contains_key("WebAclAssociation"));
+        assert!(!r["LoadBalancer"].to_string().contains("access_logs"));
+        let ingress = &r["LoadBalancerSecurityGroup"]["Properties"]["SecurityGroupIngress"];
+        assert!(ingress.as_array().unwrap().iter().all(|rule| rule["CidrIp"] == "203.0.113.0/24"), "{ingress}");
         // The console: health check, timing, consumer mode, secrets.
         let group = &r["TargetGroup"]["Properties"];
         assert_eq!(group["HealthCheckPath"], "/healthz");
@@ -401,17 +414,80 @@ fn every_table_and_index_has_its_alarms_and_scaling_in_both_modes() {
     let container = &oidc.resources["TaskDefinition"]["Properties"]["ContainerDefinitions"][0];
     assert_eq!(container["Secrets"][1]["Name"], "NORTHWIND_OIDC_CLIENT_SECRET");
     assert!(container["Environment"].as_array().unwrap().iter().any(|e| e["Name"] == "NORTHWIND_OIDC_ISSUER"));
+    // The edge, when asked: a web ACL with its rate rule on the balancer,
+    // access logs to a bucket; the tasks consuming in-process take the
+    // serve policy and the Lambda's mapping is off; a reservation.
+    let mut values = CONSOLE.to_vec();
+    values.extend([
+        ("WafRateLimit", "2000"),
+        ("AccessLogsBucket", "northwind-logs"),
+        ("ConsumerRunsIn", "console"),
+        ("ConsumerConcurrency", "32"),
+        ("ImageUri", IMAGE),
+    ]);
+    let edge = resolve(&template, &values);
+    let r = &edge.resources;
+    let rule = &r["WebAcl"]["Properties"]["Rules"][0];
+    assert_eq!(rule["Statement"]["RateBasedStatement"]["Limit"], 2000.0);
+    assert_eq!(rule["Statement"]["RateBasedStatement"]["AggregateKeyType"], "IP");
+    assert_eq!(rule["Action"], json!({ "Block": {} }));
+    assert_eq!(r["WebAcl"]["Properties"]["Scope"], "REGIONAL");
+    assert_eq!(r["WebAclAssociation"]["Properties"]["ResourceArn"], json!({ "Ref": "LoadBalancer" }));
+    let balancer = r["LoadBalancer"]["Properties"]["LoadBalancerAttributes"].as_array().unwrap();
+    for attribute in [
+        json!({ "Key": "access_logs.s3.enabled", "Value": "true" }),
+        json!({ "Key": "access_logs.s3.bucket", "Value": "northwind-logs" }),
+    ] {
+        assert!(balancer.contains(&attribute), "{attribute}");
+    }
+    assert_eq!(r["TaskRole"]["Properties"]["ManagedPolicyArns"], json!([{ "Ref": "ServePolicy" }]));
+    let container = &r["TaskDefinition"]["Properties"]["ContainerDefinitions"][0];
+    let env = container["Environment"].as_array().unwrap();
+    assert!(env.contains(&json!({ "Name": "NORTHWIND_NO_CONSUMER", "Value": "false" })), "{env:?}");
+    assert_eq!(r["ConsumerEvents"]["Properties"]["Enabled"], false, "one consumer at a time");
+    assert_eq!(r["Consumer"]["Properties"]["ReservedConcurrentExecutions"], 32.0);
+    // The image by digest for both, never a tag: the parameter's pattern
+    // (CloudFormation's, a Java regex; Python's reads it the same) and both
+    // resources naming the one parameter.
+    let pattern = template["Parameters"]["ImageUri"]["AllowedPattern"].as_str().unwrap();
+    assert_eq!(container["Image"], IMAGE);
+    assert_eq!(r["Consumer"]["Properties"]["Code"]["ImageUri"], IMAGE);
+    let cidr = template["Parameters"]["IngressCidr"]["AllowedPattern"].as_str().unwrap();
+    assert!(template["Parameters"]["IngressCidr"]["Default"] == "", "no default range: a console needs one given");
+    let rules = template["Rules"]["ConsoleNeedsItsNetworkAndName"]["Assertions"].to_string();
+    assert!(rules.contains("DeployConsole=true needs IngressCidr"), "{rules}");
+    for (pattern, value, matches) in [
+        (pattern, IMAGE, true),
+        (pattern, "123456789012.dkr.ecr.us-east-1.amazonaws.com/northwind-ops:1.0", false),
+        (pattern, "northwind-ops@sha256:0123", false),
+        (pattern, "northwind-ops:latest@sha256:", false),
+        (cidr, "203.0.113.0/24", true),
+        (cidr, "0.0.0.0/0", true),
+        (cidr, "", true),
+        (cidr, "203.0.113.0", false),
+        (cidr, "300.0.113.0/24", false),
+        (cidr, "203.0.113.0/33", false),
+    ] {
+        let out = Command::new("python3")
+            .args(["-c", "import re,sys; sys.exit(0 if re.fullmatch(sys.argv[1], sys.argv[2]) else 1)", pattern, value])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.success(), matches, "{pattern} against {value:?}");
+    }
+
     // DeployConsole=false: no console, no console alarm; the serve policy stays.
     let bare = resolve(&template, &[("DeployConsole", "false")]);
     for (name, resource) in &bare.resources {
         let kind = resource["Type"].as_str().unwrap();
         let console = kind.starts_with("AWS::ECS::")
             || kind.starts_with("AWS::ElasticLoadBalancingV2::")
+            || kind.starts_with("AWS::WAFv2::")
             || name.starts_with("Console")
             || name == "CursorSecret";
         assert!(!console, "{name} with DeployConsole=false");
     }
     assert!(bare.resources.contains_key("ServePolicy") && bare.resources.contains_key("Consumer"));
+    assert!(bare.resources.contains_key("WebPolicy"));
 }
 
 // ---------------------------------------------------------------------------
@@ -579,12 +655,14 @@ fn normalised(mut properties: Value) -> Value {
 
 /// Resource types moto's CloudFormation does not implement: it skips them
 /// (and says so in its log). The structural test above covers them.
-const MOTO_HAS_NO: [&str; 5] = [
+const MOTO_HAS_NO: [&str; 7] = [
     "AWS::CloudWatch::Alarm",
     "AWS::ApplicationAutoScaling::ScalableTarget",
     "AWS::ApplicationAutoScaling::ScalingPolicy",
     "AWS::SecretsManager::Secret",
     "AWS::CertificateManager::Certificate",
+    "AWS::WAFv2::WebACL",
+    "AWS::WAFv2::WebACLAssociation",
 ];
 
 /// A VPC with two subnets and a hosted zone, as a stack of its own: the
@@ -699,7 +777,8 @@ async fn the_stack_deploys_to_motos_cloudformation_and_updates_from_on_demand_to
         .unwrap()
         .to_string();
     let console: Vec<(String, String)> = [
-        ("ImageUri", "123456789012.dkr.ecr.us-east-1.amazonaws.com/northwind-ops:1.0".to_string()),
+        ("ImageUri", IMAGE.to_string()),
+        ("IngressCidr", "203.0.113.0/24".to_string()),
         ("VpcId", output("VpcId")),
         ("LoadBalancerSubnetIds", output("SubnetIds")),
         ("TaskSubnetIds", output("SubnetIds")),
@@ -734,9 +813,16 @@ async fn the_stack_deploys_to_motos_cloudformation_and_updates_from_on_demand_to
     let bare = template_of(&["--orders-table", "c-orders", "--metrics-table", "c-metrics"]);
     let without_console: Vec<(String, String)> =
         vec![("ImageUri".into(), console[0].1.clone()), ("DeployConsole".into(), "false".into())];
+    // The provisioned stack with the edge's options: a web ACL (which moto
+    // skips), access logs, the tasks consuming in-process.
+    let mut edge = console.clone();
+    edge.extend(
+        [("WafRateLimit", "2000"), ("AccessLogsBucket", "northwind-logs"), ("ConsumerRunsIn", "console")]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
     for (stack, template, values) in [
         ("on-demand", &on_demand, &console),
-        ("provisioned", &provisioned, &console),
+        ("provisioned", &provisioned, &edge),
         ("no-console", &bare, &without_console),
     ] {
         let status = create(&cfn, stack, &template.to_string(), values).await;
