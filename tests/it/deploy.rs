@@ -943,3 +943,95 @@ async fn healthcheck_asks_a_running_serve_and_names_what_is_wrong() {
     assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
     drop(silent);
 }
+
+// ---------------------------------------------------------------------------
+
+/// The DescribeTable calls `serve` has made, from its own `/metrics`.
+async fn describe_table_calls(base: &str, client: &reqwest::Client) -> f64 {
+    let text = client.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .filter(|line| line.starts_with("northwind_store_calls_total{") && line.contains("operation=\"DescribeTable\""))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// `/readyz` needs no sign-in and a balancer or a script may ask it as
+/// often as it likes: a process of its own (its `/metrics` counts only its
+/// calls), asked by 32 clients at once for 3 seconds, makes at most one
+/// store call a second for all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_answers_from_one_store_call_a_second_however_many_ask() {
+    use crate::common::procs::Proc;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let command = |args: &[&str]| {
+        let mut command = Command::new(BIN);
+        command
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(args)
+            .env("NORTHWIND_CURSOR_SECRET", common::CURSOR_SECRET)
+            .env_remove("NORTHWIND_ADDR")
+            .env("NORTHWIND_LOG", "warn");
+        command
+    };
+    let (code, _, log) =
+        Proc::spawn(command(&["provision"]), dir.path(), "provision").finish(Duration::from_secs(60)).await;
+    assert_eq!(code, Some(0), "{log}");
+    let create = ["token", "create", "--name", "probe", "--role", "admin"];
+    let (code, token, log) = Proc::spawn(command(&create), dir.path(), "token").finish(Duration::from_secs(30)).await;
+    assert_eq!(code, Some(0), "{log}");
+    let serve = ["serve", "--addr", "127.0.0.1:0", "--no-consumer", "--reconcile-minutes", "0", "--api-rate", "0"];
+    let mut server = Proc::spawn(command(&serve), dir.path(), "serve");
+    let Some(line) = server.line("listening on ", Duration::from_secs(60)).await else {
+        panic!("serve never listened\n{}", server.log_tail());
+    };
+    let base = line.trim_start_matches("listening on ").trim().to_string();
+    let admin = common::client_with_token(Some(token.trim()));
+    let probe = reqwest::Client::new();
+    assert_eq!(probe.get(format!("{base}/readyz")).send().await.unwrap().status(), 200);
+    tokio::time::sleep(READINESS_SETTLE).await;
+    let before = describe_table_calls(&base, &admin).await;
+
+    let started = Instant::now();
+    let run_for = Duration::from_secs(3);
+    let clients: Vec<_> = (0..32)
+        .map(|_| {
+            let (probe, url) = (probe.clone(), format!("{base}/readyz"));
+            tokio::spawn(async move {
+                let (mut ok, mut other) = (0u64, 0u64);
+                while started.elapsed() < run_for {
+                    match probe.get(&url).send().await.map(|r| r.status().as_u16()) {
+                        Ok(200) => ok += 1,
+                        _ => other += 1,
+                    }
+                }
+                (ok, other)
+            })
+        })
+        .collect();
+    let (mut ok, mut other) = (0, 0);
+    for client in clients {
+        let (o, x) = client.await.unwrap();
+        ok += o;
+        other += x;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let calls = describe_table_calls(&base, &admin).await - before;
+    println!(
+        "/readyz: {} answers ({ok} ready, {other} other) from 32 clients in {elapsed:.2} s ({:.0} a second); \
+         DescribeTable calls meanwhile: {calls} ({:.2} a second)",
+        ok + other,
+        (ok + other) as f64 / elapsed,
+        calls / elapsed
+    );
+    assert_eq!(other, 0, "every probe answered ready");
+    assert!(ok > 100, "the probes were many: {ok}");
+    assert!(calls >= 1.0, "the check is made, not skipped: {calls}");
+    assert!(calls <= elapsed.ceil() + 1.0, "{calls} store calls in {elapsed:.2} s");
+    let (code, _) = server.finish_after_term(Duration::from_secs(30)).await;
+    assert_eq!(code, Some(0), "{}", server.log_tail());
+}
+
+/// Past the first check's second, so the hammering starts on its own.
+const READINESS_SETTLE: std::time::Duration = std::time::Duration::from_millis(1100);
