@@ -136,6 +136,57 @@ pub fn generated(command: &str, committed: &str) -> String {
     text
 }
 
+/// IAM's StringLike: `*` any run of characters, `?` any one.
+fn like(pattern: &str, text: &str) -> bool {
+    match pattern.chars().next() {
+        None => text.is_empty(),
+        Some('*') => (0..=text.len()).filter(|i| text.is_char_boundary(*i)).any(|i| like(&pattern[1..], &text[i..])),
+        Some(c) => {
+            let mut chars = text.chars();
+            chars.next().is_some_and(|t| c == '?' || c == t) && like(&pattern[c.len_utf8()..], chars.as_str())
+        }
+    }
+}
+
+/// Whether the policy `text` (a file of `docs/iam/`) allows `action` on an
+/// item of `table` (as `docs/iam/` names it: `northwind-orders`,
+/// `northwind-metrics`) or one of its indexes, whose partition key is `pk`
+/// (`None`: the request names none, a Scan), as IAM reads its statements:
+/// an Allow whose Action and Resource match and whose conditions hold (a
+/// condition this reader does not know never holds). For the tests that
+/// hold each role's policy to the calls its code makes.
+pub fn allows(text: &str, action: &str, table: &str, pk: Option<&str>) -> bool {
+    let Ok(policy) = serde_json::from_str::<Value>(text) else { return false };
+    let listed = |value: &Value| match value {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(items) => items.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+        _ => vec![],
+    };
+    let arn = format!("arn:aws:dynamodb:${{Region}}:${{Account}}:table/{table}");
+    let on_table = |resource: &str| like(resource, &arn) || like(resource, &format!("{arn}/index/GSI"));
+    let holds = |condition: &Value| match condition {
+        Value::Null => true,
+        Value::Object(tests) => tests.iter().all(|(operator, keys)| match operator.as_str() {
+            "ForAllValues:StringLike" => keys.as_object().is_some_and(|keys| {
+                keys.iter().all(|(key, patterns)| {
+                    key == "dynamodb:LeadingKeys" && pk.is_some_and(|pk| listed(patterns).iter().any(|p| like(p, pk)))
+                })
+            }),
+            "Null" => keys.as_object().is_some_and(|keys| {
+                keys.iter().all(|(key, null)| key == "dynamodb:LeadingKeys" && (null == "true") == pk.is_none())
+            }),
+            _ => false,
+        }),
+        _ => false,
+    };
+    policy["Statement"].as_array().into_iter().flatten().any(|statement| {
+        statement["Effect"] == "Allow"
+            && listed(&statement["Action"]).iter().any(|a| like(a, action))
+            && listed(&statement["Resource"]).iter().any(|r| on_table(r))
+            && holds(&statement["Condition"])
+    })
+}
+
 /// Every policy file as the code makes it, by its path under `docs/`.
 pub fn generated_files() -> Vec<(String, String)> {
     POLICIES.iter().map(|(name, text)| (format!("iam/{name}.json"), generated(name, text))).collect()
@@ -222,20 +273,6 @@ mod tests {
                 (sid, patterns.into_iter().collect())
             })
             .collect()
-    }
-
-    /// IAM's StringLike: `*` any run of characters, `?` any one.
-    fn like(pattern: &str, text: &str) -> bool {
-        match pattern.chars().next() {
-            None => text.is_empty(),
-            Some('*') => {
-                (0..=text.len()).filter(|i| text.is_char_boundary(*i)).any(|i| like(&pattern[1..], &text[i..]))
-            }
-            Some(c) => {
-                let mut chars = text.chars();
-                chars.next().is_some_and(|t| c == '?' || c == t) && like(&pattern[c.len_utf8()..], chars.as_str())
-            }
-        }
     }
 
     fn allows(command: &str, actions: &[&str], pk: &str) -> bool {
@@ -363,6 +400,20 @@ mod tests {
         }
         assert!(!allows("consume", &WRITES, &keys::applied_key("e-1").0), "the markers are the Lambda's");
         assert!(!allows("advise", &WRITES, &keys::capacity_pk(day)), "advise writes nothing");
+    }
+
+    #[test]
+    fn the_policy_reader_reads_statements_as_iam_does() {
+        let read = super::allows;
+        let audit = keys::audit_order_pk("o-1");
+        assert!(read(WEB, "dynamodb:PutItem", "northwind-metrics", Some(&audit)));
+        assert!(!read(WEB, "dynamodb:DeleteItem", "northwind-metrics", Some(&audit)));
+        assert!(!read(WEB, "dynamodb:PutItem", "northwind-metrics", None), "no key: the Null condition");
+        assert!(!read(WEB, "dynamodb:Query", "northwind-metrics", Some("ORDER#o-1")), "no such partition");
+        assert!(read(WEB, "dynamodb:PutItem", "northwind-orders", Some("ORDER#o-1")), "the orders table");
+        assert!(read(WEB, "dynamodb:Query", "northwind-orders", Some("STATUS#PENDING#2026-11-29#0")), "its GSIs");
+        assert!(!read(WEB, "dynamodb:DeleteItem", "northwind-orders", Some("ORDER#o-1")));
+        assert!(!read(WEB, "dynamodb:PutItem", "shop-orders", Some("ORDER#o-1")), "another table");
     }
 
     #[test]
