@@ -7,7 +7,9 @@
 //! reconciliation, the consumed capacity flushed) must all be allowed by
 //! `docs/iam/web.json`, and with the in-process consumer's work added, by
 //! `docs/iam/serve.json`; the web tier alone never deleted an audit item
-//! or wrote a checkpoint.
+//! or wrote a checkpoint. The Lambda's invocations (windowed and not) and
+//! the `user`/`token` commands' calls, each on a store of their own, are
+//! held to `lambda.json` and `admin.json` likewise.
 
 use crate::common::{self, Engine, TestApp, new_order_json};
 use northwind_ops::model::Role;
@@ -163,4 +165,87 @@ async fn each_roles_policy_allows_every_call_its_code_makes() {
     println!("the consumer's own accesses: {}; web.json refuses {} of them", consumer_only.len(), web_refuses.len());
     assert!(!web_refuses.is_empty(), "the web tier's policy is narrower than serve's");
     app.stop().await;
+}
+
+/// The Lambda consumer, on a store of its own (its accesses alone), handed
+/// the stream's records as Lambda hands them: in a tumbling window (the
+/// shard's checkpoint moved, the window closed with its observations) and
+/// without one (a marker per record). `docs/iam/lambda.json` allows all of
+/// it, and it reaches no account, token, session or audit item.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lambdas_policy_allows_every_call_it_makes() {
+    use northwind_ops::server::sim::wire;
+    use northwind_ops::server::stream::lambda::{LambdaConsumer, handle};
+    let app = TestApp::spawn(Engine::Dynoxide).await;
+    for i in 0..5 {
+        let (status, body) = app.post("/api/orders", new_order_json(&format!("iam-l-{i}"), "c-iam")).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let arn = app.store.stream_arn().await.unwrap().expect("a stream");
+    let shard = app.store.stream_shards(&arn).await.unwrap().remove(0).id;
+    let (records, _) = common::counters::read_batch(&app.store, &arn, &shard, None, 1000).await;
+    assert!(records.len() >= 5, "{}", records.len());
+    let records: Vec<_> = records.iter().map(|r| wire::lambda_record(r, &arn)).collect();
+
+    let function = app.another_instance().await;
+    let lambda = LambdaConsumer::new(function.store.clone());
+    let window = json!({"start": "2026-12-07T17:00:00Z", "end": "2026-12-07T17:01:00Z"});
+    let windowed = json!({
+        "Records": records, "window": window, "state": {}, "shardId": shard, "eventSourceARN": arn,
+        "isFinalInvokeForWindow": false, "isWindowTerminatedEarly": false
+    });
+    let answer = handle(&lambda, &windowed).await.unwrap();
+    assert!(answer.failures.batch_item_failures.is_empty());
+    let closing = json!({
+        "window": window, "state": answer.state, "shardId": shard, "eventSourceARN": arn,
+        "isFinalInvokeForWindow": true, "isWindowTerminatedEarly": false
+    });
+    handle(&lambda, &closing).await.unwrap();
+    let unwindowed = json!({ "Records": records });
+    assert!(handle(&lambda, &unwindowed).await.unwrap().failures.batch_item_failures.is_empty());
+    function.store.usage_flusher().flush().await.unwrap();
+
+    let accesses = function.store.usage().accesses();
+    print("lambda", &accesses);
+    let families: BTreeSet<&str> = accesses.iter().filter_map(|a| a.family).collect();
+    assert!(families.contains("APPLIED#") && families.contains("CHECKPOINT#"), "both guards: {families:?}");
+    assert_eq!(refused(&function, iam::LAMBDA, &accesses), Vec::<String>::new(), "docs/iam/lambda.json refuses it");
+    for family in ["USERS", "TOKENS", "SESSION#", "AUDIT#ORDER#", "AUDIT#DAY#", "AUDIT#ACTOR#"] {
+        assert!(!families.contains(family), "the Lambda reached {family}");
+    }
+    function.stop().await;
+    app.stop().await;
+}
+
+/// The administrative commands (`user`, `token`), as the CLI makes their
+/// calls, on a store of their own: `docs/iam/admin.json` allows all of them,
+/// and they reach accounts and tokens only (and their consumed capacity).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_commands_policy_allows_every_call_they_make() {
+    use northwind_ops::server::store::AccountChange;
+    let app = TestApp::spawn(Engine::Dynoxide).await;
+    let cli = app.another_instance().await;
+    let store = &cli.store;
+    accounts::add_user(store, "iam-admin", Role::Admin, "iam-admin's long password".into()).await.unwrap();
+    assert!(!store.list_accounts().await.unwrap().is_empty());
+    accounts::set_password(store, "iam-admin", "another long password".into()).await.unwrap();
+    for change in [AccountChange::Role(Role::Ops), AccountChange::Disable, AccountChange::Enable] {
+        store.change_account("iam-admin", &change).await.unwrap();
+    }
+    accounts::create_token(store, "iam-cli", Role::Viewer, "cli").await.unwrap();
+    assert!(!store.list_tokens().await.unwrap().is_empty());
+    store.revoke_token("iam-cli").await.unwrap();
+    store.usage_flusher().flush().await.unwrap();
+
+    let accesses = store.usage().accesses();
+    print("admin", &accesses);
+    assert_eq!(refused(&cli, admin_policy(), &accesses), Vec::<String>::new(), "docs/iam/admin.json refuses it");
+    let families: BTreeSet<&str> = accesses.iter().filter_map(|a| a.family).collect();
+    assert!(families.is_subset(&BTreeSet::from(["USERS", "TOKENS", "CAPACITY#"])), "{families:?}");
+    cli.stop().await;
+    app.stop().await;
+}
+
+fn admin_policy() -> &'static str {
+    iam::POLICIES.iter().find(|(name, _)| *name == "admin").unwrap().1
 }
