@@ -17,6 +17,7 @@ mod deploy;
 mod docs;
 mod foreign;
 mod hardening;
+mod iam;
 mod image;
 mod integration;
 mod lambda;

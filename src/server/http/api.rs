@@ -747,13 +747,13 @@ async fn health() -> Json<ProbeAnswer> {
     Json(ProbeAnswer { status: "ok" })
 }
 
-/// Readiness: the store answers and the tables exist
+/// Readiness: the store answers and the tables exist (checked at most once a second, shared by every probe)
 #[utoipa::path(
     get, path = "/readyz", tag = "probes",
     responses((status = 200, description = "Ready", body = ProbeAnswer, example = json!({"status": "ready"})), (status = 503, description = "The store does not answer, or a table is missing", body = ErrorBody))
 )]
 async fn ready(State(state): State<AppState>) -> Result<Json<ProbeAnswer>, ApiError> {
-    state.service.store.ping().await?;
+    state.service.ready().await?;
     Ok(Json(ProbeAnswer { status: "ready" }))
 }
 
