@@ -264,7 +264,7 @@ fn PlanList(
                                 <td>{plan.start.format("%Y-%m-%d %H:%M").to_string()}</td>
                                 <td>{format!("{} / {} / {}", plan.ramp_minutes, plan.hold_minutes, plan.decay_minutes)}</td>
                                 <td class="num">{plan.item_bytes}</td>
-                                <td data-testid="plan-writer">{writer_text(plan.writer)}</td>
+                                <td data-testid="plan-row-writer">{writer_text(plan.writer)}</td>
                                 <td>
                                     <a href=check data-testid="plan-check">"Check"</a>
                                     " "
