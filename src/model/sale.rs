@@ -272,6 +272,14 @@ pub struct RehearsalShape {
     /// Seconds at the base rate after the decay, for the last orders to close.
     pub tail_seconds: u64,
     pub writers: u32,
+    /// Who wrote the orders, as the plan says (a run recorded before this
+    /// field: the console, as rehearsals then wrote).
+    #[serde(default = "console")]
+    pub written_by: Writer,
+}
+
+fn console() -> Writer {
+    Writer::Console
 }
 
 impl RehearsalShape {

@@ -180,6 +180,7 @@ async fn too_few_shards_is_a_no_go_until_the_days_count_is_written_then_ready() 
         let took = started.elapsed();
         assert_eq!(first.verdict, Some(Verdict::Ready), "{engine:?}: {first:#?}");
         assert_eq!(first.shape.shards, 3);
+        assert_eq!(first.shape.written_by, Writer::Console);
         assert!((first.shape.peak_orders_per_second / first.shape.scale - 400.0).abs() < 1e-6, "{first:#?}");
         let figures = first.figures.clone().unwrap();
         assert_eq!(figures.throttled, 0, "{figures:#?}");
@@ -467,6 +468,8 @@ async fn a_design_that_throttles_is_a_no_go_naming_the_rehearsal() {
         app.store.record_shards_ahead(day, 1).await.unwrap();
         let rehearsal = app.service.run_rehearsal("flood", &ops()).await.unwrap();
         assert_eq!(rehearsal.shape.shards, 1);
+        // Rehearsed as the plan's orders come: another service's plain writes.
+        assert_eq!(rehearsal.shape.written_by, Writer::Service);
         assert_eq!(rehearsal.verdict, Some(Verdict::NoGo), "{engine:?}: {rehearsal:#?}");
         let figures = rehearsal.figures.clone().unwrap();
         assert!(figures.throttled > 0, "{figures:#?}");

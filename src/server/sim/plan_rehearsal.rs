@@ -11,7 +11,7 @@
 //! is the plan's: a design that throttles at the plan's peak throttles in
 //! the rehearsal. A peak already under the budget runs as it is (scale 1).
 
-use crate::model::{RehearsalFigures, RehearsalShape, SalePlan, ThrottleCount};
+use crate::model::{RehearsalFigures, RehearsalShape, SalePlan, ThrottleCount, Writer};
 use crate::server::service::rehearsal::{RehearsalRun, Rehearser};
 use crate::server::sim::loadgen::{LoadgenArgs, Profile, WriteMode};
 use crate::server::sim::rehearse::{self, DesignReport, RehearseOptions};
@@ -83,6 +83,7 @@ pub fn scaled_shape(plan: &SalePlan, shards: u32, budget: &RehearsalBudget) -> R
         decay_seconds,
         tail_seconds: budget.tail_seconds,
         writers: budget.writers,
+        written_by: plan.writer,
     }
 }
 
@@ -98,7 +99,12 @@ fn load(shape: &RehearsalShape) -> LoadgenArgs {
         decay: shape.decay_seconds,
         orders: None,
         writers: shape.writers,
-        mode: WriteMode::Realistic,
+        // As the plan's orders will be written: this console's transactions
+        // with audit records, or another service's plain writes.
+        mode: match shape.written_by {
+            Writer::Console => WriteMode::Realistic,
+            Writer::Service => WriteMode::Service,
+        },
         customers: 10_000,
         close_after: 10.0,
         seed: 1,

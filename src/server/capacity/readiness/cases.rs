@@ -152,6 +152,7 @@ pub(super) fn rehearsal(plan: &SalePlan, shards: u32, verdict: Verdict) -> Rehea
             decay_seconds: 3,
             tail_seconds: 3,
             writers: 32,
+            written_by: plan.writer,
         },
         figures: Some(figures),
     }
