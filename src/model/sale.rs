@@ -312,6 +312,20 @@ pub struct RehearsalFigures {
     pub dashboard_failed: u64,
     pub dashboard_p99_ms: Option<f64>,
     pub dashboard_readable: bool,
+    /// Write units a change the throttle proxy metered on each table and
+    /// index (`table`, `GSI1`, `GSI2`, `metrics table`): the orders created
+    /// and closed in the run. A run recorded before: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metered: Vec<MeteredUnits>,
+}
+
+/// Write units a change one table or index took in a rehearsal.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct MeteredUnits {
+    pub resource: String,
+    pub units_per_change: f64,
 }
 
 /// One rehearsal of a plan, as stored with it.

@@ -181,6 +181,20 @@ async fn too_few_shards_is_a_no_go_until_the_days_count_is_written_then_ready() 
         assert_eq!(first.verdict, Some(Verdict::Ready), "{engine:?}: {first:#?}");
         assert_eq!(first.shape.shards, 3);
         assert_eq!(first.shape.written_by, Writer::Console);
+        // What the proxy metered a change, beside what the checks predicted.
+        assert_eq!(first.figures.as_ref().unwrap().metered.len(), 4, "{first:#?}");
+        let checked = readiness(&app, "spring").await;
+        let rehearsal_check = checked.checks.iter().find(|c| c.id == "rehearsal").unwrap();
+        let compared: Vec<String> = rehearsal_check
+            .figures
+            .iter()
+            .filter(|f| f.label.contains("predicted → metered"))
+            .map(|f| format!("{} {}", f.label, f.value))
+            .collect();
+        assert_eq!(compared.len(), 4, "{engine:?}: {rehearsal_check:#?}");
+        eprintln!("{engine:?}: 400/s through the console, rehearsed: {compared:#?}");
+        // Each prediction within 15% of what the proxy metered.
+        assert!(compared.iter().all(|c| !c.contains("GAP")), "{engine:?}: {compared:#?}");
         assert!((first.shape.peak_orders_per_second / first.shape.scale - 400.0).abs() < 1e-6, "{first:#?}");
         let figures = first.figures.clone().unwrap();
         assert_eq!(figures.throttled, 0, "{figures:#?}");
@@ -475,6 +489,7 @@ async fn a_design_that_throttles_is_a_no_go_naming_the_rehearsal() {
         assert!(figures.throttled > 0, "{figures:#?}");
         assert!(figures.throttles.iter().any(|t| t.place == "GSI2"), "{figures:#?}");
         eprintln!("{engine:?}: 2,000/s at 1 shard, rehearsed: {figures:?}");
+        assert_eq!(figures.metered.len(), 4, "{figures:#?}");
         let report = readiness(&app, "flood").await;
         let check = report.checks.iter().find(|c| c.id == "rehearsal").unwrap();
         assert_eq!(check.verdict, Verdict::NoGo, "{engine:?}: {check:#?}");

@@ -127,6 +127,7 @@ pub(super) fn figures(throttled: u64, achieved: f64) -> RehearsalFigures {
         dashboard_failed: 0,
         dashboard_p99_ms: Some(20.0),
         dashboard_readable: true,
+        metered: vec![],
     }
 }
 

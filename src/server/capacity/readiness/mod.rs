@@ -219,7 +219,7 @@ pub fn assess(inputs: &Inputs<'_>) -> Readiness {
         consumer_check(inputs, prewarm),
         hot_keys_check(inputs, prewarm),
         alarms_check(inputs),
-        rehearsal_check(inputs, &shard_plan),
+        rehearsal_check(inputs, &shard_plan, sizing.as_ref().ok()),
     ];
     let verdict = checks.iter().map(|c| c.verdict).max().unwrap_or(Verdict::Ready);
     Readiness { plan: plan.clone(), verdict, checks, as_of: inputs.now }
