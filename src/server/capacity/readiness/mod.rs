@@ -14,8 +14,9 @@
 //!   whose configured count is too low, until written ahead (`write-shards`);
 //! - `warm-throughput`: what each table and index must take at the peak
 //!   (`planner::prewarm`, from `costs`: an order's writes as the plan's
-//!   writer writes them, the counters on the metrics table) against its warm throughput, on-demand maximum or
-//!   provisioned capacity as DescribeTable reports them. A figure an engine
+//!   writer writes them, the counters on the metrics table) against its
+//!   warm throughput, on-demand maximum or provisioned capacity as
+//!   DescribeTable reports them. A figure an engine
 //!   does not report is "unknown", never guessed;
 //! - `auto-scaling`: for a provisioned table or index, Application Auto
 //!   Scaling's maximum against what it must take at the peak, and a
@@ -185,16 +186,10 @@ pub fn sizing(inputs: &Inputs<'_>) -> Result<Sizing, planner::PlanError> {
     let writes = costs::with_measured(writes, inputs.measured);
     let entry = costs::index_entry_bytes(&defs.table, GSI2, &order, inputs.configured_shards).map_err(cost)?;
     let entry = u32::try_from(entry).unwrap_or(u32::MAX);
-    // GSI2's writes an order as costed (computed, or measured from the
-    // stream), so the shards hold the figure the warm check weighs.
-    let input = PlanInput::for_writer(peak, entry, plan.writer);
-    let computed = planner::plan(&input)?;
-    let (costed, planned) = (writes.units_on(GSI2), computed.wcu_per_second_at_peak / peak);
-    let shard_plan = if costed > 0.0 && (costed - planned).abs() > 1e-9 {
-        planner::plan(&PlanInput { writes_per_order: input.writes_per_order * costed / planned, ..input })?
-    } else {
-        computed
-    };
+    // The shards from the entry as written (`shards_needed`'s figure, what
+    // `write-shards` writes), not from a measured average: a fix must turn
+    // this check ready.
+    let shard_plan = planner::plan(&PlanInput::for_writer(peak, entry, plan.writer))?;
     let table = peak * writes.units_on("table");
     let stream_shards = stream_shards_for(inputs, table);
     let busiest_hour = plan.start + chrono::Duration::minutes(i64::from(plan.ramp_minutes));
