@@ -43,27 +43,39 @@ pub struct AuditPage {
     pub next_after: Option<String>,
 }
 
+/// The audit records one change is written as, one per view (the order's
+/// timeline, the day's and the actor's shard of `event_id`): what
+/// `audit_puts` writes, and what the capacity checks size and count.
+pub fn audit_items(entry: &AuditEntry, event_id: &str) -> Result<Vec<Item>, StoreError> {
+    let sk = keys::audit_sk(&entry.at, event_id);
+    let shard = keys::shard_of(event_id, AUDIT_SHARDS);
+    let record: Item = serde_dynamo::to_item(entry)?;
+    Ok([
+        keys::audit_order_pk(&entry.order_id),
+        keys::audit_day_pk(entry.at.date_naive(), shard),
+        keys::audit_actor_pk(&entry.actor, shard),
+    ]
+    .into_iter()
+    .map(|pk| {
+        let mut item = record.clone();
+        item.insert(keys::PK.into(), AttributeValue::S(pk));
+        item.insert(keys::SK.into(), AttributeValue::S(sk.clone()));
+        item
+    })
+    .collect())
+}
+
 impl Store {
     /// The three puts that record `entry`, for the change's transaction.
     pub(super) fn audit_puts(&self, entry: &AuditEntry) -> Result<Vec<TransactWriteItem>, StoreError> {
         let event_id = uuid::Uuid::new_v4().simple().to_string();
-        let sk = keys::audit_sk(&entry.at, &event_id);
-        let shard = keys::shard_of(&event_id, AUDIT_SHARDS);
-        let record: Item = serde_dynamo::to_item(entry)?;
-        [
-            keys::audit_order_pk(&entry.order_id),
-            keys::audit_day_pk(entry.at.date_naive(), shard),
-            keys::audit_actor_pk(&entry.actor, shard),
-        ]
-        .into_iter()
-        .map(|pk| {
-            let mut item = record.clone();
-            item.insert(keys::PK.into(), AttributeValue::S(pk));
-            item.insert(keys::SK.into(), AttributeValue::S(sk.clone()));
-            let put = Put::builder().table_name(&self.metrics_table).set_item(Some(item)).build()?;
-            Ok(TransactWriteItem::builder().put(put).build())
-        })
-        .collect()
+        audit_items(entry, &event_id)?
+            .into_iter()
+            .map(|item| {
+                let put = Put::builder().table_name(&self.metrics_table).set_item(Some(item)).build()?;
+                Ok(TransactWriteItem::builder().put(put).build())
+            })
+            .collect()
     }
 
     /// An order's changes, oldest first.
