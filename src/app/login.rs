@@ -11,7 +11,7 @@ use leptos_router::hooks::use_query_map;
 /// part of a sign-in was wrong.
 fn message(error: &str) -> &'static str {
     match error {
-        "slow-down" => "Too many attempts from your address. Wait a minute and try again.",
+        "slow-down" => "Too many sign-in attempts. Wait a little and try again.",
         "no-role" => "Your company account has no Northwind Ops role. Ask an administrator for one.",
         "disabled" | "wrong" => "That name and password did not sign you in.",
         _ => "Signing in did not work. Try again.",

@@ -125,6 +125,7 @@ async fn rehearsing_plan(app: &TestApp) -> String {
             decay_seconds: 1,
             tail_seconds: 1,
             writers: 1,
+            written_by: Default::default(),
         },
         figures: None,
     };

@@ -12,6 +12,8 @@
 
 pub mod access;
 pub mod accounts;
+pub mod client;
+pub mod limits;
 pub mod oidc;
 pub mod pages;
 pub mod redirect;
@@ -30,7 +32,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use redirect::Home;
 use serde::{Deserialize, Serialize};
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tower_sessions::Session;
@@ -51,23 +53,10 @@ pub struct Principal {
     pub client: Option<IpAddr>,
 }
 
-/// The client's address as every record of it is made: the TCP peer. The
-/// one place it is read (the guard, the sign-in routes), so that what
-/// stands in front of the app (trusted proxies) can change where it comes
-/// from in one edit.
+/// The client's address as every record of it is made: `ClientAddr`,
+/// which believes a trusted proxy's `X-Forwarded-For` (see `client`).
 pub fn client_address(extensions: &axum::http::Extensions) -> Option<IpAddr> {
-    extensions.get::<axum::extract::ConnectInfo<SocketAddr>>().map(|info| info.0.ip())
-}
-
-/// A handler's view of `client_address`.
-pub struct ClientAddress(pub Option<IpAddr>);
-
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientAddress {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(ClientAddress(client_address(&parts.extensions)))
-    }
+    client::ClientAddr::of(extensions).map(client::ClientAddr::ip)
 }
 
 impl Principal {
@@ -249,6 +238,12 @@ pub(crate) fn session_error(err: tower_sessions::session::Error) -> ApiError {
     ApiError::Store(StoreError::unavailable(Unavailable::Unreachable, format!("session store: {err}")))
 }
 
+/// The name of the API token a request carries (read, not checked), for
+/// the API's rate per token.
+pub fn token_name(headers: &HeaderMap) -> Option<String> {
+    accounts::parse_token(bearer(headers)?).map(|(name, _)| name.to_string())
+}
+
 fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
@@ -270,12 +265,17 @@ fn changes_state(method: &Method) -> bool {
 }
 
 /// Whether a browser request comes from our own pages: its `Origin` names
-/// the host it was sent to, or (no `Origin`) `Sec-Fetch-Site` says so.
-fn same_origin(headers: &HeaderMap) -> bool {
+/// the host it was sent to (and the scheme, when a trusted proxy said which
+/// one the browser used: `http://` beside an `https://` console is another
+/// origin), or (no `Origin`) `Sec-Fetch-Site` says so.
+fn same_origin(headers: &HeaderMap, proto: Option<client::ForwardedProto>) -> bool {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     if let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) {
-        let authority = origin.split_once("://").map(|(_, rest)| rest);
-        return matches!((authority, host), (Some(a), Some(h)) if a.eq_ignore_ascii_case(h));
+        let Some((scheme, authority)) = origin.split_once("://") else { return false };
+        if proto.is_some_and(|p| !scheme.eq_ignore_ascii_case(p.scheme())) {
+            return false;
+        }
+        return host.is_some_and(|h| authority.eq_ignore_ascii_case(h));
     }
     matches!(headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()), Some("same-origin") | Some("none"))
 }
@@ -350,7 +350,8 @@ pub async fn guard(State(gate): State<Gate>, session: Session, mut request: Requ
     // any request the browser makes, another site's included. The sign-in
     // forms are checked too (no signing a victim into an attacker's account).
     let by_cookie = token.is_none() && (principal.is_some() || path.starts_with("/auth/"));
-    if by_cookie && changes_state(request.method()) && !same_origin(request.headers()) {
+    let proto = request.extensions().get::<client::ForwardedProto>().copied();
+    if by_cookie && changes_state(request.method()) && !same_origin(request.headers(), proto) {
         return refuse(api, StatusCode::FORBIDDEN, "cross-site request refused: send it from this site's own pages");
     }
     if !access.admits(principal.as_ref().map(|p| p.role)) {
@@ -417,12 +418,23 @@ mod tests {
 
     #[test]
     fn same_origin_is_judged_by_origin_then_fetch_metadata() {
-        assert!(same_origin(&headers(&[("host", "127.0.0.1:3000"), ("origin", "http://127.0.0.1:3000")])));
-        assert!(!same_origin(&headers(&[("host", "127.0.0.1:3000"), ("origin", "http://evil.example")])));
-        assert!(!same_origin(&headers(&[("host", "127.0.0.1:3000"), ("origin", "null")])));
-        assert!(same_origin(&headers(&[("host", "x"), ("sec-fetch-site", "same-origin")])));
-        assert!(!same_origin(&headers(&[("host", "x"), ("sec-fetch-site", "cross-site")])));
-        assert!(!same_origin(&headers(&[("host", "x")])), "a cookie without either header is not trusted");
+        assert!(same_origin(&headers(&[("host", "127.0.0.1:3000"), ("origin", "http://127.0.0.1:3000")]), None));
+        assert!(!same_origin(&headers(&[("host", "127.0.0.1:3000"), ("origin", "http://evil.example")]), None));
+        assert!(!same_origin(&headers(&[("host", "127.0.0.1:3000"), ("origin", "null")]), None));
+        assert!(same_origin(&headers(&[("host", "x"), ("sec-fetch-site", "same-origin")]), None));
+        assert!(!same_origin(&headers(&[("host", "x"), ("sec-fetch-site", "cross-site")]), None));
+        assert!(!same_origin(&headers(&[("host", "x")]), None), "a cookie without either header is not trusted");
+    }
+
+    #[test]
+    fn behind_a_trusted_proxy_the_origins_scheme_must_be_the_browsers() {
+        use client::ForwardedProto::{Http, Https};
+        let https = headers(&[("host", "ops.example.com"), ("origin", "https://ops.example.com")]);
+        let http = headers(&[("host", "ops.example.com"), ("origin", "http://ops.example.com")]);
+        assert!(same_origin(&https, Some(Https)));
+        assert!(!same_origin(&http, Some(Https)), "a plain-HTTP page beside the HTTPS console");
+        assert!(same_origin(&http, Some(Http)));
+        assert!(same_origin(&http, None), "no proxy said: the host alone decides, as before");
     }
 
     #[test]

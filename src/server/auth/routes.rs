@@ -4,28 +4,29 @@
 
 use super::access::Routes;
 use super::accounts::OIDC_PREFIX;
+use super::client::ClientAddr;
+use super::limits::{Refused, SignInLimits};
 use super::oidc::{CALLBACK_PATH, Oidc, OidcError, OidcSettings, PendingSignIn};
-use super::{Auth, ClientAddress, Principal, pages};
+use super::{Auth, Principal, pages};
 use crate::model::url_escape;
 use crate::model::{Access, AccountSource};
 use crate::model::{Actor, AuditKind, Refusal, SecurityEvent, SignIn};
 use crate::server::error::ApiError;
-use crate::server::rate_limit::RateLimit;
 use crate::server::store::Account;
 use axum::extract::Query;
 use axum::extract::rejection::FormRejection;
-use axum::extract::{ConnectInfo, Form, State};
-use axum::http::StatusCode;
+use axum::extract::{Form, State};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use tower_sessions::Session;
 
 #[derive(Clone)]
 pub struct SignInState {
     pub auth: Auth,
-    /// Password attempts per client address: slows guessing to a crawl.
-    pub attempts: RateLimit,
+    /// Password attempts per client address and per account name: slows
+    /// guessing to a crawl.
+    pub attempts: SignInLimits,
     /// The identity provider, when one is configured.
     pub provider: Option<Provider>,
 }
@@ -110,10 +111,11 @@ struct Callback {
 /// groups mapped to a role, the account recorded, and a new session.
 async fn oidc_callback(
     State(state): State<SignInState>,
-    ClientAddress(client): ClientAddress,
+    client: ClientAddr,
     session: Session,
     Query(back): Query<Callback>,
 ) -> Response {
+    let client = Some(client.ip());
     let refused = |name: &str, why: Refusal| {
         let actor = Actor { name: name.to_string(), method: SignIn::Oidc };
         let event = SecurityEvent::new(AuditKind::SignInRefused, &actor, client).refused(why);
@@ -210,32 +212,47 @@ struct LoginForm {
     next: String,
 }
 
+/// A password sign-in: held to the client's rate and the account's delays
+/// first (see `limits`), then checked. Every refusal of a name and password
+/// reads the same, whether the account exists or not.
 async fn login(
     State(state): State<SignInState>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
-    ClientAddress(address): ClientAddress,
+    client: ClientAddr,
     session: Session,
     Form(form): Form<LoginForm>,
 ) -> Response {
     let next = state.auth.settings.home.target(&form.next);
     let again = |error: &str| Redirect::to(&format!("/login?error={error}&next={}", url_escape(&next))).into_response();
-    if state.attempts.check(client.ip()).is_some() {
-        return again("slow-down");
-    }
     let name = form.name.trim().to_ascii_lowercase();
+    if let Err(refused) = state.attempts.admit(client.ip(), &name) {
+        let why = match refused {
+            Refused::Client { .. } => "this client address is over its sign-in rate",
+            Refused::Account { .. } => "this account's sign-ins are being delayed",
+        };
+        tracing::info!(user = %name, %client, why, "password sign-in slowed down");
+        let mut response = again("slow-down");
+        let secs = refused.retry_after().as_secs_f64().ceil().max(1.0) as u64;
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        return response;
+    }
     match state.auth.check_password(&name, form.password).await {
         Ok(Ok(account)) => match state.auth.sign_in(&session, &account, SignIn::Password).await {
             Ok(()) => {
-                tracing::info!(user = %account.name, "signed in with a password");
+                state.attempts.signed_in(client.ip(), &name);
+                tracing::info!(user = %account.name, %client, "signed in with a password");
                 let actor = Actor { name: account.name.clone(), method: SignIn::Password };
-                state.auth.store.record_event_or_log(&SecurityEvent::new(AuditKind::SignIn, &actor, address)).await;
+                state
+                    .auth
+                    .store
+                    .record_event_or_log(&SecurityEvent::new(AuditKind::SignIn, &actor, Some(client.ip())))
+                    .await;
                 Redirect::to(&next).into_response()
             }
             Err(err) => unavailable(err),
         },
         Ok(Err(why)) => {
-            tracing::info!(user = %name, reason = why.as_str(), "password sign-in refused");
-            state.auth.store.record_event_or_log(&refused_password(&name, why, address)).await;
+            tracing::info!(user = %name, %client, reason = why.as_str(), "password sign-in refused");
+            state.auth.store.record_event_or_log(&refused_password(&name, why, Some(client.ip()))).await;
             again("wrong")
         }
         Err(err) => unavailable(err),

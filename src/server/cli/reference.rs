@@ -115,13 +115,16 @@ const GUIDES: &[(&str, &str, &str)] = &[
     ("healthcheck", "[Running on AWS](aws.md#what-does-the-stack-hold)", "It needs no store and no secret."),
 ];
 
-/// The generated pages, each with its file name under `docs/`: this
-/// configuration reference and the JSON API's OpenAPI document.
-pub fn generated() -> Vec<(&'static str, String)> {
-    vec![
-        ("configuration.md", configuration_markdown()),
-        ("openapi.json", crate::server::http::api::openapi::json().to_string()),
-    ]
+/// The generated pages, each with its path under `docs/`: this
+/// configuration reference, the JSON API's OpenAPI document, and the IAM
+/// policies (their statements on the metrics table's items).
+pub fn generated() -> Vec<(String, String)> {
+    let mut pages = vec![
+        ("configuration.md".to_string(), configuration_markdown()),
+        ("openapi.json".to_string(), crate::server::http::api::openapi::json().to_string()),
+    ];
+    pages.extend(crate::server::deploy::iam::generated_files());
+    pages
 }
 
 /// `northwind-ops docs --write DIR`: every generated page written into `DIR`.

@@ -18,6 +18,7 @@ use crate::model::{
 };
 use crate::server::auth::Principal;
 use crate::server::auth::access::Routes;
+use crate::server::auth::client::ClientAddr;
 use crate::server::error::{ApiError, ErrorBody};
 use crate::server::http::export;
 use crate::server::http::state::AppState;
@@ -25,7 +26,7 @@ use crate::server::stream::live::{Pushed, Refused};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::HeaderValue;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -34,7 +35,6 @@ use futures::TryStreamExt;
 use futures::{Stream, StreamExt};
 use serde::de::DeserializeOwned;
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::time::Duration;
 use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
 
@@ -382,7 +382,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
 )]
 async fn live(
     State(state): State<AppState>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    client: ClientAddr,
     params: Result<Query<DateParam>, QueryRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let Query(params) = params.map_err(bad_query)?;
@@ -784,13 +784,13 @@ async fn health() -> Json<ProbeAnswer> {
     Json(ProbeAnswer { status: "ok" })
 }
 
-/// Readiness: the store answers and the tables exist
+/// Readiness: the store answers and the tables exist (checked at most once a second, shared by every probe)
 #[utoipa::path(
     get, path = "/readyz", tag = "probes",
     responses((status = 200, description = "Ready", body = ProbeAnswer, example = json!({"status": "ready"})), (status = 503, description = "The store does not answer, or a table is missing", body = ErrorBody))
 )]
 async fn ready(State(state): State<AppState>) -> Result<Json<ProbeAnswer>, ApiError> {
-    state.service.store.ping().await?;
+    state.service.ready().await?;
     Ok(Json(ProbeAnswer { status: "ready" }))
 }
 

@@ -2,6 +2,7 @@
 //! client to, sign-in, and what else runs beside it (flattened into the
 //! command line by `cli::config`).
 
+use crate::server::auth::client::TrustedProxies;
 use crate::server::auth::oidc::{
     CALLBACK_PATH, DEFAULT_ROLE_MAP, DEFAULT_ROLES_CLAIM, DEFAULT_SCOPES, OidcSettings, RoleMap, parse_scopes,
 };
@@ -87,13 +88,43 @@ pub struct AuthArgs {
           value_parser = clap::value_parser!(u64).range(1..=720))]
     pub session_max_hours: u64,
 
+    /// The proxies (load balancers) in front of the app, as CIDR ranges or
+    /// addresses, comma-separated: from these peers, the client is the
+    /// rightmost `X-Forwarded-For` address that is not one of them, and
+    /// `X-Forwarded-Proto` is believed; from any other peer both headers are
+    /// ignored. Behind an ALB, the VPC's range. Empty: the TCP peer is the
+    /// client
+    #[arg(long, env = "NORTHWIND_TRUSTED_PROXIES", value_name = "CIDR,...",
+          value_parser = TrustedProxies::parse)]
+    pub trusted_proxies: Option<TrustedProxies>,
+
     /// Password sign-in attempts per minute from one client address
     #[arg(long, env = "NORTHWIND_SIGN_IN_ATTEMPTS", default_value_t = 10,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub sign_in_attempts: u32,
+
+    /// Password sign-ins against one account name, from addresses it was
+    /// never signed in from, before each further attempt waits: 1 s, then
+    /// twice as long each time, up to --sign-in-delay-max-secs. Forgotten
+    /// after 15 minutes without an attempt, or at a sign-in
+    #[arg(long, env = "NORTHWIND_SIGN_IN_ACCOUNT_ATTEMPTS", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub sign_in_account_attempts: u32,
+
+    /// The longest wait between password sign-ins against one account, in
+    /// seconds: the delay grows to this and stops (never a lockout)
+    #[arg(long, env = "NORTHWIND_SIGN_IN_DELAY_MAX_SECS", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub sign_in_delay_max_secs: u64,
 }
 
 impl AuthArgs {
+    /// None unless given (an empty list, as an empty environment variable
+    /// gives, is none too).
+    pub fn trusted_proxies(&self) -> TrustedProxies {
+        self.trusted_proxies.clone().unwrap_or_default()
+    }
+
     /// The public URL, given or derived from the bound address.
     pub fn public_url(&self, bound: SocketAddr) -> String {
         self.public_url.clone().unwrap_or_else(|| format!("http://{bound}")).trim_end_matches('/').to_string()
@@ -283,12 +314,13 @@ pub struct Limits {
           value_parser = clap::value_parser!(u64).range(1..=1440))]
     pub live_max_minutes: u64,
 
-    /// API requests per second one client address may make, on average
-    /// (0: no limit)
+    /// API requests per second one client (its API token, else its address)
+    /// may make, on average (0: no limit)
     #[arg(long, env = "NORTHWIND_API_RATE", default_value_t = 50)]
     pub api_rate: u32,
 
-    /// API requests one client address may make in a burst
+    /// API requests one client (its API token, else its address) may make
+    /// in a burst
     #[arg(long, env = "NORTHWIND_API_BURST", default_value_t = 200,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub api_burst: u32,
@@ -332,6 +364,19 @@ mod tests {
         for bad in ["0", "99", "10001", "soon"] {
             let err = try_serve(&["--follow-every-ms", bad]).unwrap_err().to_string();
             assert!(err.contains("--follow-every-ms"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn trusted_proxies_are_none_unless_given_and_a_bad_range_names_the_flag() {
+        assert!(try_serve(&[]).unwrap().auth.trusted_proxies().is_empty());
+        assert!(try_serve(&["--trusted-proxies", ""]).unwrap().auth.trusted_proxies().is_empty());
+        let args = try_serve(&["--trusted-proxies", "10.0.0.0/16, fd00::/8,127.0.0.1,"]).unwrap();
+        assert_eq!(args.auth.trusted_proxies().to_string(), "10.0.0.0/16,fd00::/8,127.0.0.1/32");
+        assert!(args.auth.trusted_proxies().contains("10.0.200.1".parse().unwrap()));
+        for bad in ["10.0.0.0/40", "10.0.0.0/16,alb", "*"] {
+            let err = try_serve(&["--trusted-proxies", bad]).unwrap_err().to_string();
+            assert!(err.contains("--trusted-proxies") && err.contains("CIDR"), "{bad}: {err}");
         }
     }
 

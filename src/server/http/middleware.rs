@@ -1,19 +1,20 @@
 //! What every request passes through: a request id and its log span, JSON
 //! errors on the API whatever produced them, canonical page paths, and a rate
-//! limit per client address.
+//! limit per client (token, else address).
 
 use crate::model::ErrorKind;
 use crate::server::auth::access::is_api;
+use crate::server::auth::client::ClientAddr;
 use crate::server::error::ApiError;
-use crate::server::rate_limit::RateLimit;
+use crate::server::rate_limit::ApiRate;
 use crate::server::telemetry::REQUEST_ID;
 use axum::body::{Body, to_bytes};
-use axum::extract::{ConnectInfo, Request};
+use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use leptos::nonce::Nonce;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use tower::ServiceBuilder;
 use tower::layer::util::{Identity, Stack};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -43,7 +44,8 @@ pub fn request_ids() -> ServiceBuilder<RequestIdLayers> {
 
 fn span(request: &Request) -> tracing::Span {
     let id = request.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
-    tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
+    let client = ClientAddr::of(request.extensions()).map_or_else(|| "-".to_string(), |c| c.to_string());
+    tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id, %client)
 }
 
 /// Every error answer of the API is `{"error": "...", "requestId": "..."}`,
@@ -225,15 +227,26 @@ pub async fn canonical_paths(request: Request, next: Next) -> Response {
 }
 
 /// Limits `/api/` only: probes, pages and static files are not API calls.
-pub async fn rate_limit(limit: RateLimit, request: Request, next: Next) -> Response {
-    if request.uri().path().starts_with("/api/") {
-        let client = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
-        if let Some(retry_after_secs) = client.and_then(|ip| limit.check(ip)) {
-            let why = "this address is over its API rate; slow down".to_string();
-            return ApiError::TooManyRequests { retry_after_secs, why }.into_response();
-        }
+/// Counted per token when the request carries one, else per client address
+/// (`ApiRate`); a token the guard refuses is charged to the address too.
+pub async fn rate_limit(limit: ApiRate, request: Request, next: Next) -> Response {
+    if !request.uri().path().starts_with("/api/") {
+        return next.run(request).await;
     }
-    next.run(request).await
+    let client = ClientAddr::of(request.extensions()).map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), ClientAddr::ip);
+    let token = crate::server::auth::token_name(request.headers());
+    if let Some(retry_after_secs) = limit.check(client, token.as_deref()) {
+        let why = match token {
+            Some(_) => "this API token is over its rate; slow down",
+            None => "this address is over its API rate; slow down",
+        };
+        return ApiError::TooManyRequests { retry_after_secs, why: why.to_string() }.into_response();
+    }
+    let response = next.run(request).await;
+    if token.is_some() && response.status() == StatusCode::UNAUTHORIZED {
+        limit.invalid_token(client);
+    }
+    response
 }
 
 #[cfg(test)]

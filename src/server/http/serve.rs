@@ -7,12 +7,13 @@ use super::state::AppState;
 use crate::app::data::PageSettings;
 use crate::app::{App, shell};
 use crate::server::auth::access::{RouteTable, Routes};
+use crate::server::auth::limits::{SignInLimits, SignInRules};
 use crate::server::auth::redirect::Home;
 use crate::server::auth::routes::{self, Provider, SignInState};
 use crate::server::auth::sessions::DynamoSessions;
 use crate::server::auth::{self, Auth, AuthSettings, Gate};
 use crate::server::http::config::{Limits, ServeArgs};
-use crate::server::rate_limit::RateLimit;
+use crate::server::rate_limit::{ApiRate, RateLimit};
 use crate::server::service::Service;
 use axum::Router;
 use axum::extract::ConnectInfo;
@@ -111,7 +112,11 @@ fn routed(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::Resu
     );
     let sign_in = SignInState {
         auth: auth.clone(),
-        attempts: RateLimit::per_minute(args.auth.sign_in_attempts, args.auth.sign_in_attempts),
+        attempts: SignInLimits::new(SignInRules {
+            per_client_per_minute: args.auth.sign_in_attempts,
+            free: args.auth.sign_in_account_attempts,
+            max_delay: Duration::from_secs(args.auth.sign_in_delay_max_secs),
+        }),
         provider: oidc.map(Provider::new),
     };
     let hashed_assets = leptos_options.hash_files;
@@ -145,7 +150,8 @@ fn routed(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::Resu
             StatusCode::SERVICE_UNAVAILABLE,
             Duration::from_secs(limits.request_timeout_secs),
         ));
-    let rate = RateLimit::new(limits.api_rate, limits.api_burst);
+    let rate = ApiRate::new(limits.api_rate, limits.api_burst);
+    let trusted = args.auth.trusted_proxies();
     let live = api::live_routes().route_layer(axum::middleware::from_fn(crate::server::http::telemetry::mark_route));
     let (app, table) = timed.merge(live).into_parts();
     let routes = Arc::new(table);
@@ -168,6 +174,8 @@ fn routed(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::Resu
         // Outside json_errors, which reads error bodies back as JSON.
         .layer(compression())
         .layer(middleware::request_ids())
+        // Outside request_ids: the request's log span names the client.
+        .layer(axum::middleware::from_fn(move |req, next| auth::client::client_addr(trusted.clone(), req, next)))
         // Outside request_ids: a hashed asset goes without the request id too.
         .layer(axum::middleware::from_fn(move |req, next| middleware::cache_control(hashed_assets, req, next)))
         // Outermost: every request is counted, those refused before routing too.

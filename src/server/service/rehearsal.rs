@@ -179,6 +179,7 @@ mod tests {
             decay_seconds: 7,
             tail_seconds: 3,
             writers: 32,
+            written_by: Default::default(),
         };
         let deadline = rehearsal_deadline(&shape);
         assert_eq!(deadline.as_secs(), 23 * 3 + 60);

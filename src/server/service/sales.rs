@@ -8,15 +8,17 @@ use super::checks::check_text;
 use super::figures::window_days;
 use crate::model::{
     AuditKind, DayShards, Invalid, MAX_ITEM_BYTES, MAX_PEAK, MAX_PHASE_MINUTES, MAX_PLAN_NAME, Permission, Readiness,
-    SalePlan, SalePlanInput, ShardsWritten, iso_millis,
+    SalePlan, SalePlanInput, ShardsWritten, Writer, iso_millis,
 };
 use crate::server::auth::Principal;
+use crate::server::capacity::costs::{Definitions, MeasuredWrites};
 use crate::server::capacity::planner;
 use crate::server::capacity::readiness::{self, AutoScaling, HotObservation, Inputs};
 use crate::server::error::ApiError;
 use crate::server::store::error::{StoreError, Unavailable};
 use crate::server::store::usage::Resource;
 use crate::server::store::{CapacityDay, Recorded, ScalableTarget};
+use crate::server::stream::quality;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde_json::Value;
 
@@ -75,7 +77,7 @@ pub fn parse_plan(input: &SalePlanInput, now: DateTime<Utc>, by: &str) -> Result
     let item_bytes = match whole("itemBytes", input.item_bytes.as_ref())? {
         Some(bytes) if (1..=u64::from(MAX_ITEM_BYTES)).contains(&bytes) => bytes as u32,
         Some(bytes) => return Err(bad("itemBytes", format!("must be 1 to {MAX_ITEM_BYTES} bytes, not {bytes}"))),
-        None => planner::typical_item_bytes().map_err(|e| bad("itemBytes", e.to_string()))?.0,
+        None => planner::typical_item_bytes().map_err(|e| bad("itemBytes", e.to_string()))?,
     };
     let consumer = number("consumerRecordsPerSecond", input.consumer_records_per_second.as_ref())?;
     if let Some(rate) = consumer
@@ -83,6 +85,14 @@ pub fn parse_plan(input: &SalePlanInput, now: DateTime<Utc>, by: &str) -> Result
     {
         return Err(bad("consumerRecordsPerSecond", format!("must be a positive number, not {rate}")));
     }
+    let writer = match &input.writer {
+        None | Some(Value::Null) => Writer::default(),
+        Some(Value::String(text)) if text.trim().is_empty() => Writer::default(),
+        Some(Value::String(text)) => Writer::parse(text.trim()).ok_or_else(|| {
+            bad("writer", format!("must be one of {}, not {text:?}", Writer::ALL.map(Writer::as_str).join(", ")))
+        })?,
+        Some(other) => return Err(bad("writer", format!("must be text, not {other}"))),
+    };
     Ok(SalePlan {
         name,
         peak_orders_per_second: peak,
@@ -92,6 +102,7 @@ pub fn parse_plan(input: &SalePlanInput, now: DateTime<Utc>, by: &str) -> Result
         decay_minutes,
         item_bytes,
         consumer_records_per_second: consumer,
+        writer,
         updated_at: now,
         updated_by: by.to_string(),
     })
@@ -255,13 +266,14 @@ impl Service {
         let plan = self.sale_plan(name).await?;
         let now = Utc::now();
         let days = plan.days();
-        let (recorded, throughput, hot, alarms, rehearsals, scaling) = futures::try_join!(
+        let (recorded, throughput, hot, alarms, rehearsals, scaling, measured) = futures::try_join!(
             self.store.recorded_shards_now(&days),
             self.throughput_or_unknown(),
             self.hot_history(now),
             self.alarms_or_unknown(),
             self.store.rehearsals(&plan.name, super::rehearsal::stale_before_ms()),
             self.scaling_or_error(),
+            self.measured_writes(now),
         )?;
         let autoscaling = match &scaling {
             Ok(Some(targets)) => AutoScaling::Read(targets),
@@ -269,7 +281,7 @@ impl Service {
             Err(err) => AutoScaling::Failed(err),
         };
         let recorded: Vec<_> = days.iter().map(|d| (*d, recorded.get(d).copied().flatten())).collect();
-        let (_, audit_bytes) = planner::typical_item_bytes().map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let definitions = Definitions::program();
         let (observations, observed_minutes) = hot;
         Ok(readiness::assess(&Inputs {
             plan: &plan,
@@ -279,8 +291,8 @@ impl Service {
             metrics_table: self.store.metrics_table(),
             configured_shards: self.store.shards(),
             recorded: &recorded,
-            gsi2_entry_bytes: self.gsi2_entry_bytes()?,
-            audit_bytes,
+            definitions: &definitions,
+            measured: Some(&measured),
             throughput: throughput.as_deref(),
             stream_shards: None,
             hot: &observations,
@@ -331,6 +343,34 @@ impl Service {
             tracing::warn!(error = %err, "the tables' auto scaling could not be read");
             err.to_string()
         }))
+    }
+
+    /// The stream's pricing of the orders table's records over the window
+    /// (the quality items the consumer writes every hour), by table and
+    /// index: what an order costs as it is really written.
+    async fn measured_writes(&self, now: DateTime<Utc>) -> Result<MeasuredWrites, StoreError> {
+        let days = window_days(now.date_naive(), HOT_WINDOW_DAYS);
+        let read = futures::future::try_join_all(days.iter().map(|day| self.store.quality_items(*day))).await?;
+        let table = self.store.orders_table();
+        let index_prefix = format!("{table}/");
+        let mut measured = MeasuredWrites::default();
+        for (day, items) in days.iter().zip(read) {
+            let (records, units) = quality::priced_writes(&items);
+            if records == 0 {
+                continue;
+            }
+            measured.days.push(*day);
+            measured.records += records;
+            for (resource, n) in units {
+                let name = match resource.strip_prefix(&index_prefix) {
+                    Some(index) => index.to_string(),
+                    None if resource == table => "table".to_string(),
+                    None => continue,
+                };
+                *measured.units.entry(name).or_default() += n;
+            }
+        }
+        Ok(measured)
     }
 
     /// The GSI1 keys recorded hot over the window, each with the index's

@@ -62,42 +62,63 @@ pub struct AuditPage {
     pub next_after: Option<String>,
 }
 
+/// The audit records one change is written as, one per view (the order's
+/// timeline, the day's and the actor's shard of `event_id`), with their
+/// kind: what `audit_puts` writes (adding the expiry the store's retention
+/// sets), and what the capacity checks size and count.
+pub fn audit_items(entry: &AuditEntry, event_id: &str) -> Result<Vec<Item>, StoreError> {
+    let sk = keys::audit_sk(&entry.at, event_id);
+    let shard = keys::shard_of(event_id, AUDIT_SHARDS);
+    let mut record: Item = serde_dynamo::to_item(entry)?;
+    record.insert(attr::KIND.into(), AttributeValue::S(AuditKind::OrderChange.as_str().into()));
+    let partitions = [
+        keys::audit_order_pk(&entry.order_id),
+        keys::audit_day_pk(entry.at.date_naive(), shard),
+        keys::audit_actor_pk(&entry.actor, shard),
+    ];
+    Ok(records_under(&record, &partitions, &sk))
+}
+
+/// The records a security event is written as: in its day's and its
+/// actor's views, under `event_id`.
+fn security_items(event: &SecurityEvent, event_id: &str) -> Result<Vec<Item>, StoreError> {
+    let sk = keys::audit_sk(&event.at, event_id);
+    let shard = keys::shard_of(event_id, AUDIT_SHARDS);
+    let record: Item = serde_dynamo::to_item(event)?;
+    let partitions = [keys::audit_day_pk(event.at.date_naive(), shard), keys::audit_actor_pk(&event.actor, shard)];
+    Ok(records_under(&record, &partitions, &sk))
+}
+
+/// `record` under each partition, with sort key `sk`.
+fn records_under(record: &Item, partitions: &[String], sk: &str) -> Vec<Item> {
+    partitions
+        .iter()
+        .map(|pk| {
+            let mut item = record.clone();
+            item.insert(keys::PK.into(), AttributeValue::S(pk.clone()));
+            item.insert(keys::SK.into(), AttributeValue::S(sk.to_string()));
+            item
+        })
+        .collect()
+}
+
 impl Store {
     /// The three puts that record `entry`, for the change's transaction.
     pub(super) fn audit_puts(&self, entry: &AuditEntry) -> Result<Vec<TransactWriteItem>, StoreError> {
         let event_id = uuid::Uuid::new_v4().simple().to_string();
-        let sk = keys::audit_sk(&entry.at, &event_id);
-        let shard = keys::shard_of(&event_id, AUDIT_SHARDS);
-        let mut record: Item = serde_dynamo::to_item(entry)?;
-        record.insert(attr::KIND.into(), AttributeValue::S(AuditKind::OrderChange.as_str().into()));
-        let partitions = [
-            keys::audit_order_pk(&entry.order_id),
-            keys::audit_day_pk(entry.at.date_naive(), shard),
-            keys::audit_actor_pk(&entry.actor, shard),
-        ];
-        self.audit_record_puts(record, &entry.at, &partitions, &sk)
+        self.append_puts(audit_items(entry, &event_id)?, &entry.at)
     }
 
-    /// Puts of `record` under each partition with sort key `sk`: each only
-    /// where no record is (the trail is append-only), each with its expiry
-    /// when records have one.
-    fn audit_record_puts(
-        &self,
-        mut record: Item,
-        at: &DateTime<Utc>,
-        partitions: &[String],
-        sk: &str,
-    ) -> Result<Vec<TransactWriteItem>, StoreError> {
-        if let Some(retention) = self.audit_retention {
-            let expires = (*at + retention).timestamp();
-            record.insert(attr::EXPIRES_AT.into(), AttributeValue::N(expires.to_string()));
-        }
-        partitions
-            .iter()
-            .map(|pk| {
-                let mut item = record.clone();
-                item.insert(keys::PK.into(), AttributeValue::S(pk.clone()));
-                item.insert(keys::SK.into(), AttributeValue::S(sk.to_string()));
+    /// Puts of `items`, each only where no record is (the trail is
+    /// append-only), each with its expiry when records have one.
+    fn append_puts(&self, items: Vec<Item>, at: &DateTime<Utc>) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let expires = self.audit_retention.map(|retention| (*at + retention).timestamp());
+        items
+            .into_iter()
+            .map(|mut item| {
+                if let Some(expires) = expires {
+                    item.insert(attr::EXPIRES_AT.into(), AttributeValue::N(expires.to_string()));
+                }
                 let put = Put::builder()
                     .table_name(&self.metrics_table)
                     .set_item(Some(item))
@@ -116,11 +137,7 @@ impl Store {
     }
 
     fn security_puts_as(&self, event: &SecurityEvent, event_id: &str) -> Result<Vec<TransactWriteItem>, StoreError> {
-        let sk = keys::audit_sk(&event.at, event_id);
-        let shard = keys::shard_of(event_id, AUDIT_SHARDS);
-        let record: Item = serde_dynamo::to_item(event)?;
-        let partitions = [keys::audit_day_pk(event.at.date_naive(), shard), keys::audit_actor_pk(&event.actor, shard)];
-        self.audit_record_puts(record, &event.at, &partitions, &sk)
+        self.append_puts(security_items(event, event_id)?, &event.at)
     }
 
     /// Records a security event (both copies or neither).

@@ -34,7 +34,7 @@ pub mod usage;
 
 pub use accounts::{ACCESS_TTL, Account, AccountChange, Token};
 pub use applied::{Marked, Marker, TRANSACTION_ITEMS};
-pub use audit::{AuditPage, AuditScope, KindFilter};
+pub use audit::{AuditPage, AuditScope, KindFilter, audit_items};
 pub use autoscaling::{ScalableTarget, ScheduledAction};
 pub use breaker::PROBE_EVERY;
 pub use capacity::{CapacityDay, HeatDay, UsageFlusher, day_minute};
@@ -46,7 +46,7 @@ pub use orders::{BatchPut, HistoryPage, Transition, order_item};
 #[cfg(feature = "testing")]
 pub use pending::ReadPlan;
 pub use pending::{Pace, PendingFilter, PendingRead};
-pub use provision::{IndexSpec, ProvisionReport, TableCapacity, TableDef, WarmThroughput};
+pub use provision::{IndexSpec, ProvisionReport, TableCapacity, TableDef, WarmThroughput, order_indexes};
 pub use reconcile::{
     CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot, TRANSACT_GET_MAX, Verdict, snapshot_items,
 };
