@@ -104,6 +104,9 @@ pub struct Store {
     on_aws: bool,
     /// Accounts, tokens and sessions as read within a second (`accounts`).
     access: accounts::AccessCache,
+    /// Checkpoint items read so far (`checkpoints_of`), for the figures of
+    /// what a consumer pass or a reconciliation costs as the stream ages.
+    checkpoint_items_read: std::sync::atomic::AtomicU64,
 }
 
 /// Recorded counts never change; an unrecorded day may be recorded any time.
@@ -240,6 +243,7 @@ pub async fn connect(config: &StoreConfig) -> Result<(Store, Option<Embedded>), 
         pending_hints: pending::Hints::default(),
         on_aws: config.kind() == StoreKind::Aws,
         access: accounts::AccessCache::default(),
+        checkpoint_items_read: Default::default(),
     };
     Ok((store, embedded))
 }

@@ -422,7 +422,10 @@ impl Shards {
             records.push(stored.record.clone());
             next = stored.seq + 1;
         }
-        let at_end = shard.end_seq.is_some_and(|end| next > end);
+        // A closed shard is read to its end once no record is left at or
+        // after `next`: past its last record, or (a shard closed without a
+        // record, its end its own starting number) at its start.
+        let at_end = shard.end_seq.is_some() && shard.records.back().is_none_or(|r| r.seq < next);
         Ok(Read { records, next: (!at_end).then_some(Position(next)) })
     }
 
@@ -608,6 +611,10 @@ mod tests {
             assert!(after.iter().all(|r| seq_of(r) > end));
             assert_eq!(before.len(), after.len(), "the child took exactly its parent's keys");
         }
+        // A shard that closed without a record reads to its end too.
+        let mut quiet = Shards::new(1, 7, Some("PK".into()), 0);
+        let (parent, _) = quiet.rollover(t0, 1).remove(0);
+        assert_eq!(read_all(&mut quiet, &parent, t0), (Vec::new(), true), "an empty closed shard ends");
         // Rolled twice more, then retention passes: only the lineage of
         // the last retention period stays listed.
         shards.rollover(t0 + Duration::from_secs(5), 2);
