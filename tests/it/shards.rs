@@ -1597,3 +1597,58 @@ async fn beyond_one_snapshot(engine: &Engine) {
     sim.stop().await;
     tables.stop().await;
 }
+
+// ---- The embedded engine's own stream --------------------------------------
+
+/// The SQLite file and its write-ahead log, in bytes.
+fn store_file_bytes(dir: &std::path::Path) -> u64 {
+    let db = dir.join(northwind_ops::server::store::embedded::DB_FILE);
+    let wal = dir.join(format!("{}-wal", northwind_ops::server::store::embedded::DB_FILE));
+    [db, wal].iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum()
+}
+
+/// The same 200 items rewritten every "day" (each write a stream record of
+/// some 1 KB), the stream trimmed after each as the store does every 10
+/// minutes, its clock moved a day on (the cutoff after every record so
+/// far): the stream keeps only the newest record, later records go on
+/// numbered after it, and the file stays as large as after the first days.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_store_trims_stream_records_older_than_a_day_and_its_file_stays_flat() {
+    let tables = Tables::new(&Engine::Dynoxide).await;
+    let embedded = tables.embedded.as_ref().expect("the embedded store");
+    let payload = "x".repeat(1000);
+    let mut sizes = Vec::new();
+    let mut last_seq = 0u128;
+    for day in 0..12 {
+        for i in 0..200 {
+            tables
+                .store
+                .client()
+                .put_item()
+                .table_name(&tables.config.orders_table)
+                .item(keys::PK, AttributeValue::S(format!("TRIM#{i:03}")))
+                .item("payload", AttributeValue::S(format!("{day}{payload}")))
+                .send()
+                .await
+                .unwrap();
+        }
+        let before = engine_records(&tables.store).await;
+        let seqs: Vec<u128> = before.iter().map(|r| seq_of(r).parse().unwrap()).collect();
+        let new = seqs.iter().filter(|seq| **seq > last_seq).count();
+        assert_eq!(new, 200, "day {day}: every new record numbered after the trimmed ones ({last_seq})");
+        let tomorrow = Utc::now() + Span::seconds(2);
+        let trimmed = embedded.trim_stream(tomorrow).await.unwrap();
+        let kept = engine_records(&tables.store).await;
+        assert_eq!(kept.len(), 1, "day {day}: only the newest record stays");
+        assert_eq!(trimmed as usize, before.len() - 1, "day {day}");
+        last_seq = seq_of(&kept[0]).parse().unwrap();
+        sizes.push(store_file_bytes(tables.dir.path()));
+    }
+    println!("embedded store file (db + WAL) after each simulated day's 200 KB of stream, trimmed: {sizes:?}");
+    let settled = sizes[2];
+    assert!(
+        sizes[2..].iter().all(|size| *size <= settled + settled / 10),
+        "the file grows with the stream's age: {sizes:?}"
+    );
+    tables.stop().await;
+}

@@ -13,6 +13,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -20,9 +21,22 @@ pub const DB_FILE: &str = "northwind.db";
 /// The store's own worker threads: one answers while another parses the
 /// next request; SQLite serves one at a time anyway.
 const STORE_THREADS: usize = 2;
+/// How long DynamoDB Streams keeps a record: the embedded store's stream
+/// keeps its records as long (Dynoxide itself keeps them forever).
+pub const STREAM_RETENTION: Duration = Duration::from_secs(24 * 3600);
+/// How often the stream's records older than that are deleted.
+const TRIM_EVERY: Duration = Duration::from_secs(10 * 60);
+/// Records deleted per SQLite transaction: Dynoxide's own requests wait
+/// for the write lock meanwhile (up to 5 s, then fail), so each is short.
+const TRIM_BATCH: i64 = 1000;
 
 pub struct Embedded {
     pub addr: SocketAddr,
+    /// The SQLite file, for trimming the stream (`None`: in memory, where a
+    /// second connection shares Dynoxide's cache and its table locks, which
+    /// do not wait: a trim there could fail a request; a scratch store is
+    /// short-lived anyway).
+    file: Option<String>,
     /// Cancelled to stop serving (on shutdown, or when dropped).
     stop: CancellationToken,
     /// Resolves when the store has stopped serving (its runtime's result).
@@ -39,6 +53,8 @@ pub enum EmbeddedError {
     Listen { addr: SocketAddr, source: std::io::Error },
     #[error("cannot start the embedded store's threads: {0}")]
     Threads(std::io::Error),
+    #[error("cannot trim the embedded store's stream in {path}: {source}")]
+    Trim { path: String, source: rusqlite::Error },
 }
 
 impl Embedded {
@@ -51,7 +67,23 @@ impl Embedded {
         let db = open_indexed(&path_text, &path_text)?;
         // The orders are personal data: the file is this user's alone.
         crate::server::fs::restrict(&path, 0o600).map_err(dir_error)?;
-        Self::serve(db, addr, &path_text)
+        let mut embedded = Self::serve(db, addr, &path_text)?;
+        embedded.file = Some(path_text.clone());
+        tokio::spawn(trim_periodically(path_text, embedded.stop.clone()));
+        Ok(embedded)
+    }
+
+    /// Deletes the stream's records written before `cutoff` (the newest
+    /// record stays, whatever its age); the records deleted. The store
+    /// does this itself every 10 minutes for records older than
+    /// `STREAM_RETENTION`; a test may name its own cutoff (a simulated
+    /// clock). A store in memory is not trimmed: 0.
+    pub async fn trim_stream(&self, cutoff: chrono::DateTime<chrono::Utc>) -> Result<u64, EmbeddedError> {
+        let Some(path) = self.file.clone() else { return Ok(0) };
+        let trimmed = tokio::task::spawn_blocking(move || {
+            trim_stream_records(&path, cutoff.timestamp()).map_err(|source| EmbeddedError::Trim { path, source })
+        });
+        trimmed.await.unwrap_or_else(|e| Err(EmbeddedError::Threads(std::io::Error::other(e))))
     }
 
     /// Serves a store held in memory only, gone when it stops: a scratch
@@ -86,7 +118,7 @@ impl Embedded {
             })
             .map_err(EmbeddedError::Threads)?;
         tracing::info!(%addr, path = %path_text, "embedded store (Dynoxide) listening");
-        Ok(Self { addr, stop, stopped: Some(stopped) })
+        Ok(Self { addr, file: None, stop, stopped: Some(stopped) })
     }
 
     pub fn endpoint(&self) -> String {
@@ -141,6 +173,62 @@ fn index_stream_records(path: &str) {
     if let Err(error) = indexed {
         tracing::warn!(%error, path, "could not index the embedded store's stream records: its writes and stream reads \
                                       slow down as the stream grows");
+    }
+}
+
+/// Trims the stream of the store in `path` every `TRIM_EVERY` (the first
+/// time at once: a store reopened after a while), until `stop`.
+async fn trim_periodically(path: String, stop: CancellationToken) {
+    loop {
+        let cutoff = chrono::Utc::now() - STREAM_RETENTION;
+        let file = path.clone();
+        match tokio::task::spawn_blocking(move || trim_stream_records(&file, cutoff.timestamp())).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(trimmed)) => tracing::info!(trimmed, "embedded store: stream records older than 24 hours deleted"),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, path, "embedded store: could not trim the stream; tried again later")
+            }
+            Err(error) => tracing::warn!(%error, "embedded store: the stream's trim stopped"),
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(TRIM_EVERY) => {}
+        }
+    }
+}
+
+/// Deletes the records of Dynoxide's stream (`_stream_records`, every
+/// table's) created before `cutoff_secs` (its `created_at`, seconds since
+/// the epoch), oldest first, `TRIM_BATCH` a transaction, through a
+/// connection of its own (as `index_stream_records`; the file is in WAL
+/// mode, so readers go on). Rows are in the order written (`id`), so the
+/// oldest row says whether anything is left to delete. The newest record
+/// always stays: Dynoxide numbers a table's next record one past its
+/// highest (or from the clock, whichever is higher), and its numbers must
+/// never go back below a consumer's checkpoint. A reader whose position is
+/// among the records deleted reads on from the next one kept: Dynoxide
+/// never answers `TrimmedDataAccessException`, unlike DynamoDB.
+fn trim_stream_records(path: &str, cutoff_secs: i64) -> Result<u64, rusqlite::Error> {
+    let conn = rusqlite::Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    let mut deleted = 0u64;
+    loop {
+        let oldest: Option<i64> = conn
+            .query_row("SELECT created_at FROM _stream_records ORDER BY id LIMIT 1", [], |row| row.get(0))
+            .map(Some)
+            .or_else(|e| if e == rusqlite::Error::QueryReturnedNoRows { Ok(None) } else { Err(e) })?;
+        if oldest.is_none_or(|at| at >= cutoff_secs) {
+            return Ok(deleted);
+        }
+        let n = conn.execute(
+            "DELETE FROM _stream_records WHERE id IN (SELECT id FROM _stream_records ORDER BY id LIMIT ?2)              AND created_at < ?1 AND id < (SELECT MAX(id) FROM _stream_records)",
+            rusqlite::params![cutoff_secs, TRIM_BATCH],
+        )?;
+        if n == 0 {
+            // Only the newest record is left, and it stays.
+            return Ok(deleted);
+        }
+        deleted += n as u64;
     }
 }
 
