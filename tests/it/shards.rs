@@ -1613,7 +1613,7 @@ fn store_file_bytes(dir: &std::path::Path) -> u64 {
 /// far): the stream keeps only the newest record, later records go on
 /// numbered after it, and the file stays as large as after the first days.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_embedded_store_trims_stream_records_older_than_a_day_and_its_file_stays_flat() {
+async fn the_embedded_store_trims_stream_records_older_than_a_day_its_file_stays_flat_and_expired_items_go() {
     let tables = Tables::new(&Engine::Dynoxide).await;
     let embedded = tables.embedded.as_ref().expect("the embedded store");
     let payload = "x".repeat(1000);
@@ -1650,5 +1650,34 @@ async fn the_embedded_store_trims_stream_records_older_than_a_day_and_its_file_s
         sizes[2..].iter().all(|size| *size <= settled + settled / 10),
         "the file grows with the stream's age: {sizes:?}"
     );
+    // Items past their TTL attribute go too (a finished shard's checkpoint,
+    // a session, a marker), as DynamoDB's TTL deletes them.
+    let put = |pk: &str, expires: i64| {
+        tables
+            .store
+            .client()
+            .put_item()
+            .table_name(&tables.config.metrics_table)
+            .item(keys::PK, AttributeValue::S(pk.to_string()))
+            .item(keys::SK, AttributeValue::S("TTL".into()))
+            .item(keys::attr::EXPIRES_AT, AttributeValue::N(expires.to_string()))
+            .send()
+    };
+    let now = Utc::now().timestamp();
+    put("TTL#expired", now - 60).await.unwrap();
+    put("TTL#kept", now + 3600).await.unwrap();
+    let swept = embedded.sweep_expired().await.unwrap();
+    let exists = |pk: &'static str| {
+        let client = tables.store.client().clone();
+        let table = tables.config.metrics_table.clone();
+        async move {
+            let key = [
+                (keys::PK.to_string(), AttributeValue::S(pk.into())),
+                (keys::SK.to_string(), AttributeValue::S("TTL".into())),
+            ];
+            client.get_item().table_name(table).set_key(Some(key.into())).send().await.unwrap().item.is_some()
+        }
+    };
+    assert!(swept >= 1 && !exists("TTL#expired").await && exists("TTL#kept").await, "swept {swept}");
     tables.stop().await;
 }

@@ -24,19 +24,17 @@ const STORE_THREADS: usize = 2;
 /// How long DynamoDB Streams keeps a record: the embedded store's stream
 /// keeps its records as long (Dynoxide itself keeps them forever).
 pub const STREAM_RETENTION: Duration = Duration::from_secs(24 * 3600);
-/// How often the stream's records older than that are deleted.
-const TRIM_EVERY: Duration = Duration::from_secs(10 * 60);
+/// How often the stream's records older than that are deleted, and items
+/// past their TTL attribute.
+const MAINTAIN_EVERY: Duration = Duration::from_secs(10 * 60);
 /// Records deleted per SQLite transaction: Dynoxide's own requests wait
 /// for the write lock meanwhile (up to 5 s, then fail), so each is short.
 const TRIM_BATCH: i64 = 1000;
 
 pub struct Embedded {
     pub addr: SocketAddr,
-    /// The SQLite file, for trimming the stream (`None`: in memory, where a
-    /// second connection shares Dynoxide's cache and its table locks, which
-    /// do not wait: a trim there could fail a request; a scratch store is
-    /// short-lived anyway).
-    file: Option<String>,
+    /// What DynamoDB does by itself and Dynoxide does not.
+    upkeep: Upkeep,
     /// Cancelled to stop serving (on shutdown, or when dropped).
     stop: CancellationToken,
     /// Resolves when the store has stopped serving (its runtime's result).
@@ -53,6 +51,8 @@ pub enum EmbeddedError {
     Listen { addr: SocketAddr, source: std::io::Error },
     #[error("cannot start the embedded store's threads: {0}")]
     Threads(std::io::Error),
+    #[error("cannot sweep the embedded store's expired items: {0}")]
+    Sweep(String),
     #[error("cannot trim the embedded store's stream in {path}: {source}")]
     Trim { path: String, source: rusqlite::Error },
 }
@@ -68,32 +68,33 @@ impl Embedded {
         // The orders are personal data: the file is this user's alone.
         crate::server::fs::restrict(&path, 0o600).map_err(dir_error)?;
         let mut embedded = Self::serve(db, addr, &path_text)?;
-        embedded.file = Some(path_text.clone());
-        tokio::spawn(trim_periodically(path_text, embedded.stop.clone()));
+        embedded.upkeep.file = Some(path_text);
+        tokio::spawn(embedded.upkeep.clone().run(embedded.stop.clone()));
         Ok(embedded)
     }
 
-    /// Deletes the stream's records written before `cutoff` (the newest
-    /// record stays, whatever its age); the records deleted. The store
-    /// does this itself every 10 minutes for records older than
-    /// `STREAM_RETENTION`; a test may name its own cutoff (a simulated
-    /// clock). A store in memory is not trimmed: 0.
+    /// Deletes the stream's records written before `cutoff` (see
+    /// `Upkeep::trim_stream`); the records deleted.
     pub async fn trim_stream(&self, cutoff: chrono::DateTime<chrono::Utc>) -> Result<u64, EmbeddedError> {
-        let Some(path) = self.file.clone() else { return Ok(0) };
-        let trimmed = tokio::task::spawn_blocking(move || {
-            trim_stream_records(&path, cutoff.timestamp()).map_err(|source| EmbeddedError::Trim { path, source })
-        });
-        trimmed.await.unwrap_or_else(|e| Err(EmbeddedError::Threads(std::io::Error::other(e))))
+        self.upkeep.trim_stream(cutoff).await
+    }
+
+    /// Deletes the items past their TTL attribute; how many.
+    pub async fn sweep_expired(&self) -> Result<usize, EmbeddedError> {
+        self.upkeep.sweep_expired().await
     }
 
     /// Serves a store held in memory only, gone when it stops: a scratch
     /// store (a rehearsal's), where no disk should be part of what is measured.
     pub async fn in_memory(addr: SocketAddr) -> Result<Self, EmbeddedError> {
         let db = open_indexed(&memory_uri(), "memory")?;
-        Self::serve(db, addr, "memory")
+        let embedded = Self::serve(db, addr, "memory")?;
+        tokio::spawn(embedded.upkeep.clone().run(embedded.stop.clone()));
+        Ok(embedded)
     }
 
     fn serve(db: dynoxide::Database, addr: SocketAddr, path_text: &str) -> Result<Self, EmbeddedError> {
+        let handle = db.clone();
         let listen_error = |source| EmbeddedError::Listen { addr, source };
         let listener = std::net::TcpListener::bind(addr).map_err(listen_error)?;
         listener.set_nonblocking(true).map_err(listen_error)?;
@@ -118,7 +119,7 @@ impl Embedded {
             })
             .map_err(EmbeddedError::Threads)?;
         tracing::info!(%addr, path = %path_text, "embedded store (Dynoxide) listening");
-        Ok(Self { addr, file: None, stop, stopped: Some(stopped) })
+        Ok(Self { addr, upkeep: Upkeep { file: None, db: handle }, stop, stopped: Some(stopped) })
     }
 
     pub fn endpoint(&self) -> String {
@@ -176,23 +177,67 @@ fn index_stream_records(path: &str) {
     }
 }
 
-/// Trims the stream of the store in `path` every `TRIM_EVERY` (the first
-/// time at once: a store reopened after a while), until `stop`.
-async fn trim_periodically(path: String, stop: CancellationToken) {
-    loop {
-        let cutoff = chrono::Utc::now() - STREAM_RETENTION;
-        let file = path.clone();
-        match tokio::task::spawn_blocking(move || trim_stream_records(&file, cutoff.timestamp())).await {
-            Ok(Ok(0)) => {}
-            Ok(Ok(trimmed)) => tracing::info!(trimmed, "embedded store: stream records older than 24 hours deleted"),
-            Ok(Err(error)) => {
-                tracing::warn!(%error, path, "embedded store: could not trim the stream; tried again later")
-            }
-            Err(error) => tracing::warn!(%error, "embedded store: the stream's trim stopped"),
+/// What DynamoDB does by itself and Dynoxide 3.2 does not: trim the stream
+/// to 24 hours, and delete items past their TTL attribute (`expiresAt`:
+/// sessions, the Lambda's markers, finished shards' checkpoints). Neither
+/// has a switch in Dynoxide's server; the sweep is its `Database::sweep_ttl`,
+/// the trim a delete through a connection of this store's own.
+#[derive(Clone)]
+struct Upkeep {
+    /// The SQLite file, for trimming the stream (`None`: in memory, where a
+    /// second connection shares Dynoxide's cache and its table locks, which
+    /// do not wait: a trim there could fail a request; a scratch store is
+    /// short-lived anyway).
+    file: Option<String>,
+    /// Dynoxide's handle (its clones share one database).
+    db: dynoxide::Database,
+}
+
+impl Upkeep {
+    /// Deletes the stream's records written before `cutoff` (the newest
+    /// record stays, whatever its age); the records deleted. Done every
+    /// `MAINTAIN_EVERY` for records older than `STREAM_RETENTION`; a test
+    /// may name its own cutoff (a simulated clock). A store in memory is
+    /// not trimmed: 0.
+    async fn trim_stream(&self, cutoff: chrono::DateTime<chrono::Utc>) -> Result<u64, EmbeddedError> {
+        let Some(path) = self.file.clone() else { return Ok(0) };
+        let trimmed = tokio::task::spawn_blocking(move || {
+            trim_stream_records(&path, cutoff.timestamp()).map_err(|source| EmbeddedError::Trim { path, source })
+        });
+        trimmed.await.unwrap_or_else(|e| Err(EmbeddedError::Threads(std::io::Error::other(e))))
+    }
+
+    /// Deletes the items past their TTL attribute, as DynamoDB's TTL does
+    /// (Dynoxide's sweep lets waiting requests in between its pages).
+    async fn sweep_expired(&self) -> Result<usize, EmbeddedError> {
+        let db = self.db.clone();
+        match tokio::task::spawn_blocking(move || db.sweep_ttl()).await {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(e)) => Err(EmbeddedError::Sweep(e.to_string())),
+            Err(e) => Err(EmbeddedError::Threads(std::io::Error::other(e))),
         }
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(TRIM_EVERY) => {}
+    }
+
+    /// Both, every `MAINTAIN_EVERY` (the first time at once: a store
+    /// reopened after a while), until `stop`.
+    async fn run(self, stop: CancellationToken) {
+        loop {
+            match self.trim_stream(chrono::Utc::now() - STREAM_RETENTION).await {
+                Ok(0) => {}
+                Ok(trimmed) => tracing::info!(trimmed, "embedded store: stream records older than 24 hours deleted"),
+                Err(error) => tracing::warn!(%error, "embedded store: could not trim the stream; tried again later"),
+            }
+            match self.sweep_expired().await {
+                Ok(0) => {}
+                Ok(swept) => tracing::info!(swept, "embedded store: expired items deleted"),
+                Err(error) => {
+                    tracing::warn!(%error, "embedded store: could not sweep expired items; tried again later")
+                }
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(MAINTAIN_EVERY) => {}
+            }
         }
     }
 }
