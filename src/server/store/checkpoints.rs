@@ -94,7 +94,9 @@ pub struct CheckpointMove<'a> {
 }
 
 impl Store {
-    /// Every checkpoint of a stream, by shard id.
+    /// Every checkpoint of a stream, by shard id: its whole `CHECKPOINT#`
+    /// partition, every shard of the last two days (for tests and
+    /// inspection; a pass reads by key, `checkpoints_of`).
     pub async fn checkpoints(&self, stream_arn: &str) -> Result<HashMap<String, Checkpoint>, StoreError> {
         let items = self.metrics_partition(keys::checkpoint_pk(stream_arn), true).await?;
         let mut checkpoints = HashMap::new();
