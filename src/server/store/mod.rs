@@ -107,6 +107,9 @@ pub struct Store {
     /// How long audit records are kept (`--audit-retention-days`); `None`:
     /// for ever.
     audit_retention: Option<chrono::Duration>,
+    /// Checkpoint items read so far (`checkpoints_of`), for the figures of
+    /// what a consumer pass or a reconciliation costs as the stream ages.
+    checkpoint_items_read: std::sync::atomic::AtomicU64,
 }
 
 /// Recorded counts never change; an unrecorded day may be recorded any time.
@@ -245,6 +248,7 @@ pub async fn connect(config: &StoreConfig) -> Result<(Store, Option<Embedded>), 
         access: accounts::AccessCache::default(),
         audit_retention: (config.audit_retention_days > 0)
             .then(|| chrono::Duration::days(i64::from(config.audit_retention_days))),
+        checkpoint_items_read: Default::default(),
     };
     Ok((store, embedded))
 }

@@ -121,6 +121,7 @@ impl Store {
             .await;
         match sent {
             Ok(out) => {
+                self.count_checkpoint_reads(shards.len());
                 let items: Vec<Option<Item>> = out.responses.unwrap_or_default().into_iter().map(|r| r.item).collect();
                 let sizes: Vec<usize> = counters.iter().map(|key| 1 + keys::counter_sub_keys(key).len()).collect();
                 Ok(snapshot_of(items, &sizes, shards))
