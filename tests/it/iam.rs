@@ -175,7 +175,9 @@ async fn each_roles_policy_allows_every_call_its_code_makes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lambdas_policy_allows_every_call_it_makes() {
     use northwind_ops::server::sim::wire;
-    use northwind_ops::server::stream::lambda::{LambdaConsumer, handle};
+    use northwind_ops::server::stream::lambda::{Budget, LambdaConsumer, handle};
+    // A minute, as an invocation's deadline would give it.
+    let budget = || Budget::from_deadline_ms(chrono::Utc::now().timestamp_millis() + 60_000);
     let app = TestApp::spawn(Engine::Dynoxide).await;
     for i in 0..5 {
         let (status, body) = app.post("/api/orders", new_order_json(&format!("iam-l-{i}"), "c-iam")).await;
@@ -194,15 +196,15 @@ async fn the_lambdas_policy_allows_every_call_it_makes() {
         "Records": records, "window": window, "state": {}, "shardId": shard, "eventSourceARN": arn,
         "isFinalInvokeForWindow": false, "isWindowTerminatedEarly": false
     });
-    let answer = handle(&lambda, &windowed).await.unwrap();
+    let answer = handle(&lambda, &windowed, budget()).await.unwrap();
     assert!(answer.failures.batch_item_failures.is_empty());
     let closing = json!({
         "window": window, "state": answer.state, "shardId": shard, "eventSourceARN": arn,
         "isFinalInvokeForWindow": true, "isWindowTerminatedEarly": false
     });
-    handle(&lambda, &closing).await.unwrap();
+    handle(&lambda, &closing, budget()).await.unwrap();
     let unwindowed = json!({ "Records": records });
-    assert!(handle(&lambda, &unwindowed).await.unwrap().failures.batch_item_failures.is_empty());
+    assert!(handle(&lambda, &unwindowed, budget()).await.unwrap().failures.batch_item_failures.is_empty());
     function.store.usage_flusher().flush().await.unwrap();
 
     let accesses = function.store.usage().accesses();
