@@ -30,9 +30,12 @@ test('ops make a plan on the page, see its go/no-go, write the sale day\'s shard
   await page.getByTestId('plan-name').fill(name);
   await page.getByTestId('plan-peak').fill('2000');
   await page.getByTestId('plan-start').fill(tomorrowNine());
+  // Through this console: its transactions want twice the shards.
+  await page.getByTestId('plan-writer').selectOption('console');
   await page.getByTestId('plan-save').click();
   const row = page.locator(`[data-testid="plan-row"][data-plan="${name}"]`);
   await expect(row).toHaveCount(1);
+  await expect(row.getByTestId('plan-row-writer')).toHaveText('this console');
 
   // A bad peak is refused, naming the field, and nothing is saved.
   await page.getByTestId('plan-name').fill(`${name}-bad`);
@@ -46,6 +49,10 @@ test('ops make a plan on the page, see its go/no-go, write the sale day\'s shard
   const shards = page.locator('[data-testid="check"][data-check="shards"]');
   await expect(shards).toHaveAttribute('data-verdict', /act|no-go/);
   await expect(page.locator('[data-testid="check"][data-check="warm-throughput"]')).toContainText('unknown');
+  // Each figure worked out from the writes says where it came from.
+  await expect(
+    page.locator('[data-testid="check"][data-check="warm-throughput"] [data-testid="figure-source"]').first(),
+  ).toContainText(/^(assumed|measured)/);
   await shards.getByTestId('write-shards').click();
   await expect(page.getByTestId('write-done')).toBeVisible();
   await expect(shards).toHaveAttribute('data-verdict', 'ready');

@@ -1,9 +1,11 @@
-//! The audit trail (admins): every change of a day, or every change by one
-//! actor, newest first, a page at a time.
+//! The audit trail (admins): every record of a day, or every record of one
+//! actor, newest first, a page at a time, of one kind when asked: order
+//! changes and security events (sign-ins, accounts, tokens, sale plans...).
+//! A record is shown whatever it holds: what could not be read is named.
 
 use super::common::{DayInput, ErrorView, Pager, TableHead, href, paging};
 use super::data::get_audit;
-use crate::model::{AuditEntry, AuditListing, AuditParams, iso_millis};
+use crate::model::{AuditEntry, AuditKind, AuditListing, AuditParams, AuditRecord, iso_millis};
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
@@ -14,6 +16,7 @@ pub fn AuditPage() -> impl IntoView {
         query.with(|q| AuditParams {
             date: q.get("date"),
             actor: q.get("actor"),
+            kind: q.get("kind"),
             limit: q.get("limit"),
             cursor: q.get("cursor"),
         })
@@ -31,6 +34,19 @@ pub fn AuditPage() -> impl IntoView {
                 }}
             </label>
             <label>"or actor " <input name="actor" value=move || query.with(|q| q.get("actor")) placeholder="user or token name"/></label>
+            <label>
+                "Kind "
+                <select name="kind" data-testid="audit-kind">
+                    {move || {
+                        let asked = query.with(|q| q.get("kind")).unwrap_or_default();
+                        let option = |value: &'static str, text: &'static str| {
+                            view! { <option value=value selected=asked == value>{text}</option> }
+                        };
+                        let kinds: Vec<_> = AuditKind::ALL.into_iter().map(|kind| option(kind.as_str(), kind.as_str())).collect();
+                        view! { {option("", "every kind")} {option("security", "security events")} {kinds} }
+                    }}
+                </select>
+            </label>
             <button type="submit">"Show"</button>
         </form>
         <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
@@ -55,6 +71,7 @@ fn AuditTable(listing: AuditListing) -> impl IntoView {
             &[
                 ("date", raw("date")),
                 ("actor", raw("actor")),
+                ("kind", raw("kind")),
                 ("limit", raw("limit")),
                 ("cursor", cursor),
                 ("trail", trail),
@@ -64,11 +81,13 @@ fn AuditTable(listing: AuditListing) -> impl IntoView {
     let empty = listing.entries.is_empty();
     view! {
         <table class="orders" data-testid="audit-table">
-            <caption class="visually-hidden">"Changes, newest first"</caption>
+            <caption class="visually-hidden">"Records, newest first"</caption>
             <TableHead columns=&[
                 ("When (UTC)", false),
-                ("Order", false),
+                ("Kind", false),
+                ("Order or subject", false),
                 ("By", false),
+                ("From", false),
                 ("Change", false),
                 ("Reason", false),
             ]/>
@@ -76,7 +95,7 @@ fn AuditTable(listing: AuditListing) -> impl IntoView {
                 {listing.entries.into_iter().map(|entry| view! { <AuditRow entry/> }).collect_view()}
             </tbody>
         </table>
-        {empty.then(|| view! { <p class="empty" data-testid="empty">"No changes here."</p> })}
+        {empty.then(|| view! { <p class="empty" data-testid="empty">"No records here."</p> })}
         <Pager prev=links.prev.map(link) next=links.next.map(link)/>
     }
 }
@@ -89,21 +108,52 @@ pub fn change_text(entry: &AuditEntry) -> String {
     }
 }
 
+/// What a record says changed: an order's move, else the event's detail
+/// and refusal, else nothing.
+fn record_change(record: &AuditRecord) -> String {
+    if record.kind == AuditKind::OrderChange {
+        return match (record.from, record.to) {
+            (None, Some(to)) => format!("created as {to}"),
+            (Some(from), Some(to)) => format!("{from} → {to}"),
+            (Some(from), None) => format!("{from} → ?"),
+            (None, None) => String::new(),
+        };
+    }
+    let refused = record.refused.map(|why| format!("refused: {}", why.as_str()));
+    [refused, record.detail.clone()].into_iter().flatten().collect::<Vec<_>>().join("; ")
+}
+
 #[component]
-fn AuditRow(entry: AuditEntry) -> impl IntoView {
-    let by = format!("{} ({})", entry.actor, entry.method.as_str());
-    let reason = match (&entry.reason, &entry.bulk_id) {
+fn AuditRow(entry: AuditRecord) -> impl IntoView {
+    let by = match (&entry.actor, entry.method) {
+        (Some(actor), Some(method)) => format!("{actor} ({})", method.as_str()),
+        (Some(actor), None) => actor.clone(),
+        (None, _) => "?".to_string(),
+    };
+    let mut reason = match (&entry.reason, &entry.bulk_id) {
         (Some(reason), Some(bulk)) => format!("{reason} (bulk {bulk})"),
         (Some(reason), None) => reason.clone(),
         (None, Some(bulk)) => format!("bulk {bulk}"),
         (None, None) => String::new(),
     };
+    if !entry.problems.is_empty() {
+        let unread = format!("unread: {}", entry.problems.join(", "));
+        reason = if reason.is_empty() { unread } else { format!("{reason}; {unread}") };
+    }
+    let change = record_change(&entry);
+    let subject = match (&entry.order_id, &entry.subject) {
+        (Some(order_id), _) => view! { <a href=format!("/orders/{order_id}")>{order_id.clone()}</a> }.into_any(),
+        (None, Some(subject)) => subject.clone().into_any(),
+        (None, None) => "".into_any(),
+    };
     view! {
-        <tr data-order-id=entry.order_id.clone()>
+        <tr data-kind=entry.kind.as_str() data-order-id=entry.order_id.clone()>
             <td>{iso_millis::format(&entry.at)}</td>
-            <td class="mono"><a href=format!("/orders/{}", entry.order_id)>{entry.order_id.clone()}</a></td>
+            <td>{entry.kind.as_str()}</td>
+            <td class="mono">{subject}</td>
             <td>{by}</td>
-            <td>{change_text(&entry)}</td>
+            <td class="mono">{entry.client.clone().unwrap_or_default()}</td>
+            <td>{change}</td>
             <td>{reason}</td>
         </tr>
     }

@@ -52,7 +52,12 @@ pub fn AccountBar(me: Option<Me>) -> impl IntoView {
             </form>
         }
     });
-    let audit = me.role.can(Permission::Administer).then(|| view! { <a href="/audit" class="nav">"Audit"</a> });
+    let audit = me.role.can(Permission::Administer).then(|| {
+        view! {
+            <a href="/audit" class="nav">"Audit"</a>
+            <a href="/admin" class="nav" data-testid="nav-admin">"Admin"</a>
+        }
+    });
     let capacity = me
         .role
         .can(Permission::ViewOperations)

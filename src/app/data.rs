@@ -4,6 +4,7 @@
 //! errors as `{"kind", "error", "requestId"}` with the API's status codes.
 
 pub use crate::model::ErrorKind;
+use crate::model::{AccountView, NewAccount, NewToken, Role, TokenView};
 use crate::model::{
     AuditEntry, AuditListing, AuditParams, BulkReport, BulkRequest, CapacityReport, Dashboard, Me, Order, OrderPage,
     PageParams, PendingParams, QualityReport, Readiness, Rehearsal, Rehearsals, SaleOutcome, SalePlan, SalePlanInput,
@@ -229,6 +230,59 @@ pub async fn get_audit(params: AuditParams) -> Result<AuditListing, PageError> {
     boxed(Box::pin(service().audit(&params))).await
 }
 access!(GetAudit, Needs(Administer));
+
+/// Every account and every token (the Admin page).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AdminOverview {
+    pub accounts: Vec<AccountView>,
+    pub tokens: Vec<TokenView>,
+}
+
+#[server(prefix = "/api/fn", endpoint = "admin", input = Json)]
+pub async fn get_admin() -> Result<AdminOverview, PageError> {
+    let by = signed_in()?;
+    let service = service();
+    let accounts = boxed(Box::pin(service.accounts(&by))).await?;
+    let tokens = boxed(Box::pin(service.tokens(&by))).await?;
+    Ok(AdminOverview { accounts, tokens })
+}
+access!(GetAdmin, Needs(Administer));
+
+#[server(prefix = "/api/fn", endpoint = "add-account", input = Json)]
+pub async fn add_account(new: NewAccount) -> Result<AccountView, PageError> {
+    let by = signed_in()?;
+    boxed(Box::pin(service().add_account(&new, &by))).await
+}
+access!(AddAccount, Needs(Administer));
+
+#[server(prefix = "/api/fn", endpoint = "disable-account", input = Json)]
+pub async fn disable_account(name: String) -> Result<(), PageError> {
+    let by = signed_in()?;
+    boxed(Box::pin(service().disable_account(&name, &by))).await
+}
+access!(DisableAccount, Needs(Administer));
+
+#[server(prefix = "/api/fn", endpoint = "set-role", input = Json)]
+pub async fn set_role(name: String, role: Role) -> Result<(), PageError> {
+    let by = signed_in()?;
+    boxed(Box::pin(service().set_role(&name, role, &by))).await
+}
+access!(SetRole, Needs(Administer));
+
+/// A new token's text: shown once, on the page that made it.
+#[server(prefix = "/api/fn", endpoint = "create-token", input = Json)]
+pub async fn create_token(new: NewToken) -> Result<String, PageError> {
+    let by = signed_in()?;
+    boxed(Box::pin(service().create_token(&new, &by))).await
+}
+access!(CreateToken, Needs(Administer));
+
+#[server(prefix = "/api/fn", endpoint = "revoke-token", input = Json)]
+pub async fn revoke_token(name: String) -> Result<(), PageError> {
+    let by = signed_in()?;
+    boxed(Box::pin(service().revoke_token(&name, &by))).await
+}
+access!(RevokeToken, Needs(Administer));
 
 /// Who is signed in, if anyone (the header shows it; the pages offer only
 /// what the role may do, and the server checks it again).

@@ -73,6 +73,7 @@ lazy_page!(CustomerRoute, customer_page, preload_customer_page, super::customer:
 lazy_page!(SearchRoute, search_page, preload_search_page, super::search::SearchPage);
 lazy_page!(LoginRoute, login_page, preload_login_page, super::login::LoginPage);
 lazy_page!(AuditRoute, audit_page, preload_audit_page, super::audit::AuditPage);
+lazy_page!(AdminRoute, admin_page, preload_admin_page, super::admin::AdminPage);
 lazy_page!(CapacityRoute, capacity_page, preload_capacity_page, super::capacity::CapacityPage);
 lazy_page!(SalesRoute, sales_page, preload_sales_page, super::sales::SalesPage);
 

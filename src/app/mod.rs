@@ -1,6 +1,7 @@
 //! The pages: server-rendered with their data (complete with JavaScript
 //! off), then hydrated in the browser.
 
+mod admin;
 mod audit;
 mod capacity;
 mod common;
@@ -68,6 +69,7 @@ pub const PAGES: &[(&str, Access)] = &[
     ("/search", Access::Needs(Permission::ViewOrders)),
     ("/login", Access::Public),
     ("/audit", Access::Needs(Permission::Administer)),
+    ("/admin", Access::Needs(Permission::Administer)),
     ("/capacity", Access::Needs(Permission::ViewOperations)),
     ("/sales", Access::Needs(Permission::ViewOperations)),
 ];
@@ -112,6 +114,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/search") view={Lazy::<lazy::SearchRoute>::new()} ssr=SsrMode::Async/>
                     <Route path=path!("/login") view={Lazy::<lazy::LoginRoute>::new()} ssr=SsrMode::Async/>
                     <Route path=path!("/audit") view={Lazy::<lazy::AuditRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin") view={Lazy::<lazy::AdminRoute>::new()} ssr=SsrMode::Async/>
                     <Route path=path!("/capacity") view={Lazy::<lazy::CapacityRoute>::new()} ssr=SsrMode::Async/>
                     <Route path=path!("/sales") view={Lazy::<lazy::SalesRoute>::new()} ssr=SsrMode::Async/>
                 </Routes>

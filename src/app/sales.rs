@@ -13,7 +13,7 @@ use super::data::{
 };
 use crate::model::{
     Me, Permission, Readiness, ReadinessCheck, Rehearsal, Rehearsals, SaleOutcome, SalePhase, SalePlan, SalePlanInput,
-    Verdict,
+    Verdict, Writer,
 };
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
@@ -153,6 +153,7 @@ struct PlanForm {
     decay: RwSignal<String>,
     item_bytes: RwSignal<String>,
     consumer: RwSignal<String>,
+    writer: RwSignal<String>,
 }
 
 impl Default for PlanForm {
@@ -167,6 +168,7 @@ impl Default for PlanForm {
             decay: RwSignal::new("20".into()),
             item_bytes: RwSignal::new(String::new()),
             consumer: RwSignal::new(String::new()),
+            writer: RwSignal::new(Writer::default().as_str().to_string()),
         }
     }
 }
@@ -182,6 +184,7 @@ impl PlanForm {
         self.decay.set(plan.decay_minutes.to_string());
         self.item_bytes.set(plan.item_bytes.to_string());
         self.consumer.set(plan.consumer_records_per_second.map(|r| r.to_string()).unwrap_or_default());
+        self.writer.set(plan.writer.as_str().to_string());
     }
 
     fn clear(&self) {
@@ -196,6 +199,7 @@ impl PlanForm {
             (self.decay, fresh.decay),
             (self.item_bytes, fresh.item_bytes),
             (self.consumer, fresh.consumer),
+            (self.writer, fresh.writer),
         ] {
             field.set(value.get_untracked());
         }
@@ -213,6 +217,7 @@ impl PlanForm {
             decay_minutes: text(self.decay),
             item_bytes: text(self.item_bytes),
             consumer_records_per_second: text(self.consumer),
+            writer: text(self.writer),
         }
     }
 }
@@ -237,6 +242,7 @@ fn PlanList(
                 ("Start (UTC)", false),
                 ("Ramp / hold / decay (min)", false),
                 ("Item bytes", true),
+                ("Orders written by", false),
                 ("", false),
             ]/>
             <tbody>
@@ -258,6 +264,7 @@ fn PlanList(
                                 <td>{plan.start.format("%Y-%m-%d %H:%M").to_string()}</td>
                                 <td>{format!("{} / {} / {}", plan.ramp_minutes, plan.hold_minutes, plan.decay_minutes)}</td>
                                 <td class="num">{plan.item_bytes}</td>
+                                <td data-testid="plan-row-writer">{writer_text(plan.writer)}</td>
                                 <td>
                                     <a href=check data-testid="plan-check">"Check"</a>
                                     " "
@@ -271,6 +278,14 @@ fn PlanList(
         </table>
     }
     .into_any()
+}
+
+/// Who writes a plan's orders, in a word or two.
+fn writer_text(writer: Writer) -> &'static str {
+    match writer {
+        Writer::Service => "another service",
+        Writer::Console => "this console",
+    }
 }
 
 /// A plan name as a URL's query value.
@@ -328,6 +343,21 @@ fn PlanEditor(form: PlanForm, save: ServerAction<SaveSalePlan>) -> impl IntoView
                 {field("Decay (min)", "decay", "number", form.decay)}
                 {field("Item bytes (empty: a typical order's)", "item-bytes", "number", form.item_bytes)}
                 {field("Consumer records/s measured (optional)", "consumer", "number", form.consumer)}
+                <label>
+                    "Orders written by "
+                    <select name="writer" data-testid="plan-writer"
+                        prop:value=move || form.writer.get()
+                        on:change=move |ev| form.writer.set(event_target_value(&ev))>
+                        {Writer::ALL
+                            .into_iter()
+                            .map(|w| view! {
+                                <option value=w.as_str() selected=move || form.writer.get() == w.as_str()>
+                                    {writer_text(w)}
+                                </option>
+                            })
+                            .collect_view()}
+                    </select>
+                </label>
                 <button type="submit" data-testid="plan-save" disabled=move || save.pending().get()>"Save"</button>
                 <button type="button" on:click=move |_| form.clear()>"New"</button>
             </form>
@@ -363,9 +393,10 @@ fn ReadinessView(readiness: Readiness, me: Option<Me>, write: ServerAction<Write
             </h2>
             <p class="as-of">
                 {format!(
-                    "{} orders a second at the peak, from {} UTC · checked at {} UTC",
+                    "{} orders a second at the peak, from {} UTC, {} · checked at {} UTC",
                     plan.peak_orders_per_second,
                     plan.start.format("%Y-%m-%d %H:%M"),
+                    plan.writer.describe(),
                     readiness.as_of.format("%H:%M:%S")
                 )}
             </p>
@@ -420,7 +451,15 @@ fn CheckView(check: ReadinessCheck, plan: String, writer: bool, write: ServerAct
                     {check
                         .figures
                         .into_iter()
-                        .map(|f| view! { <tr><th scope="row">{f.label}</th><td>{f.value}</td></tr> })
+                        .map(|f| view! {
+                            <tr>
+                                <th scope="row">{f.label}</th>
+                                <td>
+                                    {f.value}
+                                    {f.source.map(|s| view! { <br/><small class="muted" data-testid="figure-source">{s}</small> })}
+                                </td>
+                            </tr>
+                        })
                         .collect_view()}
                 </tbody>
             </table>

@@ -177,7 +177,7 @@ pub enum AccountSource {
 }
 
 /// An account as the admin API shows it: no password hash.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AccountView {
@@ -190,7 +190,7 @@ pub struct AccountView {
 }
 
 /// A token as the admin API shows it: no secret, no hash.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TokenView {
@@ -202,8 +202,27 @@ pub struct TokenView {
     pub revoked: bool,
 }
 
+/// `POST /api/admin/users`: a local account, signing in with this password.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NewAccount {
+    pub name: String,
+    pub role: Role,
+    /// At least 12 characters, no control characters.
+    pub password: String,
+}
+
+/// `POST /api/admin/users/{name}/role`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RoleChange {
+    pub role: Role,
+}
+
 /// `POST /api/admin/tokens`.
-#[derive(Clone, Debug, serde::Deserialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NewToken {

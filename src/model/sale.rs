@@ -14,6 +14,44 @@ pub const MAX_PEAK: f64 = 1_000_000.0;
 /// The largest item DynamoDB takes.
 pub const MAX_ITEM_BYTES: u32 = 400 * 1024;
 
+/// Who writes a sale's orders, which decides what each order costs the
+/// tables (`capacity::costs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum Writer {
+    /// Another service (the order service) writes them: plain PutItem and
+    /// UpdateItem, no transaction, no audit record.
+    #[default]
+    Service,
+    /// This console writes them: each change a transaction (billed twice)
+    /// with its audit records on the metrics table.
+    Console,
+}
+
+impl Writer {
+    pub const ALL: [Writer; 2] = [Writer::Service, Writer::Console];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Writer::Service => "service",
+            Writer::Console => "console",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Writer> {
+        Writer::ALL.into_iter().find(|w| w.as_str() == text)
+    }
+
+    /// In words, for the page and the figures.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Writer::Service => "another service writes them (PutItem/UpdateItem)",
+            Writer::Console => "through this console (transactions with audit records)",
+        }
+    }
+}
+
 /// A planned sale: its peak, when it starts, how it ramps up, holds and
 /// decays, and how large an order item is expected to be.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -33,6 +71,10 @@ pub struct SalePlan {
     /// (a rehearsal's figure), when someone measured it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consumer_records_per_second: Option<f64>,
+    /// Who writes the orders; a plan saved before this field reads as
+    /// another service.
+    #[serde(default)]
+    pub writer: Writer,
     #[serde(with = "iso_millis")]
     pub updated_at: DateTime<Utc>,
     pub updated_by: String,
@@ -87,6 +129,9 @@ pub struct SalePlanInput {
     pub item_bytes: Option<serde_json::Value>,
     #[serde(default)]
     pub consumer_records_per_second: Option<serde_json::Value>,
+    /// `service` (the default) or `console`.
+    #[serde(default)]
+    pub writer: Option<serde_json::Value>,
 }
 
 /// A check's verdict, and the plan's overall one (the worst of its checks).
@@ -125,6 +170,11 @@ impl fmt::Display for Verdict {
 pub struct Figure {
     pub label: String,
     pub value: String,
+    /// Where the figure came from, when the checks work it out from
+    /// something the reader should be able to judge: computed from the key
+    /// design (and what), or measured (where and on which days).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// The one thing that turns a check ready: a command to run, a template
@@ -222,6 +272,14 @@ pub struct RehearsalShape {
     /// Seconds at the base rate after the decay, for the last orders to close.
     pub tail_seconds: u64,
     pub writers: u32,
+    /// Who wrote the orders, as the plan says (a run recorded before this
+    /// field: the console, as rehearsals then wrote).
+    #[serde(default = "console")]
+    pub written_by: Writer,
+}
+
+fn console() -> Writer {
+    Writer::Console
 }
 
 impl RehearsalShape {
@@ -254,6 +312,20 @@ pub struct RehearsalFigures {
     pub dashboard_failed: u64,
     pub dashboard_p99_ms: Option<f64>,
     pub dashboard_readable: bool,
+    /// Write units a change the throttle proxy metered on each table and
+    /// index (`table`, `GSI1`, `GSI2`, `metrics table`): the orders created
+    /// and closed in the run. A run recorded before: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metered: Vec<MeteredUnits>,
+}
+
+/// Write units a change one table or index took in a rehearsal.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct MeteredUnits {
+    pub resource: String,
+    pub units_per_change: f64,
 }
 
 /// One rehearsal of a plan, as stored with it.

@@ -125,6 +125,7 @@ async fn rehearsing_plan(app: &TestApp) -> String {
             decay_seconds: 1,
             tail_seconds: 1,
             writers: 1,
+            written_by: Default::default(),
         },
         figures: None,
     };
@@ -160,6 +161,7 @@ async fn sample(app: &TestApp, route: &Declared, n: &mut u32) -> Request {
         ("GET", "/search") => get(format!("/search?q={order}"), ok),
         ("GET", "/login") => get("/login", ok),
         ("GET", "/audit") => get("/audit", ok),
+        ("GET", "/admin") => get("/admin?account=test-admin", ok),
         ("GET", "/capacity") => get("/capacity", ok),
         ("GET", "/sales") => get("/sales", ok),
         // Signing in and out: the forms, posted from this site.
@@ -255,7 +257,46 @@ async fn sample(app: &TestApp, route: &Declared, n: &mut u32) -> Request {
             accounts::add_user(&app.store, &name, Role::Viewer, "a long enough password".into()).await.unwrap();
             post(format!("/api/admin/users/{name}/disable"), json!({}), ok)
         }
+        ("POST", "/api/admin/users") => {
+            *n += 1;
+            let body = json!({"name": format!("a-{n}"), "role": "viewer", "password": "a long enough password"});
+            post("/api/admin/users", body, StatusCode::CREATED)
+        }
+        ("POST", "/api/admin/users/{name}/role") => {
+            *n += 1;
+            let name = format!("s-{n}");
+            accounts::add_user(&app.store, &name, Role::Viewer, "a long enough password".into()).await.unwrap();
+            post(format!("/api/admin/users/{name}/role"), json!({"role": "support"}), ok)
+        }
         // Server functions.
+        ("POST", "/api/fn/admin") => post("/api/fn/admin", json!({}), ok),
+        ("POST", "/api/fn/add-account") => {
+            *n += 1;
+            let new = json!({"name": format!("fa-{n}"), "role": "viewer", "password": "a long enough password"});
+            post("/api/fn/add-account", json!({"new": new}), ok)
+        }
+        ("POST", "/api/fn/disable-account") => {
+            *n += 1;
+            let name = format!("fd-{n}");
+            accounts::add_user(&app.store, &name, Role::Viewer, "a long enough password".into()).await.unwrap();
+            post("/api/fn/disable-account", json!({"name": name}), ok)
+        }
+        ("POST", "/api/fn/set-role") => {
+            *n += 1;
+            let name = format!("fs-{n}");
+            accounts::add_user(&app.store, &name, Role::Viewer, "a long enough password".into()).await.unwrap();
+            post("/api/fn/set-role", json!({"name": name, "role": "ops"}), ok)
+        }
+        ("POST", "/api/fn/create-token") => {
+            *n += 1;
+            post("/api/fn/create-token", json!({"new": {"name": format!("ft-{n}"), "role": "viewer"}}), ok)
+        }
+        ("POST", "/api/fn/revoke-token") => {
+            *n += 1;
+            let name = format!("fr-{n}");
+            accounts::create_token(&app.store, &name, Role::Viewer, "tests").await.unwrap();
+            post("/api/fn/revoke-token", json!({"name": name}), ok)
+        }
         ("POST", "/api/fn/dashboard") => post("/api/fn/dashboard", json!({"params": {}}), ok),
         ("POST", "/api/fn/capacity") => post("/api/fn/capacity", json!({"date": null}), ok),
         ("POST", "/api/fn/quality") => post("/api/fn/quality", json!({"date": null}), ok),

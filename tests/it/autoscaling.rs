@@ -18,7 +18,7 @@ use northwind_ops::server::store::autoscaling::write_target;
 use serde_json::json;
 
 fn ops() -> Principal {
-    Principal { actor: Actor::cli("autoscaling-test"), role: Role::Ops }
+    Principal { actor: Actor::cli("autoscaling-test"), role: Role::Ops, client: None }
 }
 
 /// The write targets of the app's four tables and indexes.

@@ -195,14 +195,19 @@ const DYNAMODB_METRICS: [&str; 10] = [
     "ConsumedWriteCapacityUnits",
 ];
 
-/// A console's network, name and certificate.
-const CONSOLE: [(&str, &str); 5] = [
+/// A console's network, name, certificate and who may reach it.
+const CONSOLE: [(&str, &str); 6] = [
     ("VpcId", "vpc-0123456789abcdef0"),
     ("LoadBalancerSubnetIds", "subnet-0123456789abcdef0,subnet-0123456789abcdef1"),
     ("TaskSubnetIds", "subnet-0123456789abcdef0,subnet-0123456789abcdef1"),
     ("DomainName", "ops.example.com"),
     ("CertificateArn", "arn:aws:acm:us-east-1:123456789012:certificate/0"),
+    ("IngressCidr", "203.0.113.0/24"),
 ];
+
+/// An image by digest, as ImageUri takes it.
+const IMAGE: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com/northwind-ops@sha256:\
+                     0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 /// What moto skips, checked here instead: the alarms (their metrics,
 /// dimensions and M of N) and the auto scaling of every table and GSI, in
@@ -355,7 +360,15 @@ fn every_table_and_index_has_its_alarms_and_scaling_in_both_modes() {
             r["Consumer"]["Properties"]["Architectures"],
             json!([if cfg!(target_arch = "aarch64") { "arm64" } else { "x86_64" }])
         );
-        assert_eq!(r["Consumer"]["Properties"]["ReservedConcurrentExecutions"], 10.0);
+        // Unreserved by default: the open shards bound it (consumer.rs).
+        assert!(r["Consumer"]["Properties"].get("ReservedConcurrentExecutions").is_none());
+        assert_eq!(r["ConsumerEvents"]["Properties"]["Enabled"], true, "the Lambda consumes");
+        // The web tier alone: its own policy; no web ACL, no access logs unless asked.
+        assert_eq!(r["TaskRole"]["Properties"]["ManagedPolicyArns"], json!([{ "Ref": "WebPolicy" }]));
+        assert!(!r.contains_key("WebAcl") && !r.contains_key("WebAclAssociation"));
+        assert!(!r["LoadBalancer"].to_string().contains("access_logs"));
+        let ingress = &r["LoadBalancerSecurityGroup"]["Properties"]["SecurityGroupIngress"];
+        assert!(ingress.as_array().unwrap().iter().all(|rule| rule["CidrIp"] == "203.0.113.0/24"), "{ingress}");
         // The console: health check, timing, consumer mode, secrets.
         let group = &r["TargetGroup"]["Properties"];
         assert_eq!(group["HealthCheckPath"], "/healthz");
@@ -376,8 +389,8 @@ fn every_table_and_index_has_its_alarms_and_scaling_in_both_modes() {
             .iter()
             .map(|e| (e["Name"].as_str().unwrap(), &e["Value"]))
             .collect();
-        // A consumer guarded by the recorded mode: it counts only when an admin switches to serve.
-        assert_eq!(env["NORTHWIND_NO_CONSUMER"], "false");
+        // The Lambda consumes (ConsumerRunsIn=lambda, the default): no consumer in the tasks.
+        assert_eq!(env["NORTHWIND_NO_CONSUMER"], "true");
         // Reconciled every ReconcileMinutes (10), anchored at the Lambda's checkpoints.
         assert_eq!(env["NORTHWIND_RECONCILE_MINUTES"].as_f64(), Some(10.0));
         assert_eq!(env["NORTHWIND_IDLE_TIMEOUT_SECS"], "75");
@@ -402,17 +415,80 @@ fn every_table_and_index_has_its_alarms_and_scaling_in_both_modes() {
     let container = &oidc.resources["TaskDefinition"]["Properties"]["ContainerDefinitions"][0];
     assert_eq!(container["Secrets"][1]["Name"], "NORTHWIND_OIDC_CLIENT_SECRET");
     assert!(container["Environment"].as_array().unwrap().iter().any(|e| e["Name"] == "NORTHWIND_OIDC_ISSUER"));
+    // The edge, when asked: a web ACL with its rate rule on the balancer,
+    // access logs to a bucket; the tasks consuming in-process take the
+    // serve policy and the Lambda's mapping is off; a reservation.
+    let mut values = CONSOLE.to_vec();
+    values.extend([
+        ("WafRateLimit", "2000"),
+        ("AccessLogsBucket", "northwind-logs"),
+        ("ConsumerRunsIn", "console"),
+        ("ConsumerConcurrency", "32"),
+        ("ImageUri", IMAGE),
+    ]);
+    let edge = resolve(&template, &values);
+    let r = &edge.resources;
+    let rule = &r["WebAcl"]["Properties"]["Rules"][0];
+    assert_eq!(rule["Statement"]["RateBasedStatement"]["Limit"], 2000.0);
+    assert_eq!(rule["Statement"]["RateBasedStatement"]["AggregateKeyType"], "IP");
+    assert_eq!(rule["Action"], json!({ "Block": {} }));
+    assert_eq!(r["WebAcl"]["Properties"]["Scope"], "REGIONAL");
+    assert_eq!(r["WebAclAssociation"]["Properties"]["ResourceArn"], json!({ "Ref": "LoadBalancer" }));
+    let balancer = r["LoadBalancer"]["Properties"]["LoadBalancerAttributes"].as_array().unwrap();
+    for attribute in [
+        json!({ "Key": "access_logs.s3.enabled", "Value": "true" }),
+        json!({ "Key": "access_logs.s3.bucket", "Value": "northwind-logs" }),
+    ] {
+        assert!(balancer.contains(&attribute), "{attribute}");
+    }
+    assert_eq!(r["TaskRole"]["Properties"]["ManagedPolicyArns"], json!([{ "Ref": "ServePolicy" }]));
+    let container = &r["TaskDefinition"]["Properties"]["ContainerDefinitions"][0];
+    let env = container["Environment"].as_array().unwrap();
+    assert!(env.contains(&json!({ "Name": "NORTHWIND_NO_CONSUMER", "Value": "false" })), "{env:?}");
+    assert_eq!(r["ConsumerEvents"]["Properties"]["Enabled"], false, "one consumer at a time");
+    assert_eq!(r["Consumer"]["Properties"]["ReservedConcurrentExecutions"], 32.0);
+    // The image by digest for both, never a tag: the parameter's pattern
+    // (CloudFormation's, a Java regex; Python's reads it the same) and both
+    // resources naming the one parameter.
+    let pattern = template["Parameters"]["ImageUri"]["AllowedPattern"].as_str().unwrap();
+    assert_eq!(container["Image"], IMAGE);
+    assert_eq!(r["Consumer"]["Properties"]["Code"]["ImageUri"], IMAGE);
+    let cidr = template["Parameters"]["IngressCidr"]["AllowedPattern"].as_str().unwrap();
+    assert!(template["Parameters"]["IngressCidr"]["Default"] == "", "no default range: a console needs one given");
+    let rules = template["Rules"]["ConsoleNeedsItsNetworkAndName"]["Assertions"].to_string();
+    assert!(rules.contains("DeployConsole=true needs IngressCidr"), "{rules}");
+    for (pattern, value, matches) in [
+        (pattern, IMAGE, true),
+        (pattern, "123456789012.dkr.ecr.us-east-1.amazonaws.com/northwind-ops:1.0", false),
+        (pattern, "northwind-ops@sha256:0123", false),
+        (pattern, "northwind-ops:latest@sha256:", false),
+        (cidr, "203.0.113.0/24", true),
+        (cidr, "0.0.0.0/0", true),
+        (cidr, "", true),
+        (cidr, "203.0.113.0", false),
+        (cidr, "300.0.113.0/24", false),
+        (cidr, "203.0.113.0/33", false),
+    ] {
+        let out = Command::new("python3")
+            .args(["-c", "import re,sys; sys.exit(0 if re.fullmatch(sys.argv[1], sys.argv[2]) else 1)", pattern, value])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.success(), matches, "{pattern} against {value:?}");
+    }
+
     // DeployConsole=false: no console, no console alarm; the serve policy stays.
     let bare = resolve(&template, &[("DeployConsole", "false")]);
     for (name, resource) in &bare.resources {
         let kind = resource["Type"].as_str().unwrap();
         let console = kind.starts_with("AWS::ECS::")
             || kind.starts_with("AWS::ElasticLoadBalancingV2::")
+            || kind.starts_with("AWS::WAFv2::")
             || name.starts_with("Console")
             || name == "CursorSecret";
         assert!(!console, "{name} with DeployConsole=false");
     }
     assert!(bare.resources.contains_key("ServePolicy") && bare.resources.contains_key("Consumer"));
+    assert!(bare.resources.contains_key("WebPolicy"));
 }
 
 // ---------------------------------------------------------------------------
@@ -580,12 +656,14 @@ fn normalised(mut properties: Value) -> Value {
 
 /// Resource types moto's CloudFormation does not implement: it skips them
 /// (and says so in its log). The structural test above covers them.
-const MOTO_HAS_NO: [&str; 5] = [
+const MOTO_HAS_NO: [&str; 7] = [
     "AWS::CloudWatch::Alarm",
     "AWS::ApplicationAutoScaling::ScalableTarget",
     "AWS::ApplicationAutoScaling::ScalingPolicy",
     "AWS::SecretsManager::Secret",
     "AWS::CertificateManager::Certificate",
+    "AWS::WAFv2::WebACL",
+    "AWS::WAFv2::WebACLAssociation",
 ];
 
 /// A VPC with two subnets and a hosted zone, as a stack of its own: the
@@ -700,7 +778,8 @@ async fn the_stack_deploys_to_motos_cloudformation_and_updates_from_on_demand_to
         .unwrap()
         .to_string();
     let console: Vec<(String, String)> = [
-        ("ImageUri", "123456789012.dkr.ecr.us-east-1.amazonaws.com/northwind-ops:1.0".to_string()),
+        ("ImageUri", IMAGE.to_string()),
+        ("IngressCidr", "203.0.113.0/24".to_string()),
         ("VpcId", output("VpcId")),
         ("LoadBalancerSubnetIds", output("SubnetIds")),
         ("TaskSubnetIds", output("SubnetIds")),
@@ -735,9 +814,16 @@ async fn the_stack_deploys_to_motos_cloudformation_and_updates_from_on_demand_to
     let bare = template_of(&["--orders-table", "c-orders", "--metrics-table", "c-metrics"]);
     let without_console: Vec<(String, String)> =
         vec![("ImageUri".into(), console[0].1.clone()), ("DeployConsole".into(), "false".into())];
+    // The provisioned stack with the edge's options: a web ACL (which moto
+    // skips), access logs, the tasks consuming in-process.
+    let mut edge = console.clone();
+    edge.extend(
+        [("WafRateLimit", "2000"), ("AccessLogsBucket", "northwind-logs"), ("ConsumerRunsIn", "console")]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
     for (stack, template, values) in [
         ("on-demand", &on_demand, &console),
-        ("provisioned", &provisioned, &console),
+        ("provisioned", &provisioned, &edge),
         ("no-console", &bare, &without_console),
     ] {
         let status = create(&cfn, stack, &template.to_string(), values).await;
@@ -858,3 +944,95 @@ async fn healthcheck_asks_a_running_serve_and_names_what_is_wrong() {
     assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
     drop(silent);
 }
+
+// ---------------------------------------------------------------------------
+
+/// The DescribeTable calls `serve` has made, from its own `/metrics`.
+async fn describe_table_calls(base: &str, client: &reqwest::Client) -> f64 {
+    let text = client.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .filter(|line| line.starts_with("northwind_store_calls_total{") && line.contains("operation=\"DescribeTable\""))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// `/readyz` needs no sign-in and a balancer or a script may ask it as
+/// often as it likes: a process of its own (its `/metrics` counts only its
+/// calls), asked by 32 clients at once for 3 seconds, makes at most one
+/// store call a second for all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_answers_from_one_store_call_a_second_however_many_ask() {
+    use crate::common::procs::Proc;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let command = |args: &[&str]| {
+        let mut command = Command::new(BIN);
+        command
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(args)
+            .env("NORTHWIND_CURSOR_SECRET", common::CURSOR_SECRET)
+            .env_remove("NORTHWIND_ADDR")
+            .env("NORTHWIND_LOG", "warn");
+        command
+    };
+    let (code, _, log) =
+        Proc::spawn(command(&["provision"]), dir.path(), "provision").finish(Duration::from_secs(60)).await;
+    assert_eq!(code, Some(0), "{log}");
+    let create = ["token", "create", "--name", "probe", "--role", "admin"];
+    let (code, token, log) = Proc::spawn(command(&create), dir.path(), "token").finish(Duration::from_secs(30)).await;
+    assert_eq!(code, Some(0), "{log}");
+    let serve = ["serve", "--addr", "127.0.0.1:0", "--no-consumer", "--reconcile-minutes", "0", "--api-rate", "0"];
+    let mut server = Proc::spawn(command(&serve), dir.path(), "serve");
+    let Some(line) = server.line("listening on ", Duration::from_secs(60)).await else {
+        panic!("serve never listened\n{}", server.log_tail());
+    };
+    let base = line.trim_start_matches("listening on ").trim().to_string();
+    let admin = common::client_with_token(Some(token.trim()));
+    let probe = reqwest::Client::new();
+    assert_eq!(probe.get(format!("{base}/readyz")).send().await.unwrap().status(), 200);
+    tokio::time::sleep(READINESS_SETTLE).await;
+    let before = describe_table_calls(&base, &admin).await;
+
+    let started = Instant::now();
+    let run_for = Duration::from_secs(3);
+    let clients: Vec<_> = (0..32)
+        .map(|_| {
+            let (probe, url) = (probe.clone(), format!("{base}/readyz"));
+            tokio::spawn(async move {
+                let (mut ok, mut other) = (0u64, 0u64);
+                while started.elapsed() < run_for {
+                    match probe.get(&url).send().await.map(|r| r.status().as_u16()) {
+                        Ok(200) => ok += 1,
+                        _ => other += 1,
+                    }
+                }
+                (ok, other)
+            })
+        })
+        .collect();
+    let (mut ok, mut other) = (0, 0);
+    for client in clients {
+        let (o, x) = client.await.unwrap();
+        ok += o;
+        other += x;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let calls = describe_table_calls(&base, &admin).await - before;
+    println!(
+        "/readyz: {} answers ({ok} ready, {other} other) from 32 clients in {elapsed:.2} s ({:.0} a second); \
+         DescribeTable calls meanwhile: {calls} ({:.2} a second)",
+        ok + other,
+        (ok + other) as f64 / elapsed,
+        calls / elapsed
+    );
+    assert_eq!(other, 0, "every probe answered ready");
+    assert!(ok > 100, "the probes were many: {ok}");
+    assert!(calls >= 1.0, "the check is made, not skipped: {calls}");
+    assert!(calls <= elapsed.ceil() + 1.0, "{calls} store calls in {elapsed:.2} s");
+    let (code, _) = server.finish_after_term(Duration::from_secs(30)).await;
+    assert_eq!(code, Some(0), "{}", server.log_tail());
+}
+
+/// Past the first check's second, so the hammering starts on its own.
+const READINESS_SETTLE: std::time::Duration = std::time::Duration::from_millis(1100);

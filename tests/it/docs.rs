@@ -456,7 +456,7 @@ fn the_generated_reference_pages_are_what_the_program_generates() {
     let generated = northwind_ops::server::cli::reference::generated();
     assert!(generated.iter().any(|(name, _)| *name == "configuration.md"), "the configuration reference");
     for (name, text) in generated {
-        let committed = std::fs::read_to_string(root().join("docs").join(name)).unwrap_or_default();
+        let committed = std::fs::read_to_string(root().join("docs").join(&name)).unwrap_or_default();
         assert!(
             committed == text,
             "docs/{name} differs from what the program generates from its own definitions: run `make docs` \

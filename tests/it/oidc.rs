@@ -453,5 +453,45 @@ async fn after_single_sign_on_the_browser_stays_on_this_site() {
         let me = browser.0.get(format!("{}/api/me", app.base)).send().await.unwrap();
         assert_eq!(me.status(), StatusCode::OK, "{what}");
     }
+
+    // Carol's groups map to no role: refused, and the trail says why.
+    let browser = Browser::back_to(&callback);
+    let begin = browser.0.get(format!("{}/auth/oidc", app.base)).send().await.unwrap();
+    let to_provider = Url::parse(begin.headers()["location"].to_str().unwrap()).unwrap();
+    let Landing::App(back) = browser.sign_in(to_provider, "carol", "password-carol").await else {
+        panic!("the provider did not send carol back");
+    };
+    let refused = browser.0.get(back).send().await.unwrap();
+    assert_eq!(refused.headers()["location"], "/login?error=no-role");
+
+    // Each sign-in in the audit trail: through the provider, from the
+    // browser's address; carol's refusal with its reason.
+    let (status, page) = app.get("/api/audit?kind=sign-in&limit=100").await;
+    assert_eq!(status, 200, "{page}");
+    let sign_ins = page["entries"].as_array().unwrap();
+    assert_eq!(sign_ins.len(), 12, "{page}");
+    for record in sign_ins {
+        assert_eq!(
+            (&record["actor"], &record["method"]),
+            (&serde_json::json!("oidc.alice"), &serde_json::json!("oidc")),
+            "{record}"
+        );
+        assert_eq!(record["client"], "127.0.0.1", "{record}");
+    }
+    // Alice's account was added at her first sign-in, by the provider.
+    let (_, page) = app.get("/api/audit?kind=account-added").await;
+    let added = page["entries"].as_array().unwrap();
+    assert_eq!(added.len(), 1, "{page}");
+    assert_eq!(
+        (&added[0]["subject"], &added[0]["method"]),
+        (&serde_json::json!("oidc.alice"), &serde_json::json!("oidc"))
+    );
+    let (_, page) = app.get("/api/audit?kind=sign-in-refused").await;
+    let refusals = page["entries"].as_array().unwrap();
+    assert_eq!(refusals.len(), 1, "{page}");
+    assert_eq!(
+        (&refusals[0]["actor"], &refusals[0]["refused"]),
+        (&serde_json::json!("oidc.carol"), &serde_json::json!("no-role"))
+    );
     app.stop().await;
 }

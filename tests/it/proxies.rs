@@ -249,3 +249,24 @@ async fn a_trusted_forwarded_scheme_is_part_of_the_origin_check() {
     assert_eq!(sign_out(format!("https://{host}"), "https").await.unwrap().status(), StatusCode::SEE_OTHER);
     app.stop().await;
 }
+
+/// The audit trail names the client a trusted proxy names, not the proxy,
+/// and not an address the client prepended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_ins_are_in_the_audit_trail_with_the_clients_address() {
+    let app = TestApp::spawn_with(Engine::Dynoxide, &[], &BEHIND_THE_LOOPBACK).await;
+    accounts::add_user(&app.store, "anna", Role::Support, "anna's long password".into()).await.unwrap();
+    let signed_in = sign_in(&app, Some("10.9.9.9, 203.0.113.31"), "anna", "anna's long password").await;
+    assert!(matches!(signed_in, Outcome::SignedIn(_)), "{signed_in:?}");
+    let refused = sign_in(&app, Some("10.9.9.9, 198.51.100.32"), "anna", "a wrong password").await;
+    assert_eq!(refused, Outcome::Wrong);
+    for (kind, client) in [("sign-in", "203.0.113.31"), ("sign-in-refused", "198.51.100.32")] {
+        let (status, page) = app.get(&format!("/api/audit?kind={kind}")).await;
+        assert_eq!(status, 200, "{page}");
+        let records = page["entries"].as_array().unwrap();
+        let anna: Vec<_> = records.iter().filter(|r| r["actor"] == "anna").collect();
+        assert_eq!(anna.len(), 1, "{kind}: {records:?}");
+        assert_eq!(anna[0]["client"], client, "{kind}: {:?}", anna[0]);
+    }
+    app.stop().await;
+}

@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{Duration, Timelike, Utc};
 use common::counters::{consumer, drain};
 use common::{Engine, TestApp, engines, order, outside_client};
-use northwind_ops::model::{Actor, Readiness, Rehearsals, Role, SalePlan, Status, Verdict};
+use northwind_ops::model::{Actor, Readiness, Rehearsals, Role, SalePlan, Status, Verdict, Writer};
 use northwind_ops::server::auth::Principal;
 use northwind_ops::server::store::{self, keys};
 use northwind_ops::server::stream::consumer::ConsumerStatus;
@@ -43,7 +43,7 @@ fn plan_json(name: &str, peak: f64, consumer: Option<f64>) -> Value {
 
 /// Ops, as the service sees a caller.
 fn ops() -> Principal {
-    Principal { actor: Actor::cli("ready-test"), role: Role::Ops }
+    Principal { actor: Actor::cli("ready-test"), role: Role::Ops, client: None }
 }
 
 /// The plan's rehearsals once none runs (a minute at most).
@@ -110,11 +110,22 @@ fn cli_ready(app: &TestApp, extra: &[&str]) -> (i32, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_few_shards_is_a_no_go_until_the_days_count_is_written_then_ready() {
     for engine in engines() {
-        // This server would give a new day 2 shards; 400 orders a second needs 3.
+        // This server would give a new day 2 shards; 400 orders a second
+        // through the console (its transactions billed twice) needs 3.
         let app = TestApp::spawn_with(engine.clone(), &["--shards", "2"], &[]).await;
         observe_some_orders(&app).await;
-        let (status, body) = app.post("/api/sales", plan_json("spring", 400.0, Some(5000.0))).await;
+        let mut spring = plan_json("spring", 400.0, Some(5000.0));
+        spring["writer"] = json!("console");
+        let (status, body) = app.post("/api/sales", spring).await;
         assert_eq!(status, 201, "{engine:?}: {body}");
+        // Written by another service, the same peak fits the 2 shards.
+        let (status, body) = app.post("/api/sales", plan_json("spring-service", 400.0, Some(5000.0))).await;
+        assert_eq!(status, 201, "{engine:?}: {body}");
+        let service = readiness(&app, "spring-service").await;
+        assert_eq!(service.plan.writer, Writer::Service);
+        assert_eq!(verdict_of(&service, "shards"), Verdict::Ready, "{engine:?}: {service:#?}");
+        let deleted = app.http.delete(format!("{}/api/sales/spring-service", app.base)).send().await.unwrap();
+        assert_eq!(deleted.status(), 200);
 
         let before = readiness(&app, "spring").await;
         assert_eq!(before.verdict, Verdict::NoGo, "{engine:?}: {before:#?}");
@@ -169,6 +180,21 @@ async fn too_few_shards_is_a_no_go_until_the_days_count_is_written_then_ready() 
         let took = started.elapsed();
         assert_eq!(first.verdict, Some(Verdict::Ready), "{engine:?}: {first:#?}");
         assert_eq!(first.shape.shards, 3);
+        assert_eq!(first.shape.written_by, Writer::Console);
+        // What the proxy metered a change, beside what the checks predicted.
+        assert_eq!(first.figures.as_ref().unwrap().metered.len(), 4, "{first:#?}");
+        let checked = readiness(&app, "spring").await;
+        let rehearsal_check = checked.checks.iter().find(|c| c.id == "rehearsal").unwrap();
+        let compared: Vec<String> = rehearsal_check
+            .figures
+            .iter()
+            .filter(|f| f.label.contains("predicted → metered"))
+            .map(|f| format!("{} {}", f.label, f.value))
+            .collect();
+        assert_eq!(compared.len(), 4, "{engine:?}: {rehearsal_check:#?}");
+        eprintln!("{engine:?}: 400/s through the console, rehearsed: {compared:#?}");
+        // Each prediction within 15% of what the proxy metered.
+        assert!(compared.iter().all(|c| !c.contains("GAP")), "{engine:?}: {compared:#?}");
         assert!((first.shape.peak_orders_per_second / first.shape.scale - 400.0).abs() < 1e-6, "{first:#?}");
         let figures = first.figures.clone().unwrap();
         assert_eq!(figures.throttled, 0, "{figures:#?}");
@@ -197,7 +223,9 @@ async fn too_few_shards_is_a_no_go_until_the_days_count_is_written_then_ready() 
         assert_eq!(parsed.verdict, Verdict::Ready);
 
         // A day written with too few is a no-go that writing cannot fix.
-        let (status, _) = app.post("/api/sales", plan_json("summer", 800.0, Some(10_000.0))).await;
+        let mut summer = plan_json("summer", 800.0, Some(10_000.0));
+        summer["writer"] = json!("console");
+        let (status, _) = app.post("/api/sales", summer).await;
         assert_eq!(status, 201);
         let summer = readiness(&app, "summer").await;
         assert_eq!(verdict_of(&summer, "shards"), Verdict::NoGo);
@@ -260,7 +288,9 @@ async fn a_hot_customer_is_a_no_go_naming_it() {
             outside.put_item().table_name(&app.config.orders_table).set_item(Some(item)).send().await.unwrap();
         }
         drain(&running).await;
-        let (status, body) = app.post("/api/sales", plan_json("winter", 700.0, Some(10_000.0))).await;
+        // 1,100 orders a second of another service's: 2 WCU an order on GSI1,
+        // 2,200 a second; the bot's half of them is over a partition's 1,000.
+        let (status, body) = app.post("/api/sales", plan_json("winter", 1100.0, Some(10_000.0))).await;
         assert_eq!(status, 201, "{body}");
         let report = readiness(&app, "winter").await;
         let hot = report.checks.iter().find(|c| c.id == "hot-keys").unwrap();
@@ -292,6 +322,8 @@ async fn bad_input_is_a_400_naming_the_field_and_saves_nothing() {
             (json!({"name": "n".repeat(65)}), "name"),
             (json!({"holdMinutes": 0}), "holdMinutes"),
             (json!({"itemBytes": 1_000_000}), "itemBytes"),
+            (json!({"writer": "robot"}), "writer"),
+            (json!({"writer": 3}), "writer"),
         ];
         for (change, field) in cases {
             let mut body = plan_json("ok-name", 100.0, None);
@@ -354,6 +386,36 @@ async fn bad_input_is_a_400_naming_the_field_and_saves_nothing() {
             assert_eq!(status, 409, "{engine:?}: {body}");
             assert!(body["error"].as_str().unwrap().contains("delete it"), "{body}");
         }
+        // A plan saved before plans said who writes the orders reads as
+        // another service's; one naming a writer no version knows is left out.
+        for (name, writer) in [("older", None), ("unknown-writer", Some("robot"))] {
+            let (pk, sk) = keys::sale_plan_key(name);
+            let mut item = HashMap::from([
+                ("PK".to_string(), AttributeValue::S(pk)),
+                ("SK".to_string(), AttributeValue::S(sk)),
+                ("name".to_string(), AttributeValue::S(name.into())),
+                ("peakOrdersPerSecond".to_string(), AttributeValue::N("10".into())),
+                ("start".to_string(), AttributeValue::S(tomorrow_nine())),
+                ("rampMinutes".to_string(), AttributeValue::N("1".into())),
+                ("holdMinutes".to_string(), AttributeValue::N("30".into())),
+                ("decayMinutes".to_string(), AttributeValue::N("1".into())),
+                ("itemBytes".to_string(), AttributeValue::N("700".into())),
+                ("updatedAt".to_string(), AttributeValue::S(tomorrow_nine())),
+                ("updatedBy".to_string(), AttributeValue::S("hand".into())),
+            ]);
+            if let Some(writer) = writer {
+                item.insert("writer".to_string(), AttributeValue::S(writer.into()));
+            }
+            outside.put_item().table_name(&app.config.metrics_table).set_item(Some(item)).send().await.unwrap();
+        }
+        let (status, older) = app.get("/api/sales/older").await;
+        assert_eq!((status, older["writer"].as_str()), (200, Some("service")), "{engine:?}: {older}");
+        assert_eq!(readiness(&app, "older").await.plan.writer, Writer::Service);
+        assert_eq!(app.get("/api/ready?plan=unknown-writer").await.0, 409);
+        let deleted = app.http.delete(format!("{}/api/sales/older", app.base)).send().await.unwrap();
+        assert_eq!(deleted.status(), 200);
+        let deleted = app.http.delete(format!("{}/api/sales/unknown-writer", app.base)).send().await.unwrap();
+        assert_eq!(deleted.status(), 200);
         let (status, body) = app.get("/api/sales").await;
         assert_eq!(status, 200);
         let names: Vec<&str> = body["plans"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
@@ -391,7 +453,7 @@ async fn a_viewer_reads_plans_and_verdicts_but_writes_nothing() {
         assert_eq!(app.store.recorded_shards_fresh(day).await.unwrap(), None, "no shard count written");
         let (_, rehearsals) = app.get("/api/sales/gala/rehearsal").await;
         assert_eq!(rehearsals, json!({"running": null, "latest": null, "previous": null}), "none started");
-        let viewer = Principal { actor: Actor::cli("viewer"), role: Role::Viewer };
+        let viewer = Principal { actor: Actor::cli("viewer"), role: Role::Viewer, client: None };
         assert!(app.service.run_rehearsal("gala", &viewer).await.is_err(), "the service refuses too");
         let (_, body) = app.get("/api/sales").await;
         assert_eq!(body["plans"].as_array().unwrap().len(), 1);
@@ -420,11 +482,14 @@ async fn a_design_that_throttles_is_a_no_go_naming_the_rehearsal() {
         app.store.record_shards_ahead(day, 1).await.unwrap();
         let rehearsal = app.service.run_rehearsal("flood", &ops()).await.unwrap();
         assert_eq!(rehearsal.shape.shards, 1);
+        // Rehearsed as the plan's orders come: another service's plain writes.
+        assert_eq!(rehearsal.shape.written_by, Writer::Service);
         assert_eq!(rehearsal.verdict, Some(Verdict::NoGo), "{engine:?}: {rehearsal:#?}");
         let figures = rehearsal.figures.clone().unwrap();
         assert!(figures.throttled > 0, "{figures:#?}");
         assert!(figures.throttles.iter().any(|t| t.place == "GSI2"), "{figures:#?}");
         eprintln!("{engine:?}: 2,000/s at 1 shard, rehearsed: {figures:?}");
+        assert_eq!(figures.metered.len(), 4, "{figures:#?}");
         let report = readiness(&app, "flood").await;
         let check = report.checks.iter().find(|c| c.id == "rehearsal").unwrap();
         assert_eq!(check.verdict, Verdict::NoGo, "{engine:?}: {check:#?}");
@@ -472,6 +537,7 @@ async fn after_the_sale_the_plan_is_beside_the_peak_reached_and_unknowns_are_sai
             decay_minutes: 1,
             item_bytes: 700,
             consumer_records_per_second: None,
+            writer: Default::default(),
             updated_at: now - Duration::days(1),
             updated_by: "alice".into(),
         };

@@ -15,7 +15,7 @@ use crate::common;
 use aws_sdk_dynamodbstreams::types::Record;
 use common::counters::consumer;
 use common::{TestApp, new_order_json};
-use northwind_ops::model::{ConsumerMode, Role};
+use northwind_ops::model::{Actor, ConsumerMode, Role};
 use northwind_ops::server::sim::lambda::dead_letters::DeadLetters;
 use northwind_ops::server::sim::lambda::{Mapping, MappingSettings, StartingPosition};
 use northwind_ops::server::stream::consumer::Consumer;
@@ -98,9 +98,10 @@ async fn a_mode_switch_is_a_compare_and_set_and_a_stale_one_is_refused() {
 
         // The same compare-and-set under the store: of two switches from one reading, one wins.
         let store = app.store.clone();
+        let (admin_a, admin_b) = (Actor::cli("admin-a"), Actor::cli("admin-b"));
         let (a, b) = tokio::join!(
-            registry::switch_mode(&store, ConsumerMode::Lambda, Some(2), "admin-a"),
-            registry::switch_mode(&store, ConsumerMode::Lambda, Some(2), "admin-b"),
+            registry::switch_mode(&store, ConsumerMode::Lambda, Some(2), &admin_a, None),
+            registry::switch_mode(&store, ConsumerMode::Lambda, Some(2), &admin_b, None),
         );
         assert_eq!(a.is_ok() as u8 + b.is_ok() as u8, 1, "{engine:?}: exactly one wins: {a:?} {b:?}");
         println!("{engine:?}: stale switch refused: {why}");
@@ -125,7 +126,7 @@ async fn serve_stands_down_while_the_mode_is_lambda_and_counts_again_when_it_is_
         assert!(entries.iter().any(|e| e.mode == IN_PROCESS && e.instance == "instance-a"), "{engine:?}: {entries:?}");
 
         // Switched to lambda: within a beat or two it stops, and says why.
-        registry::switch_mode(&app.store, ConsumerMode::Lambda, None, "tests").await.unwrap();
+        registry::switch_mode(&app.store, ConsumerMode::Lambda, None, &Actor::cli("tests"), None).await.unwrap();
         let took = wait_for("the in-process consumer stood down", BEAT * 10, async || {
             let status = first.status();
             status.refused.is_some() && !status.running
@@ -156,7 +157,7 @@ async fn serve_stands_down_while_the_mode_is_lambda_and_counts_again_when_it_is_
         assert_eq!(code, 200, "{engine:?}: serve keeps serving: {page}");
 
         // Back to serve: both count again, from the checkpoint: r-002 once.
-        registry::switch_mode(&app.store, ConsumerMode::Serve, None, "tests").await.unwrap();
+        registry::switch_mode(&app.store, ConsumerMode::Serve, None, &Actor::cli("tests"), None).await.unwrap();
         let resumed = wait_for("r-002 counted after the switch back", Duration::from_secs(30), async || {
             app.store.read_counters(day).await.unwrap().created == 2
         })
@@ -241,7 +242,7 @@ async fn a_switch_serve_lambda_serve_during_writes_counts_every_change_once() {
     for engine in common::engines() {
         let app = TestApp::spawn(engine.clone()).await;
         let day = chrono::Utc::now().date_naive();
-        registry::switch_mode(&app.store, ConsumerMode::Serve, None, "tests").await.unwrap();
+        registry::switch_mode(&app.store, ConsumerMode::Serve, None, &Actor::cli("tests"), None).await.unwrap();
 
         // Both forms run all along: serve's consumer, and the Lambda function
         // under the template's mapping (a tumbling window: shard checkpoints).
@@ -258,10 +259,10 @@ async fn a_switch_serve_lambda_serve_during_writes_counts_every_change_once() {
         let phases = async {
             tokio::time::sleep(Duration::from_secs(3)).await;
             let serve_applied = in_process.status().records_applied;
-            registry::switch_mode(&app.store, ConsumerMode::Lambda, None, "tests").await.unwrap();
+            registry::switch_mode(&app.store, ConsumerMode::Lambda, None, &Actor::cli("tests"), None).await.unwrap();
             tokio::time::sleep(Duration::from_secs(5)).await;
             let before_back = in_process.status().records_applied;
-            registry::switch_mode(&app.store, ConsumerMode::Serve, None, "tests").await.unwrap();
+            registry::switch_mode(&app.store, ConsumerMode::Serve, None, &Actor::cli("tests"), None).await.unwrap();
             tokio::time::sleep(Duration::from_secs(3)).await;
             stop_writes.cancel();
             (serve_applied, before_back)

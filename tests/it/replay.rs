@@ -93,7 +93,10 @@ async fn replay_on(engine: Engine) {
 
     // Replays never change the mode, whichever it is.
     assert_eq!(store.consumer_mode().await.unwrap(), mode, "{engine:?}: the replays left the mode as it was");
-    let serve = registry::switch_mode(&store, ConsumerMode::Serve, Some(1), "tests").await.unwrap();
+    let serve =
+        registry::switch_mode(&store, ConsumerMode::Serve, Some(1), &northwind_ops::model::Actor::cli("tests"), None)
+            .await
+            .unwrap();
     std::fs::write(&messages, format!("{given_up}\n")).unwrap();
     let (ok, out) = run(&messages);
     assert!(ok, "{engine:?}: {out}");

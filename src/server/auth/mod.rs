@@ -20,7 +20,7 @@ pub mod redirect;
 pub mod routes;
 pub mod sessions;
 
-use crate::model::{Access, Actor, Me, Permission, Role, SignIn, url_escape};
+use crate::model::{Access, Actor, AuditKind, Me, Permission, Refusal, Role, SecurityEvent, SignIn, url_escape};
 use crate::server::auth::access::is_api;
 use crate::server::error::ApiError;
 use crate::server::store::error::{StoreError, Unavailable};
@@ -32,6 +32,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use redirect::Home;
 use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tower_sessions::Session;
@@ -48,6 +49,14 @@ const TOUCH_EVERY_SECS: i64 = 60;
 pub struct Principal {
     pub actor: Actor,
     pub role: Role,
+    /// Where the request came from (`client_address`), for the audit trail.
+    pub client: Option<IpAddr>,
+}
+
+/// The client's address as every record of it is made: `ClientAddr`,
+/// which believes a trusted proxy's `X-Forwarded-For` (see `client`).
+pub fn client_address(extensions: &axum::http::Extensions) -> Option<IpAddr> {
+    client::ClientAddr::of(extensions).map(client::ClientAddr::ip)
 }
 
 impl Principal {
@@ -157,23 +166,31 @@ impl Auth {
             signed_in.seen_at = now;
             session.insert(SIGNED_IN, signed_in.clone()).await.map_err(session_error)?;
         }
-        Ok(Some(Principal { actor: Actor { name: account.name, method: signed_in.method }, role: account.role }))
+        let actor = Actor { name: account.name, method: signed_in.method };
+        Ok(Some(Principal { actor, role: account.role, client: None }))
     }
 
-    /// The principal an API token names, if it is valid and not revoked.
-    pub async fn from_token(&self, text: &str) -> Result<Option<Principal>, ApiError> {
-        let Some((name, secret)) = accounts::parse_token(text) else { return Ok(None) };
-        let Some(token) = self.store.get_token(name).await? else { return Ok(None) };
+    /// The principal an API token names if it is valid and not revoked,
+    /// else the name it gave (when it has a token's shape) and why not.
+    pub async fn from_token(&self, text: &str) -> Result<Result<Principal, (Option<String>, Refusal)>, ApiError> {
+        let Some((name, secret)) = accounts::parse_token(text) else { return Ok(Err((None, Refusal::BadToken))) };
+        let refused = |why| Ok(Err((Some(name.to_string()), why)));
+        let Some(token) = self.store.get_token(name).await? else { return refused(Refusal::BadToken) };
         let presented = accounts::secret_hash(secret);
-        if token.revoked || !constant_time_eq(presented.as_bytes(), token.secret_hash.as_bytes()) {
-            return Ok(None);
+        if !constant_time_eq(presented.as_bytes(), token.secret_hash.as_bytes()) {
+            return refused(Refusal::BadToken);
         }
-        Ok(Some(Principal { actor: Actor { name: token.name, method: SignIn::Token }, role: token.role }))
+        if token.revoked {
+            return refused(Refusal::RevokedToken);
+        }
+        let actor = Actor { name: token.name, method: SignIn::Token };
+        Ok(Ok(Principal { actor, role: token.role, client: None }))
     }
 
-    /// The account a name and password sign in, else `None` (whatever was
-    /// wrong: no such user, a disabled one, another password).
-    pub async fn check_password(&self, name: &str, password: String) -> Result<Option<Account>, ApiError> {
+    /// The account a name and password sign in, else why not (the person
+    /// is told only that the name or password is wrong; the trail says
+    /// which).
+    pub async fn check_password(&self, name: &str, password: String) -> Result<Result<Account, Refusal>, ApiError> {
         let account = match accounts::validate_name("user name", name) {
             // As the table has it now: a password changed a moment ago on
             // another instance is the one that signs in.
@@ -182,7 +199,13 @@ impl Auth {
         };
         let hash = account.as_ref().and_then(|a| a.password_hash.clone());
         let matches = accounts::verify_password(password, hash).await;
-        Ok(account.filter(|a| matches && !a.disabled))
+        Ok(match account {
+            None => Err(Refusal::UnknownAccount),
+            Some(a) if a.password_hash.is_none() => Err(Refusal::NoPassword),
+            Some(_) if !matches => Err(Refusal::WrongPassword),
+            Some(a) if a.disabled => Err(Refusal::Disabled),
+            Some(a) => Ok(a),
+        })
     }
 
     fn host_allowed(&self, headers: &HeaderMap) -> bool {
@@ -262,7 +285,16 @@ fn same_origin(headers: &HeaderMap, proto: Option<client::ForwardedProto>) -> bo
 pub struct Gate {
     pub auth: Auth,
     pub routes: Arc<RouteTable>,
+    /// Refused API tokens recorded in the audit trail per client address
+    /// (`REFUSALS_RECORDED_PER_MINUTE`): a bearer token is read on every
+    /// path, pages too, which the API rate limit does not cover, and a
+    /// client must not choose how many records are written.
+    pub refusals_recorded: crate::server::rate_limit::RateLimit,
 }
+
+/// Refused API tokens recorded per client address and minute; past it they
+/// are logged only.
+pub const REFUSALS_RECORDED_PER_MINUTE: u32 = 30;
 
 /// Every request, once routed: host, the route's access, principal,
 /// cross-site check, role.
@@ -291,18 +323,29 @@ pub async fn guard(State(gate): State<Gate>, session: Session, mut request: Requ
     if access == Access::Open {
         return next.run(request).await;
     }
+    let client = client_address(request.extensions());
     let token = bearer(request.headers()).map(str::to_string);
     let principal = match &token {
         Some(text) => match auth.from_token(text).await {
-            Ok(Some(principal)) => Some(principal),
-            Ok(None) => return ApiError::Unauthorized.into_response(),
+            Ok(Ok(principal)) => Some(principal),
+            Ok(Err((name, why))) => {
+                let actor = Actor { name: name.unwrap_or_else(|| "unknown".into()), method: SignIn::Token };
+                if client.and_then(|ip| gate.refusals_recorded.check(ip)).is_none() {
+                    let event = SecurityEvent::new(AuditKind::SignInRefused, &actor, client).refused(why);
+                    auth.store.record_event_or_log(&event).await;
+                } else {
+                    tracing::info!(token = %actor.name, reason = why.as_str(), "API token refused (not recorded: over the client's rate)");
+                }
+                return ApiError::Unauthorized.into_response();
+            }
             Err(err) => return unavailable(api, err),
         },
         None => match auth.from_session(&session).await {
             Ok(principal) => principal,
             Err(err) => return unavailable(api, err),
         },
-    };
+    }
+    .map(|principal| Principal { client, ..principal });
     // A token is sent on purpose by its holder; a cookie rides along with
     // any request the browser makes, another site's included. The sign-in
     // forms are checked too (no signing a victim into an attacker's account).

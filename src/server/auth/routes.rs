@@ -7,10 +7,10 @@ use super::accounts::OIDC_PREFIX;
 use super::client::ClientAddr;
 use super::limits::{Refused, SignInLimits};
 use super::oidc::{CALLBACK_PATH, Oidc, OidcError, OidcSettings, PendingSignIn};
-use super::{Auth, pages};
-use crate::model::SignIn;
+use super::{Auth, Principal, pages};
 use crate::model::url_escape;
 use crate::model::{Access, AccountSource};
+use crate::model::{Actor, AuditKind, Refusal, SecurityEvent, SignIn};
 use crate::server::error::ApiError;
 use crate::server::store::Account;
 use axum::extract::Query;
@@ -109,7 +109,19 @@ struct Callback {
 
 /// Back from the provider: the code for tokens, the ID token checked, the
 /// groups mapped to a role, the account recorded, and a new session.
-async fn oidc_callback(State(state): State<SignInState>, session: Session, Query(back): Query<Callback>) -> Response {
+async fn oidc_callback(
+    State(state): State<SignInState>,
+    client: ClientAddr,
+    session: Session,
+    Query(back): Query<Callback>,
+) -> Response {
+    let client = Some(client.ip());
+    let refused = |name: &str, why: Refusal| {
+        let actor = Actor { name: name.to_string(), method: SignIn::Oidc };
+        let event = SecurityEvent::new(AuditKind::SignInRefused, &actor, client).refused(why);
+        let store = state.auth.store.clone();
+        async move { store.record_event_or_log(&event).await }
+    };
     let pending = match session.remove::<Pending>(PENDING).await {
         Ok(Some(pending)) => pending,
         Ok(None) => return Redirect::to("/login?error=sso").into_response(),
@@ -117,6 +129,7 @@ async fn oidc_callback(State(state): State<SignInState>, session: Session, Query
     };
     let (Some(provider), Some(code), Some(returned)) = (&state.provider, &back.code, &back.state) else {
         tracing::info!(error = ?back.error, "single sign-on came back without a code");
+        refused("unknown", Refusal::Provider).await;
         return Redirect::to("/login?error=sso").into_response();
     };
     let identity = match provider.client().await {
@@ -127,11 +140,13 @@ async fn oidc_callback(State(state): State<SignInState>, session: Session, Query
         Ok(identity) => identity,
         Err(err) => {
             tracing::warn!(error = %err, "single sign-on refused");
+            refused("unknown", Refusal::Provider).await;
             return Redirect::to("/login?error=sso").into_response();
         }
     };
     let Some(role) = identity.role else {
         tracing::info!(subject = %identity.subject, groups = ?identity.groups, "no Northwind Ops role in the provider's groups");
+        refused(&oidc_account_name(&identity.subject), Refusal::NoRole).await;
         return Redirect::to("/login?error=no-role").into_response();
     };
     let account = Account {
@@ -143,14 +158,34 @@ async fn oidc_callback(State(state): State<SignInState>, session: Session, Query
         display_name: Some(identity.display_name.clone()),
         created_at: chrono::Utc::now(),
     };
+    let provider = Actor { name: account.name.clone(), method: SignIn::Oidc };
     let account = match state.auth.store.record_oidc_account(&account).await {
-        Ok(account) if account.disabled => return Redirect::to("/login?error=disabled").into_response(),
-        Ok(account) => account,
+        Ok((account, before)) => {
+            let changed = match &before {
+                None => Some((AuditKind::AccountAdded, format!("role {} (the provider's groups)", account.role))),
+                Some(before) if before.role != account.role => Some((
+                    AuditKind::AccountRoleChanged,
+                    format!("role {} → {} (the provider's groups)", before.role, account.role),
+                )),
+                Some(_) => None,
+            };
+            if let Some((kind, detail)) = changed {
+                let event = SecurityEvent::new(kind, &provider, client).subject(&account.name).detail(detail);
+                state.auth.store.record_event_or_log(&event).await;
+            }
+            account
+        }
         Err(err) => return unavailable(err.into()),
     };
+    if account.disabled {
+        refused(&account.name, Refusal::Disabled).await;
+        return Redirect::to("/login?error=disabled").into_response();
+    }
     match state.auth.sign_in(&session, &account, SignIn::Oidc).await {
         Ok(()) => {
             tracing::info!(user = %account.name, role = %account.role, "signed in through the identity provider");
+            let actor = Actor { name: account.name.clone(), method: SignIn::Oidc };
+            state.auth.store.record_event_or_log(&SecurityEvent::new(AuditKind::SignIn, &actor, client)).await;
             // Checked when it was stored; checked again on the way out.
             Redirect::to(&state.auth.settings.home.target(&pending.next)).into_response()
         }
@@ -201,20 +236,37 @@ async fn login(
         return response;
     }
     match state.auth.check_password(&name, form.password).await {
-        Ok(Some(account)) => match state.auth.sign_in(&session, &account, SignIn::Password).await {
+        Ok(Ok(account)) => match state.auth.sign_in(&session, &account, SignIn::Password).await {
             Ok(()) => {
                 state.attempts.signed_in(client.ip(), &name);
                 tracing::info!(user = %account.name, %client, "signed in with a password");
+                let actor = Actor { name: account.name.clone(), method: SignIn::Password };
+                state
+                    .auth
+                    .store
+                    .record_event_or_log(&SecurityEvent::new(AuditKind::SignIn, &actor, Some(client.ip())))
+                    .await;
                 Redirect::to(&next).into_response()
             }
             Err(err) => unavailable(err),
         },
-        Ok(None) => {
-            tracing::info!(user = %name, %client, "password sign-in refused");
+        Ok(Err(why)) => {
+            tracing::info!(user = %name, %client, reason = why.as_str(), "password sign-in refused");
+            state.auth.store.record_event_or_log(&refused_password(&name, why, Some(client.ip()))).await;
             again("wrong")
         }
         Err(err) => unavailable(err),
     }
+}
+
+/// A refused password sign-in: filed under the name given when it is one
+/// an account could have, else under `unknown` with the text given, cut
+/// short (it is whatever the form held).
+fn refused_password(name: &str, why: Refusal, client: Option<std::net::IpAddr>) -> SecurityEvent {
+    let valid = super::accounts::validate_name("user name", name).is_ok();
+    let actor = Actor { name: if valid { name.to_string() } else { "unknown".into() }, method: SignIn::Password };
+    let event = SecurityEvent::new(AuditKind::SignInRefused, &actor, client).refused(why);
+    if valid { event } else { event.detail(format!("name given: {:?}", name.chars().take(64).collect::<String>())) }
 }
 
 #[derive(serde::Deserialize)]
@@ -228,6 +280,7 @@ struct LogoutForm {
 /// form at all: a body that is not one is no `next`.
 async fn logout(
     State(state): State<SignInState>,
+    principal: Option<axum::Extension<Principal>>,
     session: Session,
     form: Result<Form<LogoutForm>, FormRejection>,
 ) -> Response {
@@ -237,7 +290,13 @@ async fn logout(
         next => format!("/login?signed-out=1&next={}", url_escape(next)),
     };
     match state.auth.sign_out(&session).await {
-        Ok(()) => Redirect::to(&target).into_response(),
+        Ok(()) => {
+            if let Some(axum::Extension(who)) = principal {
+                let event = SecurityEvent::new(AuditKind::SignOut, &who.actor, who.client);
+                state.auth.store.record_event_or_log(&event).await;
+            }
+            Redirect::to(&target).into_response()
+        }
         Err(err) => unavailable(err),
     }
 }

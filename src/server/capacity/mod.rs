@@ -5,6 +5,8 @@
 //! - `advisor`: from a resource's consumed capacity, minute by minute, what
 //!   on-demand and provisioned (with auto scaling) would cost, and which mode
 //!   to choose;
+//! - `costs`: what the program's writes cost (an order's, the counters'),
+//!   from the definitions it writes with;
 //! - `planner`: how many write shards GSI2 needs for a peak order rate, and
 //!   what that many shards cost a reader of the PENDING list;
 //! - `history`: the persisted minutes as the advisor's series;
@@ -17,6 +19,7 @@
 //!   over them.
 
 pub mod advisor;
+pub mod costs;
 pub mod history;
 pub mod planner;
 pub mod readiness;

@@ -20,15 +20,12 @@
 //! - "DynamoDB burst and adaptive capacity": one partition serves at most
 //!   3,000 read units and 1,000 write units a second.
 
-use crate::model::{AuditEntry, LineItem, Order, SignIn, Status};
-use crate::server::rules::units::{self, item_to_json};
+use super::costs::{self, CounterLoad, OrderWrites};
+use crate::model::{Order, Writer};
 use crate::server::rules::{PARTITION_READ_UNITS, PARTITION_WRITE_UNITS};
-use crate::server::store::keys::{self, GSI2_PROJECTED, GSI2PK, GSI2SK, PK, SK};
-use crate::server::store::order_item;
-use aws_sdk_dynamodb::types::AttributeValue;
-use chrono::{DateTime, Utc};
+use crate::server::store::keys::GSI2;
+use crate::server::stream::pricing::Layout;
 use serde::Serialize;
-use std::collections::HashMap;
 
 /// The most shards the app accepts (`--shards`, 1 to 100).
 pub const MAX_SHARDS: u32 = 100;
@@ -90,7 +87,13 @@ impl PlanInput {
 
     /// As the app writes: every index write in a transaction.
     pub fn for_app(peak_orders_per_second: f64, index_item_bytes: u32) -> Self {
-        Self { transactional: true, ..Self::new(peak_orders_per_second, index_item_bytes) }
+        Self::for_writer(peak_orders_per_second, index_item_bytes, Writer::Console)
+    }
+
+    /// As `writer` writes: in transactions through this console, plain
+    /// writes from another service.
+    pub fn for_writer(peak_orders_per_second: f64, index_item_bytes: u32, writer: Writer) -> Self {
+        Self { transactional: writer == Writer::Console, ..Self::new(peak_orders_per_second, index_item_bytes) }
     }
 
     fn validate(&self) -> Result<(), PlanError> {
@@ -287,117 +290,63 @@ pub struct Prewarm {
     pub write_units_per_second: f64,
     /// The arithmetic.
     pub why: String,
+    /// Where the per-order figure came from: computed from the key design,
+    /// or measured from the stream (on which days).
+    pub source: String,
 }
 
-/// The write units a second each resource takes at `peak` orders a second,
-/// every order created and later moved out of PENDING (two changes), each
-/// change a transaction (charged twice): the table and GSI1 (which projects
-/// the whole order) write the order's item, GSI2 its entry (`plan`), the
-/// metrics table three audit copies (the stream consumer's counter updates
-/// come on top, batched).
-pub fn prewarm(peak: f64, plan: &Plan, order_bytes: u32, audit_bytes: u32) -> Vec<Prewarm> {
-    let order_units = f64::from(order_bytes.div_ceil(WRITE_UNIT_BYTES).max(1));
-    let audit_units = f64::from(audit_bytes.div_ceil(WRITE_UNIT_BYTES).max(1));
-    let changes = 2.0;
-    let whole = |resource: &str| Prewarm {
-        resource: resource.into(),
-        write_units_per_second: peak * changes * 2.0 * order_units,
-        why: format!(
-            "{} orders/s × 2 changes × 2 (transactions) × {} WCU ({order_bytes} B)",
-            num(peak),
-            num(order_units)
-        ),
-    };
-    vec![
-        whole("table"),
-        whole("GSI1"),
-        Prewarm {
-            resource: "GSI2".into(),
-            write_units_per_second: plan.wcu_per_second_at_peak,
-            why: "as planned above".into(),
-        },
-        Prewarm {
-            resource: "metrics table".into(),
-            write_units_per_second: peak * changes * 3.0 * 2.0 * audit_units,
-            why: format!(
-                "{} orders/s × 2 changes × 3 audit copies × 2 (transactions) × {} WCU, plus the counters",
-                num(peak),
-                num(audit_units)
-            ),
-        },
-    ]
+/// The write units a second each table and index takes at `peak` orders a
+/// second: what one order's writes cost each (`costs::order_writes`: the
+/// order's item as written, priced by the stream's rules over the indexes as
+/// provisioned, as its writer writes it), and on the metrics table the
+/// consumer's counter writes (`costs::counter_load`) when given.
+pub fn prewarm(peak: f64, writes: &OrderWrites, counters: Option<&CounterLoad>) -> Vec<Prewarm> {
+    writes
+        .resources
+        .iter()
+        .map(|r| {
+            let mut units = peak * r.units_per_order;
+            let mut why = format!("{} orders/s × {} WCU an order: {}", num(peak), num(r.units_per_order), r.why);
+            if r.resource == "metrics table"
+                && let Some(counters) = counters
+            {
+                units += counters.metrics_units_per_second;
+                why.push_str(&format!(
+                    "; plus the consumer's counters, {} WCU/s",
+                    num(counters.metrics_units_per_second.ceil())
+                ));
+            }
+            Prewarm { resource: r.resource.clone(), write_units_per_second: units, why, source: r.source.clone() }
+        })
+        .collect()
 }
 
 /// Size of the GSI2 entry of a PENDING `order` for capacity: the table key,
 /// the index key and the projected attributes of the item the app writes
-/// (`order_item`), priced as the throttle proxy prices items ("DynamoDB
-/// item sizes and formats"). No 100-byte overhead: that is storage only
-/// (`INDEX_ENTRY_STORAGE_OVERHEAD`).
+/// (`order_item`), as the index is provisioned, priced as the stream prices
+/// items ("DynamoDB item sizes and formats"). No 100-byte overhead: that is
+/// storage only (`INDEX_ENTRY_STORAGE_OVERHEAD`).
 pub fn gsi2_entry_bytes(order: &Order, shards: u32) -> Result<u32, PlanError> {
     let sample = |why: String| PlanError::Sample(format!("order {}: {why}", order.order_id));
-    let item = order_item(order, shards).map_err(|e| sample(e.to_string()))?;
-    let in_entry = |name: &str| [PK, GSI2PK, GSI2SK].contains(&name) || GSI2_PROJECTED.contains(&name);
-    if !item.contains_key(GSI2PK) {
-        return Err(sample("it is not PENDING, so it has no GSI2 entry".into()));
-    }
-    let entry: HashMap<String, AttributeValue> = item.into_iter().filter(|(name, _)| in_entry(name)).collect();
-    let bytes = units::item_size(&item_to_json(&entry)).map_err(|e| sample(e.0))?;
+    let bytes = costs::index_entry_bytes(&Layout::orders(), GSI2, order, shards).map_err(|e| sample(e.to_string()))?;
     u32::try_from(bytes).map_err(|_| sample(format!("{bytes} bytes")))
 }
 
-/// Bytes of the typical order's table item (what the table and GSI1 write)
-/// and of one of its audit records (what the metrics table writes, three
-/// times per change).
-pub fn typical_item_bytes() -> Result<(u32, u32), PlanError> {
-    let order = typical_order();
-    let sample = |why: String| PlanError::Sample(format!("the typical order: {why}"));
-    let size = |item: &HashMap<String, AttributeValue>| {
-        let bytes = units::item_size(&item_to_json(item)).map_err(|e| sample(e.0))?;
-        u32::try_from(bytes).map_err(|_| sample(format!("{bytes} bytes")))
-    };
-    let order_bytes = size(&order_item(&order, 10).map_err(|e| sample(e.to_string()))?)?;
-    let at = order.created_at.ok_or_else(|| sample("no creation time".into()))?;
-    let entry = AuditEntry {
-        at,
-        order_id: order.order_id.clone(),
-        actor: "checkout-service".into(),
-        method: SignIn::Token,
-        from: Some(Status::Pending),
-        to: Status::Confirmed,
-        reason: None,
-        bulk_id: None,
-    };
-    let mut audit: HashMap<String, AttributeValue> =
-        serde_dynamo::to_item(&entry).map_err(|e| sample(e.to_string()))?;
-    let event = "0123456789abcdef0123456789abcdef";
-    audit.insert(PK.into(), AttributeValue::S(keys::audit_day_pk(at.date_naive(), 7)));
-    audit.insert(SK.into(), AttributeValue::S(keys::audit_sk(&at, event)));
-    Ok((order_bytes, size(&audit)?))
-}
+/// An order as the app writes one, for sizing when no size is given.
+pub use super::costs::typical_order;
 
-/// An order as the app writes one, for sizing when no size is given: a
-/// generated 32-character id, four items, a mid-length city.
-pub fn typical_order() -> Order {
-    let at = DateTime::parse_from_rfc3339("2026-11-29T08:15:42.123Z").expect("a valid time").with_timezone(&Utc);
-    let item = |sku: &str, quantity| LineItem { sku: sku.into(), name: sku.into(), quantity, unit_price: 4675 };
-    Order {
-        order_id: "3f2b8c1e9a7d4e6f8b0c2d4e6f8a0b1c".into(),
-        customer_id: Some("cust-00042".into()),
-        status: Some(Status::Pending.into()),
-        created_at: Some(at),
-        updated_at: Some(at),
-        total: Some(18700),
-        currency: Some("USD".into()),
-        items: Some(vec![item("TENT-2P", 2), item("LAMP-HD", 2)]),
-        shipping_city: Some("Vancouver".into()),
-        shipping_country: Some("CA".into()),
-        problems: Vec::new(),
-    }
+/// Bytes of the typical order's table item (what the table and GSI1 write).
+pub fn typical_item_bytes() -> Result<u32, PlanError> {
+    let sample = |why: String| PlanError::Sample(format!("the typical order: {why}"));
+    let item = crate::server::store::order_item(&typical_order(), 10).map_err(|e| sample(e.to_string()))?;
+    let bytes = costs::item_bytes(&item).map_err(sample)?;
+    u32::try_from(bytes).map_err(|_| sample(format!("{bytes} bytes")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Status;
 
     fn assert_close(actual: f64, expected: f64) {
         assert!((actual - expected).abs() < 1e-9, "{actual} != {expected}");

@@ -3,6 +3,7 @@
 
 use super::CliError;
 use crate::server::capacity::advisor::{self, Advice, Prices};
+use crate::server::capacity::costs::{self, Definitions};
 use crate::server::capacity::{history, planner};
 use crate::server::cli::config::{AdviseArgs, PlanArgs, StoreConfig};
 use crate::server::deploy::template::{
@@ -19,25 +20,38 @@ pub(super) async fn run_plan(store: &Store, args: &PlanArgs) -> Result<(), CliEr
         Some(bytes) => bytes,
         None => planner::gsi2_entry_bytes(&planner::typical_order(), store.shards())?,
     };
-    let mut input = planner::PlanInput::for_app(peak, item_bytes);
+    let mut input = planner::PlanInput::for_writer(peak, item_bytes, args.writer);
     input.headroom = args.headroom;
     let plan = planner::plan(&input)?;
-    println!("GSI2 write shards for a peak of {peak} orders a second:");
+    println!("GSI2 write shards for a peak of {peak} orders a second ({}):", args.writer.describe());
     for step in &plan.steps {
         println!("  {step}");
     }
     println!("=> --shards {} (this store is set to {})", plan.shards, store.shards());
     print_warm_throughput(store).await?;
-    let (order_bytes, audit_bytes) = planner::typical_item_bytes()?;
+    let definitions = Definitions::program();
+    let order = planner::typical_order();
+    let writes = costs::order_writes(&definitions.table, args.writer, &order, store.shards())
+        .map_err(|e| planner::PlanError::Sample(e.to_string()))?;
+    let stream_shards = costs::stream_shards(peak * writes.units_on("table"), None);
+    let counters = costs::counter_load(
+        &definitions.counters,
+        chrono::Utc::now(),
+        peak * costs::CHANGES_PER_ORDER,
+        stream_shards,
+        plan.shards,
+    )
+    .map_err(|e| planner::PlanError::Sample(e.to_string()))?;
+    let prewarm = planner::prewarm(peak, &writes, Some(&counters));
     println!("Before a sale of {peak} orders a second, pre-warm at least (write units a second):");
-    for prewarm in planner::prewarm(peak, &plan, order_bytes, audit_bytes) {
+    for prewarm in &prewarm {
         println!("  {:<14} {:>10.0}  {}", prewarm.resource, prewarm.write_units_per_second.ceil(), prewarm.why);
     }
     println!(
         "  e.g. aws dynamodb update-table --table-name {} --warm-throughput WriteUnitsPerSecond=N,ReadUnitsPerSecond=M",
         store.orders_table()
     );
-    print_sale_parameters(&planner::prewarm(peak, &plan, order_bytes, audit_bytes));
+    print_sale_parameters(&prewarm);
     Ok(())
 }
 
@@ -71,7 +85,10 @@ fn sale_parameters(prewarm: &[planner::Prewarm]) -> (Vec<(String, String)>, Vec<
             index => format!("{}{index}", TableRole::Orders.prefix()),
         };
         let peak = warm.write_units_per_second.ceil();
-        let mut max = (peak * f64::from(planner::ON_DEMAND_MAX_HEADROOM)).max(1.0);
+        // Never under what a new on-demand table takes at once: the metrics
+        // table's other writers (sessions, the usage flushes) are not in the
+        // sale's figure, and a sale written elsewhere costs it little.
+        let mut max = (peak * f64::from(planner::ON_DEMAND_MAX_HEADROOM)).max(ON_DEMAND_WARM_WRITE_UNITS);
         let name = template::parameter(&prefix, Setting::OnDemandMax, ReadWrite::Write);
         if max > TABLE_QUOTA_UNITS {
             notes.push(format!(
@@ -297,6 +314,7 @@ pub(super) fn print_advice(advice: &Advice) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Writer;
     use crate::server::capacity::advisor::{Minute, Prices, Series};
     use crate::server::store::{TableCapacity, TableDef};
 
@@ -360,19 +378,28 @@ mod tests {
 
     #[test]
     fn a_sale_comes_to_on_demand_maxima_and_warm_throughput() {
-        let plan = planner::plan(&planner::PlanInput::for_app(2000.0, 300)).unwrap();
-        let prewarm = planner::prewarm(2000.0, &plan, 700, 300);
+        let definitions = Definitions::program();
+        let order = costs::order_of_size(700, 10).unwrap();
+        let writes = |writer| costs::order_writes(&definitions.table, writer, &order, 10).unwrap();
+        let prewarm = planner::prewarm(2000.0, &writes(Writer::Console), None);
         let (values, notes) = sale_parameters(&prewarm);
         assert_valid(&values);
-        // 2,000 orders/s × 2 changes × 2 (transactions) × 1 WCU = 8,000 on the table.
+        // Through the console: 2,000 orders/s × 2 changes × 2 (transactions) × 1 WCU = 8,000 on the table.
         assert!(values.contains(&("OrdersOnDemandMaxWrite".into(), "16000".into())), "{values:?}");
         assert!(values.contains(&("OrdersWarmWrite".into(), "8000".into())), "{values:?}");
         // The metrics table's three audit copies: 24,000 at peak, twice that
         // over the quota, held at it.
         assert!(values.contains(&("MetricsOnDemandMaxWrite".into(), "40000".into())), "{values:?}");
         assert!(notes.len() == 1 && notes[0].starts_with("MetricsOnDemandMaxWrite: 48000 is over"), "{notes:?}");
-        let plan = planner::plan(&planner::PlanInput::for_app(10.0, 300)).unwrap();
-        let (small, _) = sale_parameters(&planner::prewarm(10.0, &plan, 700, 300));
+        // Another service writes them: plain writes, no audit records.
+        let (service, notes) = sale_parameters(&planner::prewarm(2000.0, &writes(Writer::Service), None));
+        // Half the table's writes: 4,000, what a new on-demand table takes at once.
+        assert!(service.contains(&("OrdersOnDemandMaxWrite".into(), "8000".into())), "{service:?}");
+        assert!(service.iter().all(|(name, _)| !name.contains("Warm")), "{service:?}");
+        // The metrics table never capped under that either.
+        assert!(service.contains(&("MetricsOnDemandMaxWrite".into(), "4000".into())), "{service:?}");
+        assert!(notes.is_empty(), "{notes:?}");
+        let (small, _) = sale_parameters(&planner::prewarm(10.0, &writes(Writer::Console), None));
         assert!(small.iter().all(|(name, _)| !name.contains("Warm")), "the default warm throughput covers it");
     }
 }

@@ -165,6 +165,14 @@ pub struct PlanArgs {
     /// Spare capacity kept on each partition at peak, as a fraction of the load
     #[arg(long, default_value_t = 0.5)]
     pub headroom: f64,
+    /// Who writes the sale's orders: service (another service, plain writes) or console (this console's
+    /// transactions with audit records)
+    #[arg(long, default_value = "service", value_parser = parse_writer)]
+    pub writer: crate::model::Writer,
+}
+
+fn parse_writer(text: &str) -> Result<crate::model::Writer, String> {
+    crate::model::Writer::parse(text).ok_or_else(|| format!("{text:?} is not service or console"))
 }
 
 #[derive(Subcommand, Debug, Clone)]

@@ -26,7 +26,7 @@ pub(super) async fn run_ready(config: &StoreConfig, store: Store, args: &ReadyAr
     let service = Service::new(Arc::new(store), Arc::new(CursorCodec::new(secret.into_bytes())), live)
         .with_rehearser(Arc::new(ProxyRehearser::new(config.clone(), RehearsalBudget::default())));
     // The command line holds the store's own credentials.
-    let by = Principal { actor: Actor::cli("ready"), role: Role::Admin };
+    let by = Principal { actor: Actor::cli("ready"), role: Role::Admin, client: None };
     if args.write_shards {
         let written = service.write_sale_shards(&args.plan, &by).await.map_err(api_error)?;
         for day in &written.days {

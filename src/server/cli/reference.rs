@@ -87,6 +87,7 @@ const GUIDES: &[(&str, &str, &str)] = &[
     ("lambda-local", "[Engineering](engineering.md#how-do-i-run-them-by-hand)", ""),
     ("reconcile", "[Engineering](engineering.md#how-do-i-check-and-repair-the-counters)", ""),
     ("replay", "[Running on AWS](aws.md#what-if-the-consumer-gave-up-on-records)", ""),
+    ("consumer", "[Running on AWS](aws.md#how-do-i-switch-between-the-lambda-and-the-in-process-consumer)", ""),
     ("loadgen", "[Engineering](engineering.md#how-do-i-generate-load)", ""),
     ("user", "[Security](security.md#how-do-i-add-local-accounts)", ""),
     ("token", "[Security](security.md#how-do-i-give-a-script-access)", ""),
@@ -115,13 +116,16 @@ const GUIDES: &[(&str, &str, &str)] = &[
     ("healthcheck", "[Running on AWS](aws.md#what-does-the-stack-hold)", "It needs no store and no secret."),
 ];
 
-/// The generated pages, each with its file name under `docs/`: this
-/// configuration reference and the JSON API's OpenAPI document.
-pub fn generated() -> Vec<(&'static str, String)> {
-    vec![
-        ("configuration.md", configuration_markdown()),
-        ("openapi.json", crate::server::http::api::openapi::json().to_string()),
-    ]
+/// The generated pages, each with its path under `docs/`: this
+/// configuration reference, the JSON API's OpenAPI document, and the IAM
+/// policies (their statements on the metrics table's items).
+pub fn generated() -> Vec<(String, String)> {
+    let mut pages = vec![
+        ("configuration.md".to_string(), configuration_markdown()),
+        ("openapi.json".to_string(), crate::server::http::api::openapi::json().to_string()),
+    ];
+    pages.extend(crate::server::deploy::iam::generated_files());
+    pages
 }
 
 /// `northwind-ops docs --write DIR`: every generated page written into `DIR`.

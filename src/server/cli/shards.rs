@@ -3,6 +3,7 @@
 //! it where none is.
 
 use super::{CliError, cli_date};
+use crate::model::AuditKind;
 use crate::server::cli::config::ShardsArgs;
 use crate::server::store::{Store, keys, shard_count};
 use chrono::Days;
@@ -12,8 +13,14 @@ pub(super) async fn run_shards(store: &Store, args: &ShardsArgs) -> Result<(), C
     let days: Vec<_> = (0..u64::from(args.days)).filter_map(|n| first.checked_add_days(Days::new(n))).collect();
     if args.write_ahead {
         let configured: Vec<_> = days.iter().map(|day| (*day, store.shards())).collect();
-        for day in store.record_days_ahead(&configured).await? {
+        let recorded = store.record_days_ahead(&configured).await?;
+        for day in &recorded {
             eprintln!("recorded the shard count of {day}");
+        }
+        if !recorded.is_empty() {
+            let days = recorded.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+            let detail = format!("{} shards for {days}", store.shards());
+            super::users::record(store, AuditKind::ShardsWritten, "shards --write-ahead", Some(detail)).await;
         }
     }
     let recorded = store.recorded_shards_now(&days).await?;

@@ -236,7 +236,7 @@ pub(super) async fn run_consumer_mode(store: &Store, command: ConsumerCommand) -
     let state = match command {
         ConsumerCommand::Show => store.consumer_mode().await?,
         ConsumerCommand::Use { mode, expect_version } => {
-            registry::switch_mode(store, mode, expect_version, "cli").await?
+            registry::switch_mode(store, mode, expect_version, &crate::model::Actor::cli("cli"), None).await?
         }
     };
     let by = match (&state.changed_by, state.changed_at) {

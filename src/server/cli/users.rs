@@ -1,8 +1,8 @@
 //! `user` and `token`: local accounts and API tokens.
 
 use super::CliError;
-use crate::model::AccountSource;
 use crate::model::iso_millis;
+use crate::model::{AccountSource, Actor, AuditKind, SecurityEvent};
 use crate::server::auth::accounts;
 use crate::server::cli::config::{TokenCommand, UserCommand};
 use crate::server::error::ApiError;
@@ -39,6 +39,7 @@ pub(super) async fn run_user(store: &Store, command: UserCommand) -> Result<(), 
         UserCommand::Add { name, role } => {
             let password = read_password()?;
             accounts::add_user(store, &name, role, password).await.map_err(api_error)?;
+            record(store, AuditKind::AccountAdded, &name, Some(format!("role {role}"))).await;
             println!("added {name} ({role})");
         }
         UserCommand::List => {
@@ -57,14 +58,22 @@ pub(super) async fn run_user(store: &Store, command: UserCommand) -> Result<(), 
                 );
             }
         }
-        UserCommand::Disable { name } => change(store, &name, AccountChange::Disable, "disabled").await?,
-        UserCommand::Enable { name } => change(store, &name, AccountChange::Enable, "enabled").await?,
+        UserCommand::Disable { name } => {
+            change(store, &name, AccountChange::Disable, "disabled").await?;
+            record(store, AuditKind::AccountDisabled, &name, None).await;
+        }
+        UserCommand::Enable { name } => {
+            change(store, &name, AccountChange::Enable, "enabled").await?;
+            record(store, AuditKind::AccountEnabled, &name, None).await;
+        }
         UserCommand::SetRole { name, role } => {
-            change(store, &name, AccountChange::Role(role), &format!("now {role}")).await?
+            change(store, &name, AccountChange::Role(role), &format!("now {role}")).await?;
+            record(store, AuditKind::AccountRoleChanged, &name, Some(format!("role {role}"))).await;
         }
         UserCommand::SetPassword { name } => {
             let password = read_password()?;
             accounts::set_password(store, &name, password).await.map_err(api_error)?;
+            record(store, AuditKind::PasswordChanged, &name, None).await;
             println!("{name}: password changed");
         }
     }
@@ -83,6 +92,7 @@ pub(super) async fn run_token(store: &Store, command: TokenCommand) -> Result<()
         TokenCommand::Create { name, role } => {
             // The token alone on standard output, so scripts can capture it.
             let token = accounts::create_token(store, &name, role, "cli").await.map_err(api_error)?;
+            record(store, AuditKind::TokenCreated, &name, Some(format!("role {role}"))).await;
             println!("{token}");
         }
         TokenCommand::List => {
@@ -101,8 +111,25 @@ pub(super) async fn run_token(store: &Store, command: TokenCommand) -> Result<()
         TokenCommand::Revoke { name } => {
             accounts::validate_token_name(&name)?;
             store.revoke_token(&name).await?;
+            record(store, AuditKind::TokenRevoked, &name, None).await;
             println!("{name}: revoked");
         }
     }
     Ok(())
+}
+
+/// Files what a command did in the audit trail, by `cli` (whoever holds
+/// the store's credentials; the operating system's user name, when there
+/// is one, in the detail). A failure is printed: the change is made.
+pub(super) async fn record(store: &Store, kind: AuditKind, subject: &str, detail: Option<String>) {
+    let mut event = SecurityEvent::new(kind, &Actor::cli("cli"), None).subject(subject);
+    let os_user = std::env::var("USER").or_else(|_| std::env::var("USERNAME")).ok().filter(|u| !u.is_empty());
+    event.detail = match (detail, os_user) {
+        (Some(detail), Some(user)) => Some(format!("{detail}; os user {user}")),
+        (None, Some(user)) => Some(format!("os user {user}")),
+        (detail, None) => detail,
+    };
+    if let Err(err) = store.record_event(&event).await {
+        eprintln!("warning: the change is made but its audit record could not be written: {err}");
+    }
 }

@@ -1,20 +1,28 @@
-//! The IAM of a deployment: the policies of `docs/iam/`, one per command,
-//! as the template's roles take them. The metrics table holds accounts,
-//! sessions and tokens beside the counters, so every statement on it names
-//! the partitions its command reaches (`dynamodb:LeadingKeys`), from the
-//! lists in `store::keys` (`METRICS_ACCESS`); the tests below hold each
-//! policy to its list.
+//! The IAM of a deployment: the policies of `docs/iam/`, one per command
+//! or role of a process, as the template's roles take them. The metrics
+//! table holds accounts, sessions, tokens and the audit trail beside the
+//! counters, so every statement on its items names the partitions its
+//! command reaches (`dynamodb:LeadingKeys`) with the actions it makes
+//! there. Those statements are generated from the code's own list
+//! (`store::keys::METRICS_ACCESS`, by `metrics_statements`) and written into
+//! the files by `make docs` (`northwind-ops docs --write docs`); the other
+//! statements (the orders table, its stream, CloudWatch, logs) are the
+//! files' own. The tests below hold each file to what the code generates.
 
+use crate::server::store::keys::{METRICS_ACCESS, METRICS_PARTITIONS, MetricsAccess, leading_keys_pattern};
 use serde_json::{Value, json};
 
-/// What the console's tasks need (`serve --no-consumer`, and what it would
-/// need with its own consumer and reconciliation).
+/// The web tier alone: `serve --no-consumer`, the stack's console tasks
+/// (the Lambda consumes the stream). It cannot delete, update or overwrite
+/// a checkpoint, nor update or delete an audit item.
+pub const WEB: &str = include_str!("../../../docs/iam/web.json");
+/// `serve` with its in-process consumer (and reconciliation).
 pub const SERVE: &str = include_str!("../../../docs/iam/serve.json");
 /// The Lambda consumer's execution role.
 pub const LAMBDA: &str = include_str!("../../../docs/iam/lambda.json");
 
 /// Every policy of `docs/iam/`, by file name.
-pub const POLICIES: [(&str, &str); 11] = [
+pub const POLICIES: [(&str, &str); 12] = [
     ("admin", include_str!("../../../docs/iam/admin.json")),
     ("advise", include_str!("../../../docs/iam/advise.json")),
     ("consume", include_str!("../../../docs/iam/consume.json")),
@@ -26,7 +34,163 @@ pub const POLICIES: [(&str, &str); 11] = [
     ("seed", include_str!("../../../docs/iam/seed.json")),
     ("serve-provision", include_str!("../../../docs/iam/serve-provision.json")),
     ("serve", SERVE),
+    ("web", WEB),
 ];
+
+/// The metrics table as `docs/iam/` names it.
+const METRICS_ARN: &str = "arn:aws:dynamodb:${Region}:${Account}:table/northwind-metrics";
+/// The actions on the metrics table's items that the generated statements
+/// grant, and no hand-written statement may.
+const READ_ACTIONS: [&str; 3] = ["dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query"];
+const ITEM_ACTIONS: [&str; 9] = [
+    "dynamodb:BatchGetItem",
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:Scan",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+];
+
+/// One statement on the metrics table's items: `actions` on the partitions
+/// `families`, and never on a request without a partition key (a Scan).
+fn metrics_statement(sid: &str, actions: &[&str], families: &[&str]) -> Value {
+    json!({
+        "Sid": sid,
+        "Effect": "Allow",
+        "Action": actions,
+        "Resource": [METRICS_ARN],
+        "Condition": {
+            "ForAllValues:StringLike": {
+                "dynamodb:LeadingKeys": families.iter().map(|f| leading_keys_pattern(f)).collect::<Vec<_>>()
+            },
+            "Null": { "dynamodb:LeadingKeys": "false" }
+        }
+    })
+}
+
+/// The statements of a command's policy on the metrics table's items, from
+/// what its code does there: one for its reads, and one per set of write
+/// actions, each naming the partitions that take exactly that set (so an
+/// audit partition, only ever put, is in a statement without UpdateItem
+/// or DeleteItem).
+pub fn metrics_statements(access: &MetricsAccess) -> Vec<Value> {
+    let ordered = |list: &[&str]| METRICS_PARTITIONS.into_iter().filter(|f| list.contains(f)).collect::<Vec<_>>();
+    let mut statements = Vec::new();
+    if !access.reads.is_empty() {
+        statements.push(metrics_statement("MetricsReads", &READ_ACTIONS, &ordered(access.reads)));
+    }
+    let sets: [(&str, [bool; 3]); 7] = [
+        ("MetricsPutsUpdatesAndDeletes", [true, true, true]),
+        ("MetricsPutsAndUpdates", [true, true, false]),
+        ("MetricsUpdatesAndDeletes", [false, true, true]),
+        ("MetricsPutsAndDeletes", [true, false, true]),
+        ("MetricsPutsOnly", [true, false, false]),
+        ("MetricsUpdatesOnly", [false, true, false]),
+        ("MetricsDeletesOnly", [false, false, true]),
+    ];
+    let actions = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"];
+    for (sid, set) in sets {
+        let families: Vec<&str> = METRICS_PARTITIONS
+            .into_iter()
+            .filter(|f| [access.puts, access.updates, access.deletes].map(|list| list.contains(f)) == set)
+            .collect();
+        if !families.is_empty() {
+            let mut granted: Vec<&str> = actions.iter().zip(set).filter(|(_, on)| *on).map(|(a, _)| *a).collect();
+            granted.sort_unstable();
+            statements.push(metrics_statement(sid, &granted, &families));
+        }
+    }
+    statements
+}
+
+/// Whether a statement of a policy file grants actions on the metrics
+/// table's items (and is then generated).
+fn on_metrics_items(statement: &Value) -> bool {
+    let listed = |value: &Value| match value {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(items) => items.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+        _ => vec![],
+    };
+    listed(&statement["Resource"]).iter().any(|r| r == METRICS_ARN)
+        && listed(&statement["Action"]).iter().any(|a| ITEM_ACTIONS.contains(&a.as_str()))
+}
+
+/// A policy file as the code makes it: its own statements, and those on the
+/// metrics table's items generated where the first of them stood (at the
+/// end when it had none).
+pub fn generated(command: &str, committed: &str) -> String {
+    // The texts are this crate's own files, checked by the tests below.
+    let mut policy: Value = serde_json::from_str(committed).expect("the docs/iam policies are JSON");
+    if let Some(access) = METRICS_ACCESS.iter().find(|access| access.command == command) {
+        let statements = policy["Statement"].as_array_mut().expect("a policy has statements");
+        let at = statements.iter().position(on_metrics_items).unwrap_or(statements.len());
+        statements.retain(|s| !on_metrics_items(s));
+        let at = at.min(statements.len());
+        statements.splice(at..at, metrics_statements(access));
+    }
+    let mut text = serde_json::to_string_pretty(&policy).expect("JSON prints");
+    text.push('\n');
+    text
+}
+
+/// IAM's StringLike: `*` any run of characters, `?` any one.
+fn like(pattern: &str, text: &str) -> bool {
+    match pattern.chars().next() {
+        None => text.is_empty(),
+        Some('*') => (0..=text.len()).filter(|i| text.is_char_boundary(*i)).any(|i| like(&pattern[1..], &text[i..])),
+        Some(c) => {
+            let mut chars = text.chars();
+            chars.next().is_some_and(|t| c == '?' || c == t) && like(&pattern[c.len_utf8()..], chars.as_str())
+        }
+    }
+}
+
+/// Whether the policy `text` (a file of `docs/iam/`) allows `action` on an
+/// item of `table` (as `docs/iam/` names it: `northwind-orders`,
+/// `northwind-metrics`) or one of its indexes, whose partition key is `pk`
+/// (`None`: the request names none, a Scan), as IAM reads its statements:
+/// an Allow whose Action and Resource match and whose conditions hold (a
+/// condition this reader does not know never holds). For the tests that
+/// hold each role's policy to the calls its code makes.
+pub fn allows(text: &str, action: &str, table: &str, pk: Option<&str>) -> bool {
+    let Ok(policy) = serde_json::from_str::<Value>(text) else { return false };
+    let listed = |value: &Value| match value {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(items) => items.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+        _ => vec![],
+    };
+    let arn = format!("arn:aws:dynamodb:${{Region}}:${{Account}}:table/{table}");
+    let on_table = |resource: &str| like(resource, &arn) || like(resource, &format!("{arn}/index/GSI"));
+    let holds = |condition: &Value| match condition {
+        Value::Null => true,
+        Value::Object(tests) => tests.iter().all(|(operator, keys)| match operator.as_str() {
+            "ForAllValues:StringLike" => keys.as_object().is_some_and(|keys| {
+                keys.iter().all(|(key, patterns)| {
+                    key == "dynamodb:LeadingKeys" && pk.is_some_and(|pk| listed(patterns).iter().any(|p| like(p, pk)))
+                })
+            }),
+            "Null" => keys.as_object().is_some_and(|keys| {
+                keys.iter().all(|(key, null)| key == "dynamodb:LeadingKeys" && (null == "true") == pk.is_none())
+            }),
+            _ => false,
+        }),
+        _ => false,
+    };
+    policy["Statement"].as_array().into_iter().flatten().any(|statement| {
+        statement["Effect"] == "Allow"
+            && listed(&statement["Action"]).iter().any(|a| like(a, action))
+            && listed(&statement["Resource"]).iter().any(|r| on_table(r))
+            && holds(&statement["Condition"])
+    })
+}
+
+/// Every policy file as the code makes it, by its path under `docs/`.
+pub fn generated_files() -> Vec<(String, String)> {
+    POLICIES.iter().map(|(name, text)| (format!("iam/{name}.json"), generated(name, text))).collect()
+}
 
 /// The tables' names as `docs/iam/` writes them.
 const DOC_ORDERS: &str = "table/northwind-orders";
@@ -63,11 +227,10 @@ fn substituted(value: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::store::keys::{self, METRICS_ACCESS, leading_keys_pattern};
+    use crate::server::store::keys::{self, AUDIT_PARTITIONS};
     use chrono::NaiveDate;
     use std::collections::BTreeSet;
 
-    const METRICS_ARN: &str = "arn:aws:dynamodb:${Region}:${Account}:table/northwind-metrics";
     const READS: [&str; 4] = ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:Scan"];
     const WRITES: [&str; 5] = [
         "dynamodb:PutItem",
@@ -112,20 +275,6 @@ mod tests {
             .collect()
     }
 
-    /// IAM's StringLike: `*` any run of characters, `?` any one.
-    fn like(pattern: &str, text: &str) -> bool {
-        match pattern.chars().next() {
-            None => text.is_empty(),
-            Some('*') => {
-                (0..=text.len()).filter(|i| text.is_char_boundary(*i)).any(|i| like(&pattern[1..], &text[i..]))
-            }
-            Some(c) => {
-                let mut chars = text.chars();
-                chars.next().is_some_and(|t| c == '?' || c == t) && like(&pattern[c.len_utf8()..], chars.as_str())
-            }
-        }
-    }
-
     fn allows(command: &str, actions: &[&str], pk: &str) -> bool {
         on_metrics_items(command, actions).iter().any(|(_, patterns)| patterns.iter().any(|p| like(p, pk)))
     }
@@ -142,30 +291,80 @@ mod tests {
     }
 
     #[test]
-    fn each_policy_reaches_the_metrics_partitions_of_its_command_and_no_other() {
+    fn every_policy_file_is_what_the_code_generates() {
+        for (name, text) in POLICIES {
+            assert!(
+                generated(name, text) == text,
+                "docs/iam/{name}.json is not what store::keys::METRICS_ACCESS makes of it: run `make docs`\n{}",
+                generated(name, text)
+            );
+        }
+        for access in METRICS_ACCESS {
+            assert!(POLICIES.iter().any(|(name, _)| *name == access.command), "docs/iam/{}.json", access.command);
+        }
+    }
+
+    #[test]
+    fn each_policy_reaches_the_metrics_partitions_of_its_command_with_its_actions_and_no_other() {
+        let wanted = |list: &[&str]| list.iter().map(|p| leading_keys_pattern(p)).collect::<BTreeSet<_>>();
+        let union = |statements: Vec<(String, BTreeSet<String>)>| {
+            statements.into_iter().flat_map(|(_, patterns)| patterns).collect::<BTreeSet<_>>()
+        };
         for access in METRICS_ACCESS {
             let command = access.command;
-            let wanted = |list: &[&str]| list.iter().map(|p| leading_keys_pattern(p)).collect::<BTreeSet<_>>();
-            let union = |statements: Vec<(String, BTreeSet<String>)>| {
-                statements.into_iter().flat_map(|(_, patterns)| patterns).collect::<BTreeSet<_>>()
-            };
-            assert_eq!(union(on_metrics_items(command, &WRITES)), wanted(access.writes), "{command}: writes");
+            for (action, list) in [
+                ("dynamodb:PutItem", access.puts),
+                ("dynamodb:UpdateItem", access.updates),
+                ("dynamodb:DeleteItem", access.deletes),
+            ] {
+                assert_eq!(union(on_metrics_items(command, &[action])), wanted(list), "{command}: {action}");
+            }
+            for action in ["dynamodb:BatchWriteItem", "dynamodb:ConditionCheckItem", "dynamodb:Scan"] {
+                assert!(on_metrics_items(command, &[action]).is_empty(), "{command}: {action}");
+            }
             let reads = union(on_metrics_items(command, &READS));
             assert!(reads.is_superset(&wanted(access.reads)), "{command}: reads {reads:?}");
-            let reachable: BTreeSet<String> = wanted(access.reads).union(&wanted(access.writes)).cloned().collect();
+            let writes: Vec<&str> = access.writes().collect();
+            let reachable: BTreeSet<String> = wanted(access.reads).union(&wanted(&writes)).cloned().collect();
             assert!(reads.is_subset(&reachable), "{command}: reads {reads:?} beyond {reachable:?}");
-            for statement in statements(command) {
-                let metrics = strings(&statement["Resource"]).iter().any(|r| r == METRICS_ARN);
-                assert!(
-                    !(metrics && strings(&statement["Action"]).iter().any(|a| a == "dynamodb:Scan")),
-                    "{command}: a Scan of the metrics table reads every partition"
-                );
-            }
         }
         for command in ["provision", "serve-provision"] {
             assert!(keys::metrics_access(command).is_none());
             let items: Vec<&str> = READS.iter().chain(&WRITES).copied().collect();
             assert!(on_metrics_items(command, &items).is_empty(), "{command} reads or writes no item");
+        }
+    }
+
+    /// The test: the internet-facing web tier (and serve with its
+    /// consumer) can add to the audit trail but never update or delete an
+    /// item of it; the web tier alone cannot write a checkpoint at all.
+    #[test]
+    fn the_web_tier_cannot_delete_or_change_audit_items_or_checkpoints() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+        let audit = [keys::audit_order_pk("o-1"), keys::audit_day_pk(day, 3), keys::audit_actor_pk("alice", 0)];
+        let checkpoint = keys::checkpoint_key("arn:aws:dynamodb:us-east-1:1:table/o/stream/x", "shardId-1").0;
+        assert_eq!(audit.iter().filter_map(|pk| keys::partition_of(pk)).collect::<Vec<_>>(), AUDIT_PARTITIONS);
+        for command in ["web", "serve"] {
+            for pk in audit.iter().chain([&checkpoint]) {
+                assert!(!allows(command, &["dynamodb:DeleteItem"], pk), "{command} may delete {pk}");
+            }
+            for pk in &audit {
+                assert!(!allows(command, &["dynamodb:UpdateItem"], pk), "{command} may update {pk}");
+                assert!(allows(command, &["dynamodb:PutItem"], pk), "{command} appends to {pk}");
+            }
+        }
+        assert!(!allows("web", &WRITES, &checkpoint), "the web tier writes no checkpoint");
+        assert!(allows("web", &READS, &checkpoint), "reconciliation anchors at the checkpoints");
+        assert!(allows("serve", &["dynamodb:UpdateItem"], &checkpoint), "the in-process consumer moves them");
+        for command in POLICIES.map(|(name, _)| name) {
+            for pk in &audit {
+                let change = ["dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"];
+                assert!(!allows(command, &change, pk), "{command} may change {pk}");
+            }
+        }
+        // What the web tier does delete: a session, a sale plan, its lease.
+        for pk in [keys::session_key("s-1").0, keys::sale_plan_key("bf").0, keys::reconcile_reader_key("arn").0] {
+            assert!(allows("web", &["dynamodb:DeleteItem"], &pk), "web deletes {pk}");
         }
     }
 
@@ -179,12 +378,13 @@ mod tests {
                 assert!(!allows(command, &items, pk), "{command} reaches {pk}");
             }
         }
-        for command in ["serve", "admin"] {
+        for command in ["web", "serve", "admin"] {
             for pk in &credentials[..2] {
                 assert!(allows(command, &WRITES, pk), "{command} writes {pk}");
             }
         }
         assert!(allows("serve", &WRITES, &credentials[2]), "serve keeps the sessions");
+        assert!(allows("web", &WRITES, &credentials[2]), "so does the web tier alone");
         // What the consumers write, they may write.
         for (command, pk) in [
             ("lambda", keys::applied_key("e-1").0),
@@ -200,6 +400,20 @@ mod tests {
         }
         assert!(!allows("consume", &WRITES, &keys::applied_key("e-1").0), "the markers are the Lambda's");
         assert!(!allows("advise", &WRITES, &keys::capacity_pk(day)), "advise writes nothing");
+    }
+
+    #[test]
+    fn the_policy_reader_reads_statements_as_iam_does() {
+        let read = super::allows;
+        let audit = keys::audit_order_pk("o-1");
+        assert!(read(WEB, "dynamodb:PutItem", "northwind-metrics", Some(&audit)));
+        assert!(!read(WEB, "dynamodb:DeleteItem", "northwind-metrics", Some(&audit)));
+        assert!(!read(WEB, "dynamodb:PutItem", "northwind-metrics", None), "no key: the Null condition");
+        assert!(!read(WEB, "dynamodb:Query", "northwind-metrics", Some("ORDER#o-1")), "no such partition");
+        assert!(read(WEB, "dynamodb:PutItem", "northwind-orders", Some("ORDER#o-1")), "the orders table");
+        assert!(read(WEB, "dynamodb:Query", "northwind-orders", Some("STATUS#PENDING#2026-11-29#0")), "its GSIs");
+        assert!(!read(WEB, "dynamodb:DeleteItem", "northwind-orders", Some("ORDER#o-1")));
+        assert!(!read(WEB, "dynamodb:PutItem", "shop-orders", Some("ORDER#o-1")), "another table");
     }
 
     #[test]

@@ -39,6 +39,15 @@ pub use capacity::{
     billing_parameter, parameter,
 };
 
+/// An image by digest: a tag is mutable (ECS resolves it at each task
+/// start, Lambda once at deploy time, so the two could run different
+/// code); a digest is one image.
+pub const IMAGE_BY_DIGEST: &str = r"^[^@\s]+@sha256:[0-9a-f]{64}$";
+
+/// The condition that the console's tasks consume the stream themselves
+/// (`ConsumerRunsIn=console`).
+const IN_PROCESS: &str = "ConsumerInProcess";
+
 /// The largest template CloudFormation takes from S3. It is over the
 /// 51,200 bytes `aws cloudformation deploy` takes from a file (alarms and
 /// auto scaling for every table and index, in either billing mode), so the
@@ -141,6 +150,7 @@ pub fn template(deployment: &Deployment) -> Value {
     for (role, def) in deployment.tables() {
         resources.insert(role.logical_id().into(), table(role, def));
     }
+    conditions.insert(IN_PROCESS.into(), json!({ "Fn::Equals": [reference("ConsumerRunsIn"), "console"] }));
     capacity::add(deployment, &mut parameters, &mut conditions, &mut resources);
     consumer::add(deployment, &mut parameters, &mut conditions, &mut resources);
     console::add(deployment, &mut parameters, &mut conditions, &mut resources);
@@ -163,7 +173,24 @@ fn deployment_parameters() -> Map<String, Value> {
     let mut parameters = Map::new();
     parameters.insert(
         "ImageUri".into(),
-        json!({ "Type": "String", "Description": "The Northwind Ops image (make image, pushed to ECR)" }),
+        json!({
+            "Type": "String",
+            "AllowedPattern": IMAGE_BY_DIGEST,
+            "ConstraintDescription": "the image by digest: REPOSITORY@sha256:<64 hex digits>, not a tag",
+            "Description": "The Northwind Ops image by digest (make image, pushed to ECR: REPOSITORY@sha256:...), \
+                            the same for the console's tasks and the consumer"
+        }),
+    );
+    parameters.insert(
+        "ConsumerRunsIn".into(),
+        json!({
+            "Type": "String",
+            "AllowedValues": ["lambda", "console"],
+            "Default": "lambda",
+            "Description": "Who consumes the orders stream: the Lambda function (the console's tasks then run \
+                            serve --no-consumer, with the web tier's policy), or the console's tasks (the \
+                            function's mapping is disabled; the tasks take the serve policy)"
+        }),
     );
     parameters.insert(
         "Architecture".into(),
@@ -231,8 +258,12 @@ fn outputs() -> Value {
     let mut outputs = json!({
         "OrdersStreamArn": { "Value": { "Fn::GetAtt": ["OrdersTable", "StreamArn"] } },
         "ServePolicyArn": {
-            "Description": "The serve policy: attach it to whatever runs serve outside this stack",
+            "Description": "The policy of serve with its in-process consumer, for whatever runs it outside this stack",
             "Value": { "Ref": "ServePolicy" }
+        },
+        "WebPolicyArn": {
+            "Description": "The policy of serve --no-consumer (the web tier alone), for whatever runs it outside this stack",
+            "Value": { "Ref": "WebPolicy" }
         },
         "DeadLetterQueueUrl": { "Value": { "Ref": "ConsumerDeadLetters" } },
         "AlarmTopicArn": { "Value": { "Ref": "AlarmTopic" } }
@@ -310,15 +341,13 @@ fn provisioned_condition(role: TableRole) -> String {
     format!("{}Provisioned", role.prefix())
 }
 
-/// How `serve` in the stack treats the orders stream: it runs its
-/// in-process consumer, which counts only while the recorded consumer mode
-/// is `serve` (`stream::registry`); the Lambda function records `lambda` at
-/// its first batch, so the tasks stand down until an admin switches to
-/// `serve` (`consumer use serve`), and take over at the shared checkpoints
-/// then. Its reconciliation, anchored at the shard checkpoints, runs every
-/// `ReconcileMinutes` (console.rs).
-fn consumer_mode_environment() -> Vec<(&'static str, &'static str)> {
-    vec![("NORTHWIND_NO_CONSUMER", "false")]
+/// How `serve` in the stack treats the orders stream: it runs no consumer
+/// of its own while the Lambda function consumes the stream (two would
+/// count every change twice; the function's mapping is disabled when the
+/// tasks consume). Its reconciliation, anchored at the consumer's shard
+/// checkpoints, runs every `ReconcileMinutes` (console.rs).
+fn consumer_mode_environment() -> Vec<(&'static str, Value)> {
+    vec![("NORTHWIND_NO_CONSUMER", if_(IN_PROCESS, json!("false"), json!("true")))]
 }
 
 /// `Retain` on deletion and on replacement: for what holds data.
@@ -409,11 +438,16 @@ mod tests {
     }
 
     #[test]
-    fn serve_in_the_stack_runs_a_consumer_guarded_by_the_mode_and_reconciles_against_the_checkpoints() {
+    fn serve_in_the_stack_consumes_only_where_the_stack_says_and_reconciles_against_the_checkpoints() {
         let environment = consumer_mode_environment();
-        assert!(environment.contains(&("NORTHWIND_NO_CONSUMER", "false")), "it counts when the mode is serve");
+        let no_consumer = if_(IN_PROCESS, json!("false"), json!("true"));
+        assert!(environment.contains(&("NORTHWIND_NO_CONSUMER", no_consumer)));
         let template = template(&deployment(TableCapacity::OnDemand));
+        assert_eq!(template["Parameters"]["ConsumerRunsIn"]["Default"], "lambda");
         let mapping = &template["Resources"]["ConsumerEvents"]["Properties"];
+        assert_eq!(mapping["Enabled"], if_(IN_PROCESS, json!(false), json!(true)), "one consumer at a time");
+        let role = &template["Resources"]["TaskRole"]["Properties"]["ManagedPolicyArns"];
+        assert_eq!(role, &json!([if_(IN_PROCESS, reference("ServePolicy"), reference("WebPolicy"))]));
         assert!(mapping["TumblingWindowInSeconds"].as_u64().is_some_and(|w| w > 0), "the Lambda writes checkpoints");
         assert_eq!(mapping["ParallelizationFactor"], 1, "one batch of a shard at a time");
         let serve =

@@ -10,12 +10,13 @@ pub mod openapi;
 use answers::*;
 
 use crate::model::{Access, Permission};
+use crate::model::{AccountView, NewAccount, NewToken, PendingMetrics, PendingOrder, RoleChange};
 use crate::model::{
     AuditListing, AuditParams, BulkReport, BulkRequest, CapacityReport, LiveEvent, Me, NewOrder, Order, OrderPage,
     PageParams, PendingPage, PendingParams, QualityReport, Readiness, Rehearsal, Rehearsals, SaleOutcome, SalePlan,
     SalePlanInput, ShardsWritten, StatusChange,
 };
-use crate::model::{ConsumerModeState, ConsumerModeSwitch, NewToken, PendingMetrics, PendingOrder};
+use crate::model::{ConsumerModeState, ConsumerModeSwitch};
 use crate::server::auth::Principal;
 use crate::server::auth::access::Routes;
 use crate::server::auth::client::ClientAddr;
@@ -80,6 +81,8 @@ pub fn routes() -> Routes<AppState> {
         .get("/api/audit", administer, audit)
         .get("/api/me", Access::SignedIn, me)
         .get("/api/admin/users", administer, accounts)
+        .post("/api/admin/users", administer, add_account)
+        .post("/api/admin/users/{name}/role", administer, set_role)
         .post("/api/admin/users/{name}/disable", administer, disable_account)
         .get("/api/admin/tokens", administer, tokens)
         .post("/api/admin/tokens", administer, create_token)
@@ -670,6 +673,41 @@ async fn accounts(State(state): State<AppState>, by: Principal) -> Result<Json<A
     Ok(Json(Accounts { users: state.service.accounts(&by).await? }))
 }
 
+/// Adds a local account, signing in with the password given
+#[utoipa::path(
+    post, path = "/api/admin/users", tag = "accounts",
+    request_body = NewAccount,
+    responses((status = 201, description = "The account", body = AccountView), (status = 409, description = "An account of that name exists", body = ErrorBody))
+)]
+async fn add_account(
+    State(state): State<AppState>,
+    by: Principal,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<(StatusCode, Json<AccountView>), ApiError> {
+    let new: NewAccount = parse_json(&headers, &body)?;
+    Ok((StatusCode::CREATED, Json(state.service.add_account(&new, &by).await?)))
+}
+
+/// Gives an account another role; it applies within a second on every instance
+#[utoipa::path(
+    post, path = "/api/admin/users/{name}/role", tag = "accounts",
+    params(("name" = String, Path, description = "The account's name")),
+    request_body = RoleChange,
+    responses((status = 200, description = "The role is set", body = RoleSet), (status = 404, description = "No such account", body = ErrorBody))
+)]
+async fn set_role(
+    State(state): State<AppState>,
+    by: Principal,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<RoleSet>, ApiError> {
+    let change: RoleChange = parse_json(&headers, &body)?;
+    state.service.set_role(&name, change.role, &by).await?;
+    Ok(Json(RoleSet { name, role: change.role }))
+}
+
 /// Stops an account signing in; its sessions end within a second on every instance
 #[utoipa::path(
     post, path = "/api/admin/users/{name}/disable", tag = "accounts",
@@ -784,13 +822,13 @@ async fn health() -> Json<ProbeAnswer> {
     Json(ProbeAnswer { status: "ok" })
 }
 
-/// Readiness: the store answers and the tables exist
+/// Readiness: the store answers and the tables exist (checked at most once a second, shared by every probe)
 #[utoipa::path(
     get, path = "/readyz", tag = "probes",
     responses((status = 200, description = "Ready", body = ProbeAnswer, example = json!({"status": "ready"})), (status = 503, description = "The store does not answer, or a table is missing", body = ErrorBody))
 )]
 async fn ready(State(state): State<AppState>) -> Result<Json<ProbeAnswer>, ApiError> {
-    state.service.store.ping().await?;
+    state.service.ready().await?;
     Ok(Json(ProbeAnswer { status: "ready" }))
 }
 

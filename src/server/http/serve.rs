@@ -13,7 +13,7 @@ use crate::server::auth::routes::{self, Provider, SignInState};
 use crate::server::auth::sessions::DynamoSessions;
 use crate::server::auth::{self, Auth, AuthSettings, Gate};
 use crate::server::http::config::{Limits, ServeArgs};
-use crate::server::rate_limit::ApiRate;
+use crate::server::rate_limit::{ApiRate, RateLimit};
 use crate::server::service::Service;
 use axum::Router;
 use axum::extract::ConnectInfo;
@@ -155,7 +155,14 @@ fn routed(service: Service, args: &ServeArgs, addr: SocketAddr) -> std::io::Resu
     let live = api::live_routes().route_layer(axum::middleware::from_fn(crate::server::http::telemetry::mark_route));
     let (app, table) = timed.merge(live).into_parts();
     let routes = Arc::new(table);
-    let gate = Gate { auth: auth.clone(), routes: routes.clone() };
+    let gate = Gate {
+        auth: auth.clone(),
+        routes: routes.clone(),
+        refusals_recorded: RateLimit::per_minute(
+            auth::REFUSALS_RECORDED_PER_MINUTE,
+            auth::REFUSALS_RECORDED_PER_MINUTE,
+        ),
+    };
     let router = app
         .layer(RequestBodyLimitLayer::new(limits.max_body_bytes as usize))
         .layer(axum::middleware::from_fn_with_state(gate, auth::guard))

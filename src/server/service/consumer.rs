@@ -21,6 +21,6 @@ impl Service {
         by: &Principal,
     ) -> Result<ConsumerModeState, ApiError> {
         by.require(Permission::Administer)?;
-        Ok(registry::switch_mode(&self.store, switch.mode, switch.expected_version, &by.actor.name).await?)
+        Ok(registry::switch_mode(&self.store, switch.mode, switch.expected_version, &by.actor, by.client).await?)
     }
 }

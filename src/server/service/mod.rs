@@ -50,6 +50,10 @@ const DASHBOARD_FRESH: Duration = Duration::from_secs(1);
 const DASHBOARD_STALE_LIMIT: Duration = Duration::from_secs(10);
 /// Distinct dashboard views kept at once.
 const DASHBOARD_VIEWS: u64 = 1_000;
+/// How long one readiness check answers every probe: `/readyz` needs no
+/// sign-in and sits behind a balancer, so however many ask, the store
+/// sees at most one DescribeTable a second from this instance.
+pub const READINESS_FRESH: Duration = Duration::from_secs(1);
 
 #[derive(Clone)]
 pub struct Service {
@@ -76,6 +80,8 @@ pub struct Service {
     advice: moka::future::Cache<NaiveDate, Arc<crate::server::capacity::report::Advice>>,
     /// Runs sale plans' rehearsals, when this process does.
     rehearser: Option<Arc<dyn rehearsal::Rehearser>>,
+    /// The last readiness check, failure included, for `READINESS_FRESH`.
+    readiness: moka::future::Cache<(), Result<(), crate::server::store::error::StoreError>>,
 }
 
 impl Service {
@@ -95,7 +101,17 @@ impl Service {
             capacity: figures::CapacitySettings::default(),
             advice: moka::future::Cache::builder().max_capacity(4).time_to_live(Duration::from_secs(60)).build(),
             rehearser: None,
+            readiness: moka::future::Cache::builder().max_capacity(1).time_to_live(READINESS_FRESH).build(),
         }
+    }
+
+    /// Whether the store answers and the orders table exists: one check at
+    /// most every `READINESS_FRESH`, its answer (a failure too) shared by
+    /// every probe meanwhile; probes that arrive while it runs wait for it
+    /// rather than start their own.
+    pub async fn ready(&self) -> Result<(), crate::server::store::error::StoreError> {
+        let store = self.store.clone();
+        self.readiness.get_with((), async move { store.ping().await }).await
     }
 
     /// Where capacity figures come from (`--capacity-source`).

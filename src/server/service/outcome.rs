@@ -255,6 +255,7 @@ mod tests {
             decay_minutes: 0,
             item_bytes: 700,
             consumer_records_per_second: None,
+            writer: Default::default(),
             updated_at: "2026-11-20T09:00:00Z".parse().unwrap(),
             updated_by: "alice".into(),
         }

@@ -102,6 +102,8 @@ impl Service {
             .into());
         }
         tracing::info!(plan = %plan.name, shards, scale = running.shape.scale, "rehearsal started");
+        let detail = format!("{shards} shards, scale {}", running.shape.scale);
+        self.record(crate::model::AuditKind::RehearsalStarted, by, &plan.name, Some(detail)).await;
         Ok((running, rehearser))
     }
 
@@ -177,6 +179,7 @@ mod tests {
             decay_seconds: 7,
             tail_seconds: 3,
             writers: 32,
+            written_by: Default::default(),
         };
         let deadline = rehearsal_deadline(&shape);
         assert_eq!(deadline.as_secs(), 23 * 3 + 60);

@@ -7,16 +7,18 @@ use super::Service;
 use super::checks::check_text;
 use super::figures::window_days;
 use crate::model::{
-    DayShards, Invalid, MAX_ITEM_BYTES, MAX_PEAK, MAX_PHASE_MINUTES, MAX_PLAN_NAME, Permission, Readiness, SalePlan,
-    SalePlanInput, ShardsWritten, iso_millis,
+    AuditKind, DayShards, Invalid, MAX_ITEM_BYTES, MAX_PEAK, MAX_PHASE_MINUTES, MAX_PLAN_NAME, Permission, Readiness,
+    SalePlan, SalePlanInput, ShardsWritten, Writer, iso_millis,
 };
 use crate::server::auth::Principal;
+use crate::server::capacity::costs::{Definitions, MeasuredWrites};
 use crate::server::capacity::planner;
 use crate::server::capacity::readiness::{self, AutoScaling, HotObservation, Inputs};
 use crate::server::error::ApiError;
 use crate::server::store::error::{StoreError, Unavailable};
 use crate::server::store::usage::Resource;
 use crate::server::store::{CapacityDay, Recorded, ScalableTarget};
+use crate::server::stream::quality;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde_json::Value;
 
@@ -26,6 +28,19 @@ const MAX_DAYS_AHEAD: i64 = 400;
 const START_SKEW_SECONDS: i64 = 60;
 /// Days of recorded hot keys a readiness check weighs.
 pub const HOT_WINDOW_DAYS: u32 = 7;
+
+/// What the trail keeps of a plan as saved: its figures.
+fn plan_summary(plan: &SalePlan) -> String {
+    format!(
+        "peak {}/s from {}, ramp {} min, hold {} min, decay {} min, {} bytes an order",
+        plan.peak_orders_per_second,
+        iso_millis::format(&plan.start),
+        plan.ramp_minutes,
+        plan.hold_minutes,
+        plan.decay_minutes,
+        plan.item_bytes
+    )
+}
 
 /// A plan name: 1 to 64 characters, no control or text-direction characters.
 pub fn check_plan_name(name: &str) -> Result<(), Invalid> {
@@ -62,7 +77,7 @@ pub fn parse_plan(input: &SalePlanInput, now: DateTime<Utc>, by: &str) -> Result
     let item_bytes = match whole("itemBytes", input.item_bytes.as_ref())? {
         Some(bytes) if (1..=u64::from(MAX_ITEM_BYTES)).contains(&bytes) => bytes as u32,
         Some(bytes) => return Err(bad("itemBytes", format!("must be 1 to {MAX_ITEM_BYTES} bytes, not {bytes}"))),
-        None => planner::typical_item_bytes().map_err(|e| bad("itemBytes", e.to_string()))?.0,
+        None => planner::typical_item_bytes().map_err(|e| bad("itemBytes", e.to_string()))?,
     };
     let consumer = number("consumerRecordsPerSecond", input.consumer_records_per_second.as_ref())?;
     if let Some(rate) = consumer
@@ -70,6 +85,14 @@ pub fn parse_plan(input: &SalePlanInput, now: DateTime<Utc>, by: &str) -> Result
     {
         return Err(bad("consumerRecordsPerSecond", format!("must be a positive number, not {rate}")));
     }
+    let writer = match &input.writer {
+        None | Some(Value::Null) => Writer::default(),
+        Some(Value::String(text)) if text.trim().is_empty() => Writer::default(),
+        Some(Value::String(text)) => Writer::parse(text.trim()).ok_or_else(|| {
+            bad("writer", format!("must be one of {}, not {text:?}", Writer::ALL.map(Writer::as_str).join(", ")))
+        })?,
+        Some(other) => return Err(bad("writer", format!("must be text, not {other}"))),
+    };
     Ok(SalePlan {
         name,
         peak_orders_per_second: peak,
@@ -79,6 +102,7 @@ pub fn parse_plan(input: &SalePlanInput, now: DateTime<Utc>, by: &str) -> Result
         decay_minutes,
         item_bytes,
         consumer_records_per_second: consumer,
+        writer,
         updated_at: now,
         updated_by: by.to_string(),
     })
@@ -151,6 +175,7 @@ impl Service {
         by.require(Permission::PlanSales)?;
         let plan = parse_plan(input, Utc::now(), &by.actor.name)?;
         self.store.save_sale_plan(&plan, true).await?;
+        self.record(AuditKind::SalePlanCreated, by, &plan.name, Some(plan_summary(&plan))).await;
         Ok(plan)
     }
 
@@ -172,13 +197,18 @@ impl Service {
         }
         let plan = parse_plan(&input, Utc::now(), &by.actor.name)?;
         self.store.save_sale_plan(&plan, false).await?;
+        self.record(AuditKind::SalePlanChanged, by, &plan.name, Some(plan_summary(&plan))).await;
         Ok(plan)
     }
 
     pub async fn delete_sale_plan(&self, name: &str, by: &Principal) -> Result<(), ApiError> {
         by.require(Permission::PlanSales)?;
         check_plan_name(name)?;
-        if self.store.delete_sale_plan(name).await? { Ok(()) } else { Err(no_plan(name)) }
+        if !self.store.delete_sale_plan(name).await? {
+            return Err(no_plan(name));
+        }
+        self.record(AuditKind::SalePlanDeleted, by, name, None).await;
+        Ok(())
     }
 
     /// Writes the shard count the plan's peak needs (at least this server's
@@ -221,6 +251,12 @@ impl Service {
             };
             written.push(DayShards { date: day, outcome: outcome.into() });
         }
+        let days_written: Vec<String> =
+            written.iter().filter(|d| d.outcome == "written").map(|d| d.date.to_string()).collect();
+        if !days_written.is_empty() {
+            let detail = format!("{shards} shards for {}", days_written.join(", "));
+            self.record(AuditKind::ShardsWritten, by, &plan.name, Some(detail)).await;
+        }
         Ok(ShardsWritten { shards, days: written })
     }
 
@@ -230,13 +266,14 @@ impl Service {
         let plan = self.sale_plan(name).await?;
         let now = Utc::now();
         let days = plan.days();
-        let (recorded, throughput, hot, alarms, rehearsals, scaling, mode) = futures::try_join!(
+        let (recorded, throughput, hot, alarms, rehearsals, scaling, measured, mode) = futures::try_join!(
             self.store.recorded_shards_now(&days),
             self.throughput_or_unknown(),
             self.hot_history(now),
             self.alarms_or_unknown(),
             self.store.rehearsals(&plan.name, super::rehearsal::stale_before_ms()),
             self.scaling_or_error(),
+            self.measured_writes(now),
             self.store.consumer_mode(),
         )?;
         let autoscaling = match &scaling {
@@ -245,7 +282,7 @@ impl Service {
             Err(err) => AutoScaling::Failed(err),
         };
         let recorded: Vec<_> = days.iter().map(|d| (*d, recorded.get(d).copied().flatten())).collect();
-        let (_, audit_bytes) = planner::typical_item_bytes().map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let definitions = Definitions::program();
         let (observations, observed_minutes) = hot;
         Ok(readiness::assess(&Inputs {
             plan: &plan,
@@ -255,8 +292,8 @@ impl Service {
             metrics_table: self.store.metrics_table(),
             configured_shards: self.store.shards(),
             recorded: &recorded,
-            gsi2_entry_bytes: self.gsi2_entry_bytes()?,
-            audit_bytes,
+            definitions: &definitions,
+            measured: Some(&measured),
             throughput: throughput.as_deref(),
             stream_shards: None,
             hot: &observations,
@@ -308,6 +345,34 @@ impl Service {
             tracing::warn!(error = %err, "the tables' auto scaling could not be read");
             err.to_string()
         }))
+    }
+
+    /// The stream's pricing of the orders table's records over the window
+    /// (the quality items the consumer writes every hour), by table and
+    /// index: what an order costs as it is really written.
+    async fn measured_writes(&self, now: DateTime<Utc>) -> Result<MeasuredWrites, StoreError> {
+        let days = window_days(now.date_naive(), HOT_WINDOW_DAYS);
+        let read = futures::future::try_join_all(days.iter().map(|day| self.store.quality_items(*day))).await?;
+        let table = self.store.orders_table();
+        let index_prefix = format!("{table}/");
+        let mut measured = MeasuredWrites::default();
+        for (day, items) in days.iter().zip(read) {
+            let (records, units) = quality::priced_writes(&items);
+            if records == 0 {
+                continue;
+            }
+            measured.days.push(*day);
+            measured.records += records;
+            for (resource, n) in units {
+                let name = match resource.strip_prefix(&index_prefix) {
+                    Some(index) => index.to_string(),
+                    None if resource == table => "table".to_string(),
+                    None => continue,
+                };
+                *measured.units.entry(name).or_default() += n;
+            }
+        }
+        Ok(measured)
     }
 
     /// The GSI1 keys recorded hot over the window, each with the index's

@@ -320,7 +320,7 @@ pub async fn run(store: Arc<Store>, args: &LoadgenArgs) -> Result<LoadReport, St
     let started = Instant::now();
 
     let progress = progress_bar(args, started, tally.clone());
-    let closer = tokio::spawn(close_orders(store.clone(), close_rx, tally.clone()));
+    let closer = tokio::spawn(close_orders(store.clone(), close_rx, tally.clone(), args.mode));
     let writers: Vec<_> = (0..args.writers)
         .map(|_| {
             let (store, rx, tally, ids, acks, close_tx) =
@@ -501,8 +501,14 @@ async fn write_in_batches(
 }
 
 /// The operations side: confirms (nine in ten) or cancels each order when
-/// its time comes.
-async fn close_orders(store: Arc<Store>, mut rx: mpsc::UnboundedReceiver<(Instant, String)>, tally: Arc<Tally>) {
+/// its time comes, as the orders were written (`WriteMode::Service`: the
+/// order service's plain update; else this console's transaction).
+async fn close_orders(
+    store: Arc<Store>,
+    mut rx: mpsc::UnboundedReceiver<(Instant, String)>,
+    tally: Arc<Tally>,
+    mode: WriteMode,
+) {
     let mut due: BinaryHeap<Reverse<(Instant, String)>> = BinaryHeap::new();
     let gate = Arc::new(tokio::sync::Semaphore::new(8));
     loop {
@@ -530,7 +536,11 @@ async fn close_orders(store: Arc<Store>, mut rx: mpsc::UnboundedReceiver<(Instan
                     reason: Some("loadgen: the operations side"),
                     bulk_id: None,
                 };
-                if store.change_status(&change).await.is_ok() {
+                let closed = match mode {
+                    WriteMode::Service => store.change_status_as_service(&change).await.is_ok(),
+                    _ => store.change_status(&change).await.is_ok(),
+                };
+                if closed {
                     tally.closed.fetch_add(1, Ordering::Relaxed);
                 }
                 drop(permit);

@@ -11,10 +11,11 @@
 //! is the plan's: a design that throttles at the plan's peak throttles in
 //! the rehearsal. A peak already under the budget runs as it is (scale 1).
 
-use crate::model::{RehearsalFigures, RehearsalShape, SalePlan, ThrottleCount};
+use crate::model::{MeteredUnits, RehearsalFigures, RehearsalShape, SalePlan, ThrottleCount, Writer};
 use crate::server::service::rehearsal::{RehearsalRun, Rehearser};
 use crate::server::sim::loadgen::{LoadgenArgs, Profile, WriteMode};
 use crate::server::sim::rehearse::{self, DesignReport, RehearseOptions};
+use crate::server::sim::throttle::buckets::Kind;
 use crate::server::store::config::StoreConfig;
 use crate::server::store::error::Throttle;
 use std::time::Duration;
@@ -83,6 +84,7 @@ pub fn scaled_shape(plan: &SalePlan, shards: u32, budget: &RehearsalBudget) -> R
         decay_seconds,
         tail_seconds: budget.tail_seconds,
         writers: budget.writers,
+        written_by: plan.writer,
     }
 }
 
@@ -98,7 +100,12 @@ fn load(shape: &RehearsalShape) -> LoadgenArgs {
         decay: shape.decay_seconds,
         orders: None,
         writers: shape.writers,
-        mode: WriteMode::Realistic,
+        // As the plan's orders will be written: this console's transactions
+        // with audit records, or another service's plain writes.
+        mode: match shape.written_by {
+            Writer::Console => WriteMode::Realistic,
+            Writer::Service => WriteMode::Service,
+        },
         customers: 10_000,
         close_after: 10.0,
         seed: 1,
@@ -110,8 +117,28 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// Write units a change the proxy charged on the orders table, its
+/// indexes and the metrics table (named as `planner::prewarm` names them).
+fn metered(report: &DesignReport, base: &StoreConfig) -> Vec<MeteredUnits> {
+    let changes = (report.load.created + report.load.closed).max(1) as f64;
+    let orders = &base.orders_table;
+    let resources = [
+        ("table", orders.clone()),
+        ("GSI1", format!("{orders}/index/GSI1")),
+        ("GSI2", format!("{orders}/index/GSI2")),
+        ("metrics table", base.metrics_table.clone()),
+    ];
+    resources
+        .into_iter()
+        .map(|(resource, name)| MeteredUnits {
+            resource: resource.into(),
+            units_per_change: report.proxy.units.get(&(name, Kind::Write)).copied().unwrap_or(0.0) / changes,
+        })
+        .collect()
+}
+
 /// What the service keeps of a design's report.
-pub fn figures(report: &DesignReport) -> RehearsalFigures {
+pub fn figures(report: &DesignReport, base: &StoreConfig) -> RehearsalFigures {
     let throttles = report
         .proxy
         .reasons
@@ -138,6 +165,7 @@ pub fn figures(report: &DesignReport) -> RehearsalFigures {
         dashboard_failed: report.reads.failed,
         dashboard_p99_ms: report.reads.latency.as_ref().map(|l| ms(l.p99)),
         dashboard_readable: report.reads.readable(),
+        metered: metered(report, base),
     }
 }
 
@@ -152,7 +180,7 @@ impl Rehearser for ProxyRehearser {
             let options =
                 RehearseOptions { designs: vec![shape.shards], scale: shape.scale, load: load(&shape), read_every };
             let reports = rehearse::rehearse(&base, &options).await.map_err(|e| e.to_string())?;
-            reports.first().map(figures).ok_or_else(|| "the rehearsal ran no design".to_string())
+            reports.first().map(|r| figures(r, &base)).ok_or_else(|| "the rehearsal ran no design".to_string())
         })
     }
 }
@@ -171,6 +199,7 @@ mod tests {
             decay_minutes: decay,
             item_bytes: 700,
             consumer_records_per_second: None,
+            writer: Default::default(),
             updated_at: "2026-11-20T09:00:00Z".parse().unwrap(),
             updated_by: "alice".into(),
         }

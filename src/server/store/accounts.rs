@@ -89,8 +89,10 @@ impl Store {
     }
 
     /// Records an identity-provider account at sign-in: its role and name as
-    /// the provider says today. Leaves `disabled` as an admin set it.
-    pub async fn record_oidc_account(&self, account: &Account) -> Result<Account, StoreError> {
+    /// the provider says today. Leaves `disabled` as an admin set it. The
+    /// account as recorded, and as it was before (`None`: new), so that an
+    /// account added or a role changed by the provider is audited.
+    pub async fn record_oidc_account(&self, account: &Account) -> Result<(Account, Option<Account>), StoreError> {
         let (pk, sk) = keys::user_key(&account.name);
         let out = self
             .client
@@ -116,12 +118,28 @@ impl Store {
                 AttributeValue::S(account.display_name.clone().unwrap_or_else(|| account.name.clone())),
             )
             .expression_attribute_values(":created", AttributeValue::S(iso_millis::format(&account.created_at)))
-            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
             .send()
             .await;
         self.access.accounts.invalidate(&account.name);
         match unless_condition_failed(out)? {
-            Some(out) => Ok(serde_dynamo::from_item(out.attributes.unwrap_or_default())?),
+            Some(out) => {
+                // An engine may answer a new item's "old" attributes with its
+                // keys alone (Dynoxide does): no name, no account before.
+                let before: Option<Account> = match out.attributes.filter(|old| old.contains_key(attr::NAME)) {
+                    Some(old) => Some(serde_dynamo::from_item(old)?),
+                    None => None,
+                };
+                // What the update wrote: the provider's figures, the rest kept.
+                let now = Account {
+                    disabled: before.as_ref().is_some_and(|b| b.disabled),
+                    created_at: before.as_ref().map_or(account.created_at, |b| b.created_at),
+                    source: crate::model::AccountSource::Oidc,
+                    password_hash: None,
+                    ..account.clone()
+                };
+                Ok((now, before))
+            }
             None => Err(StoreError::Conflict(format!("{} is a local account's name", account.name))),
         }
     }

@@ -8,8 +8,20 @@ use crate::server::store::deltas::Deltas;
 use crate::server::store::error::{StoreError, Unavailable, unless_condition_failed};
 use crate::server::store::keys::{self, attr};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, CancellationReason, ReturnValue, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, CancellationReason, KeysAndAttributes, ReturnValue, TransactWriteItem, Update,
+};
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+/// How long a finished shard's checkpoint is kept (the metrics table's TTL,
+/// `expiresAt`, from when it was finished): the stream's retention (24
+/// hours: the shard's last record, written before it finished, is trimmed
+/// by then, and the closed shard stops being listed), and as much again,
+/// as DynamoDB trims records and deletes shards within that day but not to
+/// the second. Until then a listed shard's checkpoint is always there: one
+/// missing would read as "not started", and its records be applied again.
+pub const FINISHED_KEPT_SECS: i64 = 2 * 24 * 3600;
 
 /// How far a stream shard has been applied.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -82,7 +94,9 @@ pub struct CheckpointMove<'a> {
 }
 
 impl Store {
-    /// Every checkpoint of a stream, by shard id.
+    /// Every checkpoint of a stream, by shard id: its whole `CHECKPOINT#`
+    /// partition, every shard of the last two days (for tests and
+    /// inspection; a pass reads by key, `checkpoints_of`).
     pub async fn checkpoints(&self, stream_arn: &str) -> Result<HashMap<String, Checkpoint>, StoreError> {
         let items = self.metrics_partition(keys::checkpoint_pk(stream_arn), true).await?;
         let mut checkpoints = HashMap::new();
@@ -93,6 +107,40 @@ impl Store {
             }
         }
         Ok(checkpoints)
+    }
+
+    /// The checkpoints of `shard_ids`, read strongly consistent (BatchGetItem,
+    /// 100 keys a call), by shard id; a shard with none is absent. What a
+    /// pass reads, instead of the stream's whole `CHECKPOINT#` partition
+    /// (`checkpoints`), which holds every shard of the last two days.
+    pub async fn checkpoints_of(
+        &self,
+        stream_arn: &str,
+        shard_ids: &[String],
+    ) -> Result<HashMap<String, Checkpoint>, StoreError> {
+        let mut checkpoints = HashMap::new();
+        for chunk in shard_ids.chunks(100) {
+            let keys = chunk.iter().map(|id| super::key_item(keys::checkpoint_key(stream_arn, id))).collect();
+            let request = KeysAndAttributes::builder().set_keys(Some(keys)).consistent_read(true).build()?;
+            let items = self.batch_get(&self.metrics_table, request).await?;
+            self.count_checkpoint_reads(chunk.len());
+            for item in items {
+                let sk = item.get(keys::SK).and_then(|v| v.as_s().ok());
+                if let Some(shard) = sk.and_then(|sk| keys::parse_checkpoint_sk(sk)) {
+                    checkpoints.insert(shard.to_string(), checkpoint_of(&item));
+                }
+            }
+        }
+        Ok(checkpoints)
+    }
+
+    /// Checkpoint items this store has read (`checkpoints_of`, snapshots).
+    pub fn checkpoint_items_read(&self) -> u64 {
+        self.checkpoint_items_read.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn count_checkpoint_reads(&self, items: usize) {
+        self.checkpoint_items_read.fetch_add(items as u64, Ordering::Relaxed);
     }
 
     /// One shard's checkpoint, read strongly consistent (a commit just
@@ -239,10 +287,16 @@ impl Store {
             update = update.expression_attribute_values(":seq", AttributeValue::S(seq.to_string()));
         }
         if m.finished {
+            // A finished shard's checkpoint never moves again: it expires
+            // once the shard is no longer listed (`FINISHED_KEPT_SECS`).
+            let expires = chrono::Utc::now().timestamp() + FINISHED_KEPT_SECS;
             sets.push("#finished = :finished");
+            sets.push("#expires = :expires");
             update = update
                 .expression_attribute_names("#finished", attr::FINISHED)
-                .expression_attribute_values(":finished", AttributeValue::Bool(true));
+                .expression_attribute_names("#expires", attr::EXPIRES_AT)
+                .expression_attribute_values(":finished", AttributeValue::Bool(true))
+                .expression_attribute_values(":expires", AttributeValue::N(expires.to_string()));
         }
         match m.prev {
             Some(prev) => {

@@ -104,6 +104,14 @@ pub struct StoreConfig {
           value_parser = clap::value_parser!(u64).range(100..=120_000), global = true)]
     pub store_timeout_ms: u64,
 
+    /// How long the audit trail keeps a record, in days: each record is
+    /// written with the metrics table's TTL attribute (`expiresAt`) that far
+    /// ahead, and DynamoDB deletes it some time after. 0 (the default):
+    /// records are kept for ever. Applies to records written from then on
+    #[arg(long, env = "NORTHWIND_AUDIT_RETENTION_DAYS", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=36_500), global = true)]
+    pub audit_retention_days: u32,
+
     /// DynamoDB Streams endpoint, when it differs from --endpoint-url
     #[arg(long, env = "NORTHWIND_STREAMS_ENDPOINT_URL", global = true)]
     pub streams_endpoint_url: Option<String>,

@@ -13,6 +13,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -20,9 +21,20 @@ pub const DB_FILE: &str = "northwind.db";
 /// The store's own worker threads: one answers while another parses the
 /// next request; SQLite serves one at a time anyway.
 const STORE_THREADS: usize = 2;
+/// How long DynamoDB Streams keeps a record: the embedded store's stream
+/// keeps its records as long (Dynoxide itself keeps them forever).
+pub const STREAM_RETENTION: Duration = Duration::from_secs(24 * 3600);
+/// How often the stream's records older than that are deleted, and items
+/// past their TTL attribute.
+const MAINTAIN_EVERY: Duration = Duration::from_secs(10 * 60);
+/// Records deleted per SQLite transaction: Dynoxide's own requests wait
+/// for the write lock meanwhile (up to 5 s, then fail), so each is short.
+const TRIM_BATCH: i64 = 1000;
 
 pub struct Embedded {
     pub addr: SocketAddr,
+    /// What DynamoDB does by itself and Dynoxide does not.
+    upkeep: Upkeep,
     /// Cancelled to stop serving (on shutdown, or when dropped).
     stop: CancellationToken,
     /// Resolves when the store has stopped serving (its runtime's result).
@@ -39,6 +51,10 @@ pub enum EmbeddedError {
     Listen { addr: SocketAddr, source: std::io::Error },
     #[error("cannot start the embedded store's threads: {0}")]
     Threads(std::io::Error),
+    #[error("cannot sweep the embedded store's expired items: {0}")]
+    Sweep(String),
+    #[error("cannot trim the embedded store's stream in {path}: {source}")]
+    Trim { path: String, source: rusqlite::Error },
 }
 
 impl Embedded {
@@ -51,17 +67,34 @@ impl Embedded {
         let db = open_indexed(&path_text, &path_text)?;
         // The orders are personal data: the file is this user's alone.
         crate::server::fs::restrict(&path, 0o600).map_err(dir_error)?;
-        Self::serve(db, addr, &path_text)
+        let mut embedded = Self::serve(db, addr, &path_text)?;
+        embedded.upkeep.file = Some(path_text);
+        tokio::spawn(embedded.upkeep.clone().run(embedded.stop.clone()));
+        Ok(embedded)
+    }
+
+    /// Deletes the stream's records written before `cutoff` (see
+    /// `Upkeep::trim_stream`); the records deleted.
+    pub async fn trim_stream(&self, cutoff: chrono::DateTime<chrono::Utc>) -> Result<u64, EmbeddedError> {
+        self.upkeep.trim_stream(cutoff).await
+    }
+
+    /// Deletes the items past their TTL attribute; how many.
+    pub async fn sweep_expired(&self) -> Result<usize, EmbeddedError> {
+        self.upkeep.sweep_expired().await
     }
 
     /// Serves a store held in memory only, gone when it stops: a scratch
     /// store (a rehearsal's), where no disk should be part of what is measured.
     pub async fn in_memory(addr: SocketAddr) -> Result<Self, EmbeddedError> {
         let db = open_indexed(&memory_uri(), "memory")?;
-        Self::serve(db, addr, "memory")
+        let embedded = Self::serve(db, addr, "memory")?;
+        tokio::spawn(embedded.upkeep.clone().run(embedded.stop.clone()));
+        Ok(embedded)
     }
 
     fn serve(db: dynoxide::Database, addr: SocketAddr, path_text: &str) -> Result<Self, EmbeddedError> {
+        let handle = db.clone();
         let listen_error = |source| EmbeddedError::Listen { addr, source };
         let listener = std::net::TcpListener::bind(addr).map_err(listen_error)?;
         listener.set_nonblocking(true).map_err(listen_error)?;
@@ -86,7 +119,7 @@ impl Embedded {
             })
             .map_err(EmbeddedError::Threads)?;
         tracing::info!(%addr, path = %path_text, "embedded store (Dynoxide) listening");
-        Ok(Self { addr, stop, stopped: Some(stopped) })
+        Ok(Self { addr, upkeep: Upkeep { file: None, db: handle }, stop, stopped: Some(stopped) })
     }
 
     pub fn endpoint(&self) -> String {
@@ -141,6 +174,106 @@ fn index_stream_records(path: &str) {
     if let Err(error) = indexed {
         tracing::warn!(%error, path, "could not index the embedded store's stream records: its writes and stream reads \
                                       slow down as the stream grows");
+    }
+}
+
+/// What DynamoDB does by itself and Dynoxide 3.2 does not: trim the stream
+/// to 24 hours, and delete items past their TTL attribute (`expiresAt`:
+/// sessions, the Lambda's markers, finished shards' checkpoints). Neither
+/// has a switch in Dynoxide's server; the sweep is its `Database::sweep_ttl`,
+/// the trim a delete through a connection of this store's own.
+#[derive(Clone)]
+struct Upkeep {
+    /// The SQLite file, for trimming the stream (`None`: in memory, where a
+    /// second connection shares Dynoxide's cache and its table locks, which
+    /// do not wait: a trim there could fail a request; a scratch store is
+    /// short-lived anyway).
+    file: Option<String>,
+    /// Dynoxide's handle (its clones share one database).
+    db: dynoxide::Database,
+}
+
+impl Upkeep {
+    /// Deletes the stream's records written before `cutoff` (the newest
+    /// record stays, whatever its age); the records deleted. Done every
+    /// `MAINTAIN_EVERY` for records older than `STREAM_RETENTION`; a test
+    /// may name its own cutoff (a simulated clock). A store in memory is
+    /// not trimmed: 0.
+    async fn trim_stream(&self, cutoff: chrono::DateTime<chrono::Utc>) -> Result<u64, EmbeddedError> {
+        let Some(path) = self.file.clone() else { return Ok(0) };
+        let trimmed = tokio::task::spawn_blocking(move || {
+            trim_stream_records(&path, cutoff.timestamp()).map_err(|source| EmbeddedError::Trim { path, source })
+        });
+        trimmed.await.unwrap_or_else(|e| Err(EmbeddedError::Threads(std::io::Error::other(e))))
+    }
+
+    /// Deletes the items past their TTL attribute, as DynamoDB's TTL does
+    /// (Dynoxide's sweep lets waiting requests in between its pages).
+    async fn sweep_expired(&self) -> Result<usize, EmbeddedError> {
+        let db = self.db.clone();
+        match tokio::task::spawn_blocking(move || db.sweep_ttl()).await {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(e)) => Err(EmbeddedError::Sweep(e.to_string())),
+            Err(e) => Err(EmbeddedError::Threads(std::io::Error::other(e))),
+        }
+    }
+
+    /// Both, every `MAINTAIN_EVERY` (the first time at once: a store
+    /// reopened after a while), until `stop`.
+    async fn run(self, stop: CancellationToken) {
+        loop {
+            match self.trim_stream(chrono::Utc::now() - STREAM_RETENTION).await {
+                Ok(0) => {}
+                Ok(trimmed) => tracing::info!(trimmed, "embedded store: stream records older than 24 hours deleted"),
+                Err(error) => tracing::warn!(%error, "embedded store: could not trim the stream; tried again later"),
+            }
+            match self.sweep_expired().await {
+                Ok(0) => {}
+                Ok(swept) => tracing::info!(swept, "embedded store: expired items deleted"),
+                Err(error) => {
+                    tracing::warn!(%error, "embedded store: could not sweep expired items; tried again later")
+                }
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(MAINTAIN_EVERY) => {}
+            }
+        }
+    }
+}
+
+/// Deletes the records of Dynoxide's stream (`_stream_records`, every
+/// table's) created before `cutoff_secs` (its `created_at`, seconds since
+/// the epoch), oldest first, `TRIM_BATCH` a transaction, through a
+/// connection of its own (as `index_stream_records`; the file is in WAL
+/// mode, so readers go on). Rows are in the order written (`id`), so the
+/// oldest row says whether anything is left to delete. The newest record
+/// always stays: Dynoxide numbers a table's next record one past its
+/// highest (or from the clock, whichever is higher), and its numbers must
+/// never go back below a consumer's checkpoint. A reader whose position is
+/// among the records deleted reads on from the next one kept: Dynoxide
+/// never answers `TrimmedDataAccessException`, unlike DynamoDB.
+fn trim_stream_records(path: &str, cutoff_secs: i64) -> Result<u64, rusqlite::Error> {
+    let conn = rusqlite::Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    let mut deleted = 0u64;
+    loop {
+        let oldest: Option<i64> = conn
+            .query_row("SELECT created_at FROM _stream_records ORDER BY id LIMIT 1", [], |row| row.get(0))
+            .map(Some)
+            .or_else(|e| if e == rusqlite::Error::QueryReturnedNoRows { Ok(None) } else { Err(e) })?;
+        if oldest.is_none_or(|at| at >= cutoff_secs) {
+            return Ok(deleted);
+        }
+        let n = conn.execute(
+            "DELETE FROM _stream_records WHERE id IN (SELECT id FROM _stream_records ORDER BY id LIMIT ?2)              AND created_at < ?1 AND id < (SELECT MAX(id) FROM _stream_records)",
+            rusqlite::params![cutoff_secs, TRIM_BATCH],
+        )?;
+        if n == 0 {
+            // Only the newest record is left, and it stays.
+            return Ok(deleted);
+        }
+        deleted += n as u64;
     }
 }
 

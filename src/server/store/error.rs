@@ -120,6 +120,11 @@ impl StoreError {
         StoreError::Unavailable { kind, detail: detail.into(), throttles: Vec::new() }
     }
 
+    /// Whether DynamoDB refused it for throughput (it wrote nothing).
+    pub fn is_throttled(&self) -> bool {
+        matches!(self, StoreError::Unavailable { kind: Unavailable::Throttled, .. })
+    }
+
     /// The throttling reasons of an `Unavailable`, none for any other error.
     pub fn throttles(&self) -> &[Throttle] {
         match self {

@@ -14,8 +14,9 @@
 //! name only each action's table (see `error::cancelled_throttles`).
 
 use crate::server::store::error::{NOT_NAMED, Throttle, cancelled_throttles, throttling};
+use crate::server::store::keys;
 use crate::server::store::usage::ReadWrite;
-use crate::server::store::usage::{Resource, Usage};
+use crate::server::store::usage::{Access, Resource, Usage};
 use crate::server::telemetry;
 use aws_sdk_dynamodb::config::interceptors::{
     BeforeSerializationInterceptorContextMut, BeforeSerializationInterceptorContextRef, FinalizerInterceptorContextRef,
@@ -91,6 +92,7 @@ impl Intercept for Recorder {
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         let tables = ask_for_capacity(context.input_mut());
+        self.usage.accessed(item_accesses(context.input()));
         let started = cfg.load::<Call>().and_then(|c| c.started);
         cfg.interceptor_state().store_put(Call { started, tables });
         Ok(())
@@ -184,6 +186,86 @@ fn ask_for_capacity(input: &mut aws_smithy_runtime_api::client::interceptors::co
         input.return_consumed_capacity = indexes;
         let actions = input.transact_items.iter().flatten();
         return actions.map(|a| table_name(a.get().map_or("unknown", |g| g.table_name()))).collect();
+    }
+    Vec::new()
+}
+
+/// What a call does to which partitions, as IAM authorizes it: the action
+/// of each item it names (a transaction's actions one by one) with the
+/// partition family of its key.
+fn item_accesses(input: &aws_smithy_runtime_api::client::interceptors::context::Input) -> Vec<Access> {
+    type Item = std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>;
+    let family = |item: Option<&Item>| {
+        item.and_then(|item| item.get(keys::PK)).and_then(|pk| pk.as_s().ok()).and_then(|pk| keys::partition_of(pk))
+    };
+    let access = |action: &'static str, table: &str, family: Option<&'static str>| Access {
+        action,
+        table: table_name(table),
+        family,
+    };
+    let table = |name: Option<&str>| name.unwrap_or("unknown").to_string();
+    if let Some(i) = input.downcast_ref::<PutItemInput>() {
+        return vec![access("dynamodb:PutItem", &table(i.table_name()), family(i.item()))];
+    }
+    if let Some(i) = input.downcast_ref::<UpdateItemInput>() {
+        return vec![access("dynamodb:UpdateItem", &table(i.table_name()), family(i.key()))];
+    }
+    if let Some(i) = input.downcast_ref::<DeleteItemInput>() {
+        return vec![access("dynamodb:DeleteItem", &table(i.table_name()), family(i.key()))];
+    }
+    if let Some(i) = input.downcast_ref::<GetItemInput>() {
+        return vec![access("dynamodb:GetItem", &table(i.table_name()), family(i.key()))];
+    }
+    if let Some(i) = input.downcast_ref::<QueryInput>() {
+        // Its partition key is a value of its key condition.
+        let values = i.expression_attribute_values().into_iter().flat_map(|v| v.values());
+        let family = values.filter_map(|v| v.as_s().ok()).find_map(|pk| keys::partition_of(pk));
+        return vec![access("dynamodb:Query", &table(i.table_name()), family)];
+    }
+    if let Some(i) = input.downcast_ref::<ScanInput>() {
+        return vec![access("dynamodb:Scan", &table(i.table_name()), None)];
+    }
+    if let Some(i) = input.downcast_ref::<BatchGetItemInput>() {
+        let requests = i.request_items().into_iter().flatten();
+        return requests
+            .flat_map(|(t, r)| r.keys().iter().map(move |key| access("dynamodb:BatchGetItem", t, family(Some(key)))))
+            .collect();
+    }
+    if let Some(i) = input.downcast_ref::<BatchWriteItemInput>() {
+        let requests = i.request_items().into_iter().flatten();
+        return requests
+            .flat_map(|(t, writes)| {
+                writes.iter().map(move |w| {
+                    let key = w.put_request().map(|p| p.item()).or(w.delete_request().map(|d| d.key()));
+                    access("dynamodb:BatchWriteItem", t, family(key))
+                })
+            })
+            .collect();
+    }
+    if let Some(i) = input.downcast_ref::<TransactWriteItemsInput>() {
+        let actions = i.transact_items().iter();
+        return actions
+            .filter_map(|a| {
+                if let Some(put) = a.put() {
+                    Some(access("dynamodb:PutItem", put.table_name(), family(Some(put.item()))))
+                } else if let Some(update) = a.update() {
+                    Some(access("dynamodb:UpdateItem", update.table_name(), family(Some(update.key()))))
+                } else if let Some(delete) = a.delete() {
+                    Some(access("dynamodb:DeleteItem", delete.table_name(), family(Some(delete.key()))))
+                } else {
+                    let check = a.condition_check()?;
+                    Some(access("dynamodb:ConditionCheckItem", check.table_name(), family(Some(check.key()))))
+                }
+            })
+            .collect();
+    }
+    if let Some(i) = input.downcast_ref::<TransactGetItemsInput>() {
+        return i
+            .transact_items()
+            .iter()
+            .filter_map(|a| a.get())
+            .map(|get| access("dynamodb:GetItem", get.table_name(), family(Some(get.key()))))
+            .collect();
     }
     Vec::new()
 }

@@ -95,6 +95,22 @@ pub mod attr {
     pub const REHEARSAL_SINCE: &str = "runningSince";
     pub const REHEARSAL_LATEST: &str = "latest";
     pub const REHEARSAL_PREVIOUS: &str = "previous";
+    /// Audit records: what a record records (`model::AuditKind`; none on
+    /// order changes written before kinds existed), and the other serde
+    /// names of `model::AuditEntry` and `model::SecurityEvent` as the
+    /// tolerant reader (`store::audit`) reads them one by one.
+    pub const KIND: &str = "kind";
+    pub const AT: &str = "at";
+    pub const ACTOR: &str = "actor";
+    pub const METHOD: &str = "method";
+    pub const CLIENT: &str = "client";
+    pub const SUBJECT: &str = "subject";
+    pub const REFUSED: &str = "refused";
+    pub const DETAIL: &str = "detail";
+    pub const FROM: &str = "from";
+    pub const TO: &str = "to";
+    pub const REASON: &str = "reason";
+    pub const BULK_ID: &str = "bulkId";
 
     /// The other attributes of an order item (the serde names of
     /// `model::Order`, checked by a test), as the tolerant reader
@@ -169,22 +185,37 @@ const SALE_REHEARSAL: &str = "REHEARSAL#";
 /// The consumer registry: one partition, an item per consumer.
 const CONSUMERS: &str = "CONSUMERS";
 
-/// What one command reads and writes in the metrics table, by partition:
-/// each entry is a partition key prefix (ending in `#`, standing for every
-/// key it starts) or a whole partition key (`USERS`, `TOKENS`). The
-/// metrics table holds counters beside accounts, sessions and tokens, so
-/// each command's IAM policy in `docs/iam/` lets it reach only these
-/// partitions (`dynamodb:LeadingKeys`, see `leading_keys_pattern`); a test
-/// holds every policy to its list. A new partition family is added here,
-/// to the commands that use it, and to their policies.
+/// What one command reads and writes in the metrics table, by partition
+/// and by action: each entry is a partition key prefix (ending in `#`,
+/// standing for every key it starts) or a whole partition key (`USERS`,
+/// `TOKENS`). The metrics table holds counters beside accounts, sessions,
+/// tokens and the audit trail, so each command's IAM policy in `docs/iam/`
+/// lets it reach only these partitions, each with only the actions listed
+/// here (`dynamodb:LeadingKeys`, see `leading_keys_pattern`): the policies'
+/// statements on the metrics table's items are generated from this list
+/// (`deploy::iam::metrics_statements`, written by `make docs`). A new
+/// partition family is added here, to the commands that use it.
 #[derive(Clone, Copy, Debug)]
 pub struct MetricsAccess {
-    /// The command, as `docs/iam/<command>.json` names it.
+    /// The command (or role of a process), as `docs/iam/<command>.json`
+    /// names it.
     pub command: &'static str,
     /// Partitions it reads (GetItem, BatchGetItem, Query, TransactGetItems).
     pub reads: &'static [&'static str],
-    /// Partitions it writes (PutItem, UpdateItem, DeleteItem).
-    pub writes: &'static [&'static str],
+    /// Partitions it puts items into (PutItem, a transaction's Put).
+    pub puts: &'static [&'static str],
+    /// Partitions whose items it updates (UpdateItem, a transaction's Update).
+    pub updates: &'static [&'static str],
+    /// Partitions whose items it deletes (DeleteItem). None of the audit
+    /// trail's or the checkpoints', for any role of the console.
+    pub deletes: &'static [&'static str],
+}
+
+impl MetricsAccess {
+    /// Every partition it writes, by any action.
+    pub fn writes(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.puts.iter().chain(self.updates).chain(self.deletes).copied()
+    }
 }
 
 /// Every partition family of the metrics table.
@@ -210,12 +241,16 @@ pub const METRICS_PARTITIONS: [&str; 19] = [
     CONSUMERS,
 ];
 
-/// `serve`: the pages and the API (accounts, sessions, tokens, bulk
-/// reports, the audit trail, the capacity page, sale plans), orders' shard
-/// counts (written ahead for a sale too), and the in-process consumer and
-/// reconciliation. Not the Lambda consumer's markers. The consumer
-/// registry: who else consumes, and itself.
-const SERVE_PARTITIONS: [&str; 18] = [
+/// The audit trail: appended to (a put conditioned on `attribute_not_exists`,
+/// which IAM cannot see), never updated or deleted by any command.
+pub const AUDIT_PARTITIONS: [&str; 3] = [AUDIT_ORDER, AUDIT_DAY, AUDIT_ACTOR];
+
+/// `serve`'s reads, with or without its consumer: the pages and the API
+/// (accounts, sessions, tokens, bulk reports, the audit trail, the capacity
+/// page with the shard heat, data quality and the consumer registry, sale
+/// plans), the shard counts, and reconciliation (counters and the
+/// checkpoints it anchors at). Not the Lambda consumer's markers.
+const SERVE_READS: [&str; 18] = [
     SHARDS,
     METRIC_PENDING,
     METRIC_DAY,
@@ -236,14 +271,99 @@ const SERVE_PARTITIONS: [&str; 18] = [
     CONSUMERS,
 ];
 
-/// What writes orders (`seed`, `loadgen`): the day's shard count, each
-/// change's audit records, and the capacity it consumed.
-const ORDER_WRITER_WRITES: [&str; 5] = [SHARDS, AUDIT_ORDER, AUDIT_DAY, AUDIT_ACTOR, CAPACITY];
+/// The web tier alone (`serve --no-consumer`, as the stack runs it):
+/// accounts, sessions, tokens, bulk reports, sale plans, the shard counts
+/// (written ahead for a sale too), reconciliation's repairs and lease, the
+/// capacity it consumed. No checkpoint, heat, quality or registry write:
+/// those are the consumer's.
+const WEB_UPDATES: [&str; 11] =
+    [SHARDS, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, RECONCILE, CAPACITY, USERS, TOKENS, SESSION, BULK, SALES];
+/// ... and the audit trail, appended to.
+const WEB_PUTS: [&str; 14] = [
+    SHARDS,
+    METRIC_PENDING,
+    METRIC_DAY,
+    METRIC_MINUTES,
+    RECONCILE,
+    CAPACITY,
+    USERS,
+    TOKENS,
+    SESSION,
+    BULK,
+    SALES,
+    AUDIT_ORDER,
+    AUDIT_DAY,
+    AUDIT_ACTOR,
+];
+/// What the web tier deletes: a session signed out, a sale plan and its
+/// rehearsal, reconciliation's lease given back.
+const WEB_DELETES: [&str; 3] = [SESSION, SALES, RECONCILE];
+
+/// The in-process consumer's writes besides the web tier's: its leases and
+/// checkpoints, the counters, the stream's capacity figures and hot keys,
+/// the GSI2 shard heat, the data quality figures, the consumer registry.
+const SERVE_UPDATES: [&str; 15] = [
+    SHARDS,
+    METRIC_PENDING,
+    METRIC_DAY,
+    METRIC_MINUTES,
+    CHECKPOINT,
+    RECONCILE,
+    CAPACITY,
+    HEAT,
+    QUALITY,
+    USERS,
+    TOKENS,
+    SESSION,
+    BULK,
+    SALES,
+    CONSUMERS,
+];
+const SERVE_PUTS: [&str; 18] = SERVE_READS;
+/// ... and it leaves the registry when it stops.
+const SERVE_DELETES: [&str; 4] = [SESSION, SALES, RECONCILE, CONSUMERS];
+
+/// What writes orders (`seed`, `loadgen`): the day's shard count, the
+/// capacity it consumed, and each change's audit records (appended).
+const ORDER_WRITER_PUTS: [&str; 5] = [SHARDS, AUDIT_ORDER, AUDIT_DAY, AUDIT_ACTOR, CAPACITY];
+const ORDER_WRITER_UPDATES: [&str; 2] = [SHARDS, CAPACITY];
+
+const LAMBDA_WRITES: [&str; 9] =
+    [APPLIED, CHECKPOINT, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY, CONSUMERS];
+/// `replay` never touches the registry or the recorded mode.
+const REPLAY_WRITES: [&str; 7] = [APPLIED, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY];
+const CONSUME_UPDATES: [&str; 8] =
+    [METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, CAPACITY, HEAT, QUALITY, CONSUMERS];
+const RECONCILE_WRITES: [&str; 5] = [METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, RECONCILE, CAPACITY];
+/// ... and a repair's record in the audit trail (appended).
+const RECONCILE_PUTS: [&str; 7] =
+    [METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, RECONCILE, CAPACITY, AUDIT_DAY, AUDIT_ACTOR];
+/// The admin commands' updates: accounts, tokens, the capacity they used
+/// and the recorded consumer mode (`consumer use`, a conditional update).
+const ADMIN_UPDATES: [&str; 4] = [USERS, TOKENS, CAPACITY, CONSUMERS];
+/// Their puts: accounts, tokens, capacity, and each change's security
+/// event in the audit trail (appended).
+const ADMIN_PUTS: [&str; 5] = [USERS, TOKENS, CAPACITY, AUDIT_DAY, AUDIT_ACTOR];
 
 /// Each command's partitions of the metrics table (every command but
 /// `advise` adds the capacity it consumed, under `CAPACITY#`).
-pub const METRICS_ACCESS: [MetricsAccess; 9] = [
-    MetricsAccess { command: "serve", reads: &SERVE_PARTITIONS, writes: &SERVE_PARTITIONS },
+pub const METRICS_ACCESS: [MetricsAccess; 10] = [
+    // The web tier alone: `serve --no-consumer`, the stack's console.
+    MetricsAccess {
+        command: "web",
+        reads: &SERVE_READS,
+        puts: &WEB_PUTS,
+        updates: &WEB_UPDATES,
+        deletes: &WEB_DELETES,
+    },
+    // The web tier with its in-process consumer.
+    MetricsAccess {
+        command: "serve",
+        reads: &SERVE_READS,
+        puts: &SERVE_PUTS,
+        updates: &SERVE_UPDATES,
+        deletes: &SERVE_DELETES,
+    },
     // The in-process consumer alone: leases and checkpoints, counters,
     // the stream's capacity figures and hot keys, the GSI2 shard heat, the
     // data quality figures (read before it first adds to an hour's largest
@@ -252,7 +372,9 @@ pub const METRICS_ACCESS: [MetricsAccess; 9] = [
     MetricsAccess {
         command: "consume",
         reads: &[CHECKPOINT, SHARDS, QUALITY, CONSUMERS],
-        writes: &[METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, CAPACITY, HEAT, QUALITY, CONSUMERS],
+        puts: &[],
+        updates: &CONSUME_UPDATES,
+        deletes: &[CONSUMERS],
     },
     // The Lambda consumer: shard checkpoints in a tumbling window, markers
     // without one; it records itself in the consumer registry, reads the
@@ -260,7 +382,9 @@ pub const METRICS_ACCESS: [MetricsAccess; 9] = [
     MetricsAccess {
         command: "lambda",
         reads: &[APPLIED, CHECKPOINT, SHARDS, QUALITY, CONSUMERS],
-        writes: &[APPLIED, CHECKPOINT, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY, CONSUMERS],
+        puts: &LAMBDA_WRITES,
+        updates: &LAMBDA_WRITES,
+        deletes: &[],
     },
     // The Lambda consumer's records given up, applied again as it applies
     // them; the registry read first (no in-process consumer may be live).
@@ -268,24 +392,43 @@ pub const METRICS_ACCESS: [MetricsAccess; 9] = [
     MetricsAccess {
         command: "replay",
         reads: &[APPLIED, SHARDS, QUALITY, CONSUMERS],
-        writes: &[APPLIED, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY],
+        puts: &REPLAY_WRITES,
+        updates: &REPLAY_WRITES,
+        deletes: &[],
     },
-    // Counters against the index and the checkpoints, its own lease.
+    // Counters against the index and the checkpoints, its own lease (given
+    // back with a delete).
     MetricsAccess {
         command: "reconcile",
         reads: &[SHARDS, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, RECONCILE],
-        writes: &[METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, RECONCILE, CAPACITY],
+        puts: &RECONCILE_PUTS,
+        updates: &RECONCILE_WRITES,
+        deletes: &[RECONCILE],
     },
-    MetricsAccess { command: "seed", reads: &[SHARDS], writes: &ORDER_WRITER_WRITES },
-    MetricsAccess { command: "loadgen", reads: &[SHARDS], writes: &ORDER_WRITER_WRITES },
-    // `user`, `token` and `consumer` (the recorded consumer mode, beside
-    // the registry's entries).
+    MetricsAccess {
+        command: "seed",
+        reads: &[SHARDS],
+        puts: &ORDER_WRITER_PUTS,
+        updates: &ORDER_WRITER_UPDATES,
+        deletes: &[],
+    },
+    MetricsAccess {
+        command: "loadgen",
+        reads: &[SHARDS],
+        puts: &ORDER_WRITER_PUTS,
+        updates: &ORDER_WRITER_UPDATES,
+        deletes: &[],
+    },
+    // The CLI's administrative commands, `user`, `token` and `consumer`
+    // (the recorded consumer mode, beside the registry's entries).
     MetricsAccess {
         command: "admin",
         reads: &[USERS, TOKENS, CONSUMERS],
-        writes: &[USERS, TOKENS, CAPACITY, CONSUMERS],
+        puts: &ADMIN_PUTS,
+        updates: &ADMIN_UPDATES,
+        deletes: &[],
     },
-    MetricsAccess { command: "advise", reads: &[CAPACITY], writes: &[] },
+    MetricsAccess { command: "advise", reads: &[CAPACITY], puts: &[], updates: &[], deletes: &[] },
 ];
 
 /// The accounts, tokens and sessions: what only `serve` and `admin` may
@@ -685,6 +828,11 @@ pub fn session_key(id: &str) -> (String, String) {
 /// partition reads newest first and two changes in one millisecond both stay.
 pub fn audit_sk(at: &DateTime<Utc>, event_id: &str) -> String {
     format!("{}#{event_id}", iso_millis::format(at))
+}
+
+/// The time an audit record's sort key starts with.
+pub fn parse_audit_sk(sk: &str) -> Option<DateTime<Utc>> {
+    iso_millis::parse(sk.split_once('#')?.0).ok()
 }
 
 /// An order's own timeline.

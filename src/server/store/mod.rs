@@ -34,7 +34,7 @@ pub mod usage;
 
 pub use accounts::{ACCESS_TTL, Account, AccountChange, Token};
 pub use applied::{Marked, Marker, TRANSACTION_ITEMS};
-pub use audit::{AuditPage, AuditScope};
+pub use audit::{AuditPage, AuditScope, KindFilter, audit_items};
 pub use autoscaling::{ScalableTarget, ScheduledAction};
 pub use breaker::PROBE_EVERY;
 pub use capacity::{CapacityDay, HeatDay, UsageFlusher, day_minute};
@@ -46,7 +46,7 @@ pub use orders::{BatchPut, HistoryPage, Transition, order_item};
 #[cfg(feature = "testing")]
 pub use pending::ReadPlan;
 pub use pending::{Pace, PendingFilter, PendingRead};
-pub use provision::{IndexSpec, ProvisionReport, TableCapacity, TableDef, WarmThroughput};
+pub use provision::{IndexSpec, ProvisionReport, TableCapacity, TableDef, WarmThroughput, order_indexes};
 pub use reconcile::{
     CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot, TRANSACT_GET_MAX, Verdict, snapshot_items,
 };
@@ -104,6 +104,12 @@ pub struct Store {
     on_aws: bool,
     /// Accounts, tokens and sessions as read within a second (`accounts`).
     access: accounts::AccessCache,
+    /// How long audit records are kept (`--audit-retention-days`); `None`:
+    /// for ever.
+    audit_retention: Option<chrono::Duration>,
+    /// Checkpoint items read so far (`checkpoints_of`), for the figures of
+    /// what a consumer pass or a reconciliation costs as the stream ages.
+    checkpoint_items_read: std::sync::atomic::AtomicU64,
 }
 
 /// Recorded counts never change; an unrecorded day may be recorded any time.
@@ -240,6 +246,9 @@ pub async fn connect(config: &StoreConfig) -> Result<(Store, Option<Embedded>), 
         pending_hints: pending::Hints::default(),
         on_aws: config.kind() == StoreKind::Aws,
         access: accounts::AccessCache::default(),
+        audit_retention: (config.audit_retention_days > 0)
+            .then(|| chrono::Duration::days(i64::from(config.audit_retention_days))),
+        checkpoint_items_read: Default::default(),
     };
     Ok((store, embedded))
 }

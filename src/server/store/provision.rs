@@ -68,6 +68,26 @@ const ORDER_INDEXES: [IndexSpec; 2] = [
     },
 ];
 
+/// The orders table's indexes as `provision` creates them and the
+/// template declares them, as the write-pricing rules read an index
+/// (`rules::layout`): the stream's pricing and the capacity checks price
+/// with this, so a projection changed here changes every figure.
+pub fn order_indexes() -> Vec<crate::server::rules::layout::Index> {
+    use crate::server::rules::layout::{Index, KeyPair, Projection};
+    ORDER_INDEXES
+        .iter()
+        .map(|spec| Index {
+            name: spec.name.into(),
+            key: KeyPair { hash: spec.hash.into(), range: Some(spec.range.into()) },
+            projection: match spec.projection {
+                ProjectionType::All => Projection::All,
+                ProjectionType::Include => Projection::Include(spec.include.iter().map(|s| s.to_string()).collect()),
+                _ => Projection::KeysOnly,
+            },
+        })
+        .collect()
+}
+
 /// A table as the key design wants it. `provision` creates and checks
 /// tables from this, and `template` declares them from it, so the two
 /// cannot drift apart.

@@ -121,6 +121,7 @@ impl Store {
             .await;
         match sent {
             Ok(out) => {
+                self.count_checkpoint_reads(shards.len());
                 let items: Vec<Option<Item>> = out.responses.unwrap_or_default().into_iter().map(|r| r.item).collect();
                 let sizes: Vec<usize> = counters.iter().map(|key| 1 + keys::counter_sub_keys(key).len()).collect();
                 Ok(snapshot_of(items, &sizes, shards))
@@ -208,6 +209,13 @@ impl Store {
         }
         if writes == 0 {
             return Ok(());
+        }
+        // The changes made, in the trail, in the same transaction: no repair
+        // without its record.
+        if let Some(event) = repair_event(repairs) {
+            for put in self.security_puts(&event)? {
+                transaction = transaction.transact_items(put);
+            }
         }
         match transaction.send().await {
             Ok(_) => Ok(()),
@@ -360,6 +368,30 @@ pub fn verdict_of(item: &Item) -> Option<Verdict> {
         repaired: item.get(attr::VERIFIED_REPAIRED).and_then(|v| v.as_bool().ok()).copied().unwrap_or(false),
         by: item.get(attr::VERIFIED_BY).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default(),
     })
+}
+
+/// The security event of a round of repairs that changed counters: each
+/// change as `PK SK attribute +n`. `None` when it only files verdicts.
+fn repair_event(repairs: &[CounterRepair]) -> Option<crate::model::SecurityEvent> {
+    let changes: Vec<String> = repairs
+        .iter()
+        .flat_map(|r| r.adds.iter().map(move |(attribute, by)| format!("{} {} {attribute} {by:+}", r.key.0, r.key.1)))
+        .collect();
+    if changes.is_empty() {
+        return None;
+    }
+    let by = repairs.iter().find_map(|r| r.verdict.as_ref().map(|v| v.by.clone()));
+    let actor = crate::model::Actor::cli("reconcile");
+    // A record stays small however many minutes were repaired.
+    const SHOWN: usize = 200;
+    let mut detail = changes.iter().take(SHOWN).cloned().collect::<Vec<_>>().join("; ");
+    if changes.len() > SHOWN {
+        detail.push_str(&format!("; and {} more", changes.len() - SHOWN));
+    }
+    if let Some(by) = by {
+        detail = format!("{detail} (by {by})");
+    }
+    Some(crate::model::SecurityEvent::new(crate::model::AuditKind::ReconciliationRepair, &actor, None).detail(detail))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::server::store::error::Throttle;
 use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
 /// Reads or writes: each is billed, provisioned and scaled on its own.
@@ -134,6 +134,21 @@ struct Inner {
     throttle_totals: BTreeMap<(String, String), u64>,
     /// Units consumed since the process started.
     unit_totals: BTreeMap<(Resource, ReadWrite), f64>,
+    /// What the process has done to which partition family, since it started.
+    accesses: BTreeSet<Access>,
+}
+
+/// One kind of item access this process has made: the IAM action that
+/// authorizes it (`dynamodb:PutItem` for a transaction's Put too), the
+/// table, and the partition family of its key (`store::keys::partition_of`;
+/// `None` for a key of no family, such as an order's, or a request that
+/// names none, a Scan). At most actions x tables x families of them: what
+/// the IAM tests hold each role's policy to.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Access {
+    pub action: &'static str,
+    pub table: String,
+    pub family: Option<&'static str>,
 }
 
 /// The recorder the store's interceptor writes to. Cheap to call from any
@@ -146,6 +161,16 @@ pub struct Usage {
 impl Usage {
     fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
         f(&mut self.inner.lock())
+    }
+
+    /// Records the item accesses of one call.
+    pub fn accessed(&self, accesses: impl IntoIterator<Item = Access>) {
+        self.with(|inner| inner.accesses.extend(accesses));
+    }
+
+    /// Every kind of item access since the process started.
+    pub fn accesses(&self) -> BTreeSet<Access> {
+        self.with(|inner| inner.accesses.clone())
     }
 
     /// Units `resource` consumed for one call answered at `at`; the units it

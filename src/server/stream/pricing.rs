@@ -45,21 +45,11 @@ pub struct Write {
 }
 
 impl Layout {
-    /// The orders table as the key design defines it (see `provision`).
+    /// The orders table as `provision` creates it: its key, and its
+    /// indexes as provisioned (`store::order_indexes`).
     pub fn orders() -> Self {
-        use crate::server::store::keys::{GSI1, GSI1PK, GSI1SK, GSI2, GSI2_PROJECTED, GSI2PK, GSI2SK, PK};
-        let key = |hash: &str, range: Option<&str>| KeyPair { hash: hash.into(), range: range.map(str::to_string) };
-        Self {
-            key: key(PK, None),
-            indexes: vec![
-                Index { name: GSI1.into(), key: key(GSI1PK, Some(GSI1SK)), projection: Projection::All },
-                Index {
-                    name: GSI2.into(),
-                    key: key(GSI2PK, Some(GSI2SK)),
-                    projection: Projection::Include(GSI2_PROJECTED.iter().map(|s| s.to_string()).collect()),
-                },
-            ],
-        }
+        use crate::server::store::keys::PK;
+        Self { key: KeyPair { hash: PK.into(), range: None }, indexes: crate::server::store::order_indexes() }
     }
 
     /// Every write one record made: the table's first, then each index's.
@@ -87,6 +77,14 @@ impl Layout {
         }
         writes
     }
+}
+
+/// An item as the store builds it (`store::order_item`), as a stream
+/// record would carry it: so what the program is about to write is priced
+/// by the same rules as what the stream saw written.
+pub fn stream_item(item: &crate::server::store::Item) -> Item {
+    let item: serde_dynamo::Item = item.clone().into();
+    item.into()
 }
 
 // A stream image, as the index rules read it (its sizes never fail).

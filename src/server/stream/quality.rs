@@ -356,6 +356,14 @@ pub fn report(day: NaiveDate, as_of: DateTime<Utc>, items: &[Item], previous: &[
     }
 }
 
+/// The orders table's records in some quality items (a day's), and the
+/// write units the stream priced them at per table and index (`<table>`,
+/// `<table>/<index>`): what a record cost, whoever wrote it.
+pub fn priced_writes(items: &[Item]) -> (u64, BTreeMap<String, u64>) {
+    let figures = Figures::of(items);
+    (figures.writes, figures.units)
+}
+
 /// The figures of some quality items, summed over their hours.
 #[derive(Default)]
 struct Figures {

@@ -23,12 +23,13 @@
 //! Each form still records a heartbeat in the registry (`CONSUMERS`), for
 //! display, and in-process consumers count their peers by theirs.
 
-use crate::model::{ConsumerMode, ConsumerModeState};
+use crate::model::{Actor, AuditKind, ConsumerMode, ConsumerModeState, SecurityEvent};
 use crate::server::store::error::StoreError;
 use crate::server::store::{ConsumerEntry, Store};
 use crate::server::stream::consumer::Consumer;
 use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -144,22 +145,29 @@ pub async fn switch_mode(
     store: &Store,
     mode: ConsumerMode,
     expected: Option<u64>,
-    actor: &str,
+    actor: &Actor,
+    client: Option<IpAddr>,
 ) -> Result<ConsumerModeState, StoreError> {
     let now = store.consumer_mode().await?;
     let expected = expected.unwrap_or(now.version);
     if expected == now.version && now.recorded && now.mode == mode {
         return Ok(now);
     }
-    let switched = store.switch_consumer_mode(mode, expected, actor, Utc::now()).await?;
-    audit_mode_switch(&now, &switched, actor);
+    let switched = store.switch_consumer_mode(mode, expected, &actor.name, Utc::now()).await?;
+    audit_mode_switch(&now, &switched, &actor.name);
+    let detail =
+        format!("from {} (version {}) to {} (version {})", now.mode, now.version, switched.mode, switched.version);
+    let event = SecurityEvent::new(AuditKind::ConsumerModeChanged, actor, client)
+        .subject(switched.mode.as_str())
+        .detail(detail);
+    store.record_event_or_log(&event).await;
     Ok(switched)
 }
 
-/// The security-audit hook of a mode switch. The audit trail of the store
-/// records order changes only; until settings have one, the switch is a
-/// log line of its own (target `audit`), and the mode item keeps who
-/// switched it last and when.
+/// A mode switch's log line (target `audit`). A person's switch is also a
+/// security event in the audit trail (`switch_mode`); the Lambda's claim of
+/// an unrecorded mode at its first batch is the deployment's, not a
+/// person's, and is logged only (the function appends nothing to the trail).
 pub fn audit_mode_switch(before: &ConsumerModeState, after: &ConsumerModeState, actor: &str) {
     tracing::info!(
         target: "audit",

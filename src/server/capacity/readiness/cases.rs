@@ -14,6 +14,7 @@ pub(super) fn plan(peak: f64) -> SalePlan {
         decay_minutes: 20,
         item_bytes: 700,
         consumer_records_per_second: Some(peak * 4.0),
+        writer: crate::model::Writer::Service,
         updated_at: "2026-11-20T09:00:00Z".parse().unwrap(),
         updated_by: "alice".into(),
     }
@@ -42,6 +43,9 @@ pub(super) struct Case {
     pub(super) rehearsed: Option<Verdict>,
     /// Application Auto Scaling's targets, when read.
     pub(super) scaling: Option<Vec<ScalableTarget>>,
+    /// What the checks cost the writes by: the program's unless a test
+    /// changes a layout.
+    pub(super) definitions: Definitions,
 }
 
 impl Case {
@@ -57,6 +61,7 @@ impl Case {
             alarms: vec![],
             rehearsed: Some(Verdict::Ready),
             scaling: None,
+            definitions: Definitions::program(),
         }
     }
 
@@ -76,8 +81,8 @@ impl Case {
             metrics_table: "metrics",
             configured_shards: 10,
             recorded: &self.recorded,
-            gsi2_entry_bytes: 300,
-            audit_bytes: 300,
+            definitions: &self.definitions,
+            measured: None,
             throughput: Some(&self.throughput),
             stream_shards: Some(1),
             hot: &self.hot,
@@ -123,6 +128,7 @@ pub(super) fn figures(throttled: u64, achieved: f64) -> RehearsalFigures {
         dashboard_failed: 0,
         dashboard_p99_ms: Some(20.0),
         dashboard_readable: true,
+        metered: vec![],
     }
 }
 
@@ -148,6 +154,7 @@ pub(super) fn rehearsal(plan: &SalePlan, shards: u32, verdict: Verdict) -> Rehea
             decay_seconds: 3,
             tail_seconds: 3,
             writers: 32,
+            written_by: plan.writer,
         },
         figures: Some(figures),
     }

@@ -13,16 +13,19 @@
 //!   so one written too low is a no-go, and so is a day not written yet
 //!   whose configured count is too low, until written ahead (`write-shards`);
 //! - `warm-throughput`: what each table and index must take at the peak
-//!   (`planner::prewarm`) against its warm throughput, on-demand maximum or
-//!   provisioned capacity as DescribeTable reports them. A figure an engine
+//!   (`planner::prewarm`, from `costs`: an order's writes as the plan's
+//!   writer writes them, the counters on the metrics table) against its
+//!   warm throughput, on-demand maximum or provisioned capacity as
+//!   DescribeTable reports them. A figure an engine
 //!   does not report is "unknown", never guessed;
 //! - `auto-scaling`: for a provisioned table or index, Application Auto
 //!   Scaling's maximum against what it must take at the peak, and a
 //!   scheduled action raising the minimum to that before the start (with
 //!   `FLOOR_LEAD_MINUTES` of lead); unknown off AWS unless an emulator
 //!   was read;
-//! - `counters`: the write units a second on the busiest counter item of the
-//!   metrics table at the peak, against a partition's 1,000;
+//! - `counters`: the write units a second on the busiest counter partition
+//!   of the metrics table at the peak (`costs::counter_load`: what the
+//!   consumer writes), against a partition's 1,000;
 //! - `consumer`: the stream records a second the sale makes against what the
 //!   consumer was measured to apply (unknown when never measured);
 //! - `hot-keys`: the GSI1 keys recorded hot recently, at the sale's scale;
@@ -52,15 +55,16 @@ mod scheduled;
 mod shards;
 mod warm;
 
-pub use counters::COUNTER_ATTRIBUTE_BYTES;
 pub use hot_keys::MIN_SCALED_MINUTE_UNITS;
 pub use rehearsal::{REHEARSAL_MIN_ACHIEVED, rehearsal_verdict};
 pub use shards::{design_shards, shards_needed, shards_to_write};
 
 use crate::model::{Figure, Fix, Readiness, ReadinessCheck, Rehearsal, SalePlan, Verdict};
+use crate::server::capacity::costs::{self, CHANGES_PER_ORDER, CounterLoad, Definitions, MeasuredWrites, OrderWrites};
 use crate::server::capacity::planner::{self, DEFAULT_HEADROOM, PlanInput, Prewarm};
 use crate::server::deploy::template::TableRole;
 use crate::server::rules::PARTITION_WRITE_UNITS;
+use crate::server::store::keys::GSI2;
 use crate::server::store::{Alarm, ScalableTarget, ThroughputSettings};
 use alarms::alarms_check;
 use auto_scaling::auto_scaling_check;
@@ -74,7 +78,7 @@ use warm::warm_check;
 
 /// Stream records each order makes during a sale: its creation, and its
 /// move out of PENDING (the planner's two changes).
-pub const RECORDS_PER_ORDER: f64 = 2.0;
+pub const RECORDS_PER_ORDER: f64 = CHANGES_PER_ORDER;
 
 /// How long before the sale's start a scheduled floor raise must run: a
 /// scheduled action runs up to a minute or two after its time, and DynamoDB
@@ -127,9 +131,13 @@ pub struct Inputs<'a> {
     pub configured_shards: u32,
     /// Each sale day and its recorded shard count.
     pub recorded: &'a [(NaiveDate, Option<u32>)],
-    /// One GSI2 entry, and one audit record, in bytes.
-    pub gsi2_entry_bytes: u32,
-    pub audit_bytes: u32,
+    /// What the checks cost the program's writes by: the orders table's
+    /// indexes as provisioned, the counters' layout and the consumer's
+    /// batching (`Definitions::program()`; a test hands in others).
+    pub definitions: &'a Definitions,
+    /// The stream's pricing of the last days, when read: an order's costs
+    /// measured from it where it saw enough records.
+    pub measured: Option<&'a MeasuredWrites>,
     /// DescribeTable's settings; `None` when they could not be read.
     pub throughput: Option<&'a [ThroughputSettings]>,
     /// The stream's shards now, when known.
@@ -157,30 +165,71 @@ impl Inputs<'_> {
     }
 }
 
+/// What the plan's writes cost, worked out from `Inputs::definitions`.
+#[derive(Clone, Debug)]
+pub struct Sizing {
+    /// One order's writes as the plan's writer writes them.
+    pub writes: OrderWrites,
+    pub shard_plan: planner::Plan,
+    /// What each table and index takes at the peak.
+    pub prewarm: Vec<Prewarm>,
+    pub counters: CounterLoad,
+}
+
+/// The plan's costs: an order of the plan's size as the store writes it,
+/// priced over the indexes as defined, the GSI2 shards its entries want,
+/// the stream shards the table's writes make, and the counters the
+/// consumer writes at that many shards.
+pub fn sizing(inputs: &Inputs<'_>) -> Result<Sizing, planner::PlanError> {
+    let (plan, defs) = (inputs.plan, inputs.definitions);
+    let peak = plan.peak_orders_per_second;
+    let cost = |e: costs::CostError| planner::PlanError::Sample(e.to_string());
+    let order = costs::order_of_size(plan.item_bytes, inputs.configured_shards).map_err(cost)?;
+    let writes = costs::order_writes(&defs.table, plan.writer, &order, inputs.configured_shards).map_err(cost)?;
+    let writes = costs::with_measured(writes, inputs.measured);
+    let entry = costs::index_entry_bytes(&defs.table, GSI2, &order, inputs.configured_shards).map_err(cost)?;
+    let entry = u32::try_from(entry).unwrap_or(u32::MAX);
+    // The shards from the entry as written (`shards_needed`'s figure, what
+    // `write-shards` writes), not from a measured average: a fix must turn
+    // this check ready.
+    let shard_plan = planner::plan(&PlanInput::for_writer(peak, entry, plan.writer))?;
+    let table = peak * writes.units_on("table");
+    let stream_shards = stream_shards_for(inputs, table);
+    let busiest_hour = plan.start + chrono::Duration::minutes(i64::from(plan.ramp_minutes));
+    let counters =
+        costs::counter_load(&defs.counters, busiest_hour, peak * CHANGES_PER_ORDER, stream_shards, shard_plan.shards)
+            .map_err(cost)?;
+    let prewarm = planner::prewarm(peak, &writes, Some(&counters));
+    Ok(Sizing { writes, shard_plan, prewarm, counters })
+}
+
 /// The plan's go/no-go: every check, and the worst of their verdicts.
 pub fn assess(inputs: &Inputs<'_>) -> Readiness {
     let plan = inputs.plan;
-    let shard_plan = planner::plan(&PlanInput::for_app(plan.peak_orders_per_second, inputs.gsi2_entry_bytes));
-    let prewarm = shard_plan
-        .as_ref()
-        .ok()
-        .map(|p| planner::prewarm(plan.peak_orders_per_second, p, plan.item_bytes, inputs.audit_bytes));
+    let sizing = sizing(inputs);
+    let shard_plan = sizing.as_ref().map(|s| s.shard_plan.clone()).map_err(Clone::clone);
+    let prewarm = sizing.as_ref().ok().map(|s| s.prewarm.as_slice());
     let checks = vec![
         shards_check(inputs, &shard_plan),
-        warm_check(inputs, prewarm.as_deref()),
-        auto_scaling_check(inputs, prewarm.as_deref()),
-        counters_check(inputs, prewarm.as_deref(), &shard_plan),
-        consumer_check(inputs, prewarm.as_deref()),
-        hot_keys_check(inputs, prewarm.as_deref()),
+        warm_check(inputs, prewarm),
+        auto_scaling_check(inputs, prewarm),
+        counters_check(inputs, sizing.as_ref().ok()),
+        consumer_check(inputs, prewarm),
+        hot_keys_check(inputs, prewarm),
         alarms_check(inputs),
-        rehearsal_check(inputs, &shard_plan),
+        rehearsal_check(inputs, &shard_plan, sizing.as_ref().ok()),
     ];
     let verdict = checks.iter().map(|c| c.verdict).max().unwrap_or(Verdict::Ready);
     Readiness { plan: plan.clone(), verdict, checks, as_of: inputs.now }
 }
 
 fn figure(label: impl Into<String>, value: impl Into<String>) -> Figure {
-    Figure { label: label.into(), value: value.into() }
+    Figure { label: label.into(), value: value.into(), source: None }
+}
+
+/// A figure and where it came from.
+fn sourced(label: impl Into<String>, value: impl Into<String>, source: impl Into<String>) -> Figure {
+    Figure { source: Some(source.into()), ..figure(label, value) }
 }
 
 fn check(
@@ -264,8 +313,11 @@ fn sized<'a>(
 /// 1,000 write units a second on the table (a stream shard per partition).
 fn stream_shards_at_peak(inputs: &Inputs<'_>, prewarm: &[Prewarm]) -> u32 {
     let table = prewarm.iter().find(|p| p.resource == "table").map_or(0.0, |p| p.write_units_per_second);
-    let by_partitions = (table / PARTITION_WRITE_UNITS).ceil().max(1.0) as u32;
-    by_partitions.max(inputs.stream_shards.unwrap_or(1))
+    stream_shards_for(inputs, table)
+}
+
+fn stream_shards_for(inputs: &Inputs<'_>, table_units_per_second: f64) -> u32 {
+    costs::stream_shards(table_units_per_second, inputs.stream_shards)
 }
 
 #[cfg(test)]
@@ -280,6 +332,46 @@ mod tests {
         assert_eq!(readiness.verdict, Verdict::Ready, "{readiness:#?}");
         let warm = readiness.checks.iter().find(|c| c.id == "warm-throughput").unwrap();
         assert!(warm.figures.iter().any(|f| f.value.starts_with("unknown")), "{warm:?}");
+    }
+
+    /// The figures BENCHMARKS.md lists: plans of 300, 2,000 and 10,000
+    /// orders a second, written by another service and through the console.
+    #[test]
+    fn the_figures_by_peak_and_writer() {
+        let mut rows = Vec::new();
+        for peak in [300.0, 2000.0, 10_000.0] {
+            for writer in crate::model::Writer::ALL {
+                let mut case = Case::new(peak, Some(100));
+                case.plan.writer = writer;
+                let rehearsal = case.rehearsal();
+                let sizing = sizing(&case.inputs(rehearsal.as_ref())).unwrap();
+                let on = |resource: &str| {
+                    sizing.prewarm.iter().find(|p| p.resource == resource).unwrap().write_units_per_second.ceil()
+                };
+                let (partition, busiest) = sizing.counters.busiest();
+                println!(
+                    "{peak:>6} orders/s {:<8} table {:>6} GSI1 {:>6} GSI2 {:>6} ({:>3} shards) metrics {:>6} \
+                     (counters {:>5.0}) stream shards {:>3} busiest counter partition {busiest:>6.1} ({partition})",
+                    writer.as_str(),
+                    on("table"),
+                    on("GSI1"),
+                    on("GSI2"),
+                    sizing.shard_plan.shards,
+                    on("metrics table"),
+                    sizing.counters.metrics_units_per_second.ceil(),
+                    sizing.counters.stream_shards,
+                );
+                rows.push((peak, writer, on("table"), on("metrics table")));
+            }
+        }
+        // 2,000 orders/s of another service's: 4,000 WCU/s on the table (a
+        // put and an update of 1 WCU each), the metrics table only the
+        // counters; through the console twice the table and 24,000 of audit.
+        let row = |peak, writer| rows.iter().find(|r| r.0 == peak && r.1 == writer).unwrap();
+        assert_eq!(row(2000.0, crate::model::Writer::Service).2, 4000.0);
+        assert!(row(2000.0, crate::model::Writer::Service).3 < 200.0);
+        assert_eq!(row(2000.0, crate::model::Writer::Console).2, 8000.0);
+        assert!(row(2000.0, crate::model::Writer::Console).3 > 24_000.0);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 
 use super::fixes::shell_quote;
 use super::shards::design_shards;
-use super::{Inputs, check, figure, fix_text, num};
-use crate::model::{Fix, ReadinessCheck, RehearsalFigures, RehearsalState, Verdict};
+use super::{Inputs, Sizing, check, figure, fix_text, num, sourced};
+use crate::model::{Figure, Fix, MeteredUnits, ReadinessCheck, RehearsalFigures, RehearsalState, Verdict};
+use crate::server::capacity::costs::CHANGES_PER_ORDER;
 use crate::server::capacity::planner;
 
 /// The share of its target rate a rehearsal must reach to say anything:
@@ -58,9 +59,48 @@ pub fn rehearsal_verdict(figures: &RehearsalFigures) -> (Verdict, String) {
     )
 }
 
+/// The gap between a prediction and what the rehearsal metered that is
+/// flagged: a check's figure that far off describes another program.
+pub const PREDICTION_GAP: f64 = 0.15;
+
+/// Each table's and index's write units a change, as predicted
+/// (`costs`) beside what the rehearsal's proxy metered, the gap flagged
+/// over `PREDICTION_GAP`. The metrics table's prediction is the audit
+/// records only: the rehearsal runs no stream consumer.
+fn predicted_and_metered(sizing: &Sizing, metered: &[MeteredUnits]) -> Vec<Figure> {
+    metered
+        .iter()
+        .map(|m| {
+            let predicted = sizing.writes.units_on(&m.resource) / CHANGES_PER_ORDER;
+            let gap = if predicted > 0.0 {
+                (m.units_per_change - predicted).abs() / predicted
+            } else if m.units_per_change > 0.0 {
+                1.0
+            } else {
+                0.0
+            };
+            let flag = if gap > PREDICTION_GAP { " — GAP over 15%" } else { "" };
+            sourced(
+                format!("{}: write units a change, predicted → metered", m.resource),
+                format!("{} → {} ({:.0}%){flag}", num2(predicted), num2(m.units_per_change), gap * 100.0),
+                if m.resource == "metrics table" {
+                    "predicted: the audit records (no consumer runs in the rehearsal); metered: the throttle proxy"
+                } else {
+                    "predicted: the plan's costs; metered: the throttle proxy, over the orders created and closed"
+                },
+            )
+        })
+        .collect()
+}
+
+fn num2(value: f64) -> String {
+    format!("{value:.2}")
+}
+
 pub(super) fn rehearsal_check(
     inputs: &Inputs<'_>,
     shard_plan: &Result<planner::Plan, planner::PlanError>,
+    sizing: Option<&Sizing>,
 ) -> ReadinessCheck {
     const ID: &str = "rehearsal";
     const TITLE: &str = "Rehearsal through the throttle proxy";
@@ -106,6 +146,11 @@ pub(super) fn rehearsal_check(
             f.write_p99_ms.map_or("none written".into(), |ms| format!("{} ms", num(ms.round()))),
         ));
         figures.push(figure("dashboard stayed readable", if f.dashboard_readable { "yes" } else { "no" }));
+        if let Some(sizing) = sizing
+            && shape.written_by == plan.writer
+        {
+            figures.extend(predicted_and_metered(sizing, &f.metered));
+        }
     }
     if last.state == RehearsalState::Failed {
         let reason = format!("the last rehearsal failed to run: {}", last.reason);
@@ -170,6 +215,27 @@ mod tests {
         let check = inputs_case.checks.iter().find(|c| c.id == "rehearsal").unwrap();
         assert_eq!(check.verdict, Verdict::Act);
         assert!(check.reason.contains("changed"), "{}", check.reason);
+    }
+
+    #[test]
+    fn what_the_rehearsal_metered_is_shown_beside_the_prediction_a_gap_flagged() {
+        let case = Case::new(100.0, Some(10));
+        let mut rehearsal = case.rehearsal().unwrap();
+        let metered = |resource: &str, units_per_change| MeteredUnits { resource: resource.into(), units_per_change };
+        // Another service's plain writes: 1 WCU a change predicted on the
+        // table (within 15% of 1.1), GSI1 metered at 2 (flagged).
+        rehearsal.figures.as_mut().unwrap().metered = vec![metered("table", 1.1), metered("GSI1", 2.0)];
+        let readiness = assess(&case.inputs(Some(&rehearsal)));
+        let check = readiness.checks.iter().find(|c| c.id == "rehearsal").unwrap();
+        let value = |label: &str| check.figures.iter().find(|f| f.label.starts_with(label)).unwrap().value.clone();
+        assert_eq!(value("table: write units a change"), "1.00 → 1.10 (10%)");
+        assert_eq!(value("GSI1: write units a change"), "1.00 → 2.00 (100%) — GAP over 15%");
+        assert_eq!(check.verdict, Verdict::Ready, "shown, not weighed: {check:#?}");
+        // A run of another writer's orders is not compared.
+        rehearsal.shape.written_by = crate::model::Writer::Console;
+        let readiness = assess(&case.inputs(Some(&rehearsal)));
+        let check = readiness.checks.iter().find(|c| c.id == "rehearsal").unwrap();
+        assert!(!check.figures.iter().any(|f| f.label.contains("predicted")), "{check:#?}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use chrono::NaiveDate;
 
 /// The shard count the sale's peak needs (the planner's).
 pub fn shards_needed(plan: &SalePlan, gsi2_entry_bytes: u32) -> Result<u32, planner::PlanError> {
-    let shard_plan = planner::plan(&PlanInput::for_app(plan.peak_orders_per_second, gsi2_entry_bytes))?;
+    let shard_plan = planner::plan(&PlanInput::for_writer(plan.peak_orders_per_second, gsi2_entry_bytes, plan.writer))?;
     Ok(shard_plan.shards)
 }
 
@@ -139,8 +139,12 @@ mod tests {
     fn an_unwritten_day_has_the_configured_count_and_a_low_one_is_a_no_go() {
         let readiness = Case::new(100.0, None).assess();
         assert_eq!(verdict_of(&readiness, "shards"), Verdict::Ready, "the configured 10 shards do");
-        let readiness = Case::new(2000.0, None).assess();
-        assert_eq!(verdict_of(&readiness, "shards"), Verdict::NoGo, "this server's 10 would not");
+        // 2,000 orders a second of another service's: 4,000 WCU/s, 6 shards.
+        assert_eq!(verdict_of(&Case::new(2000.0, None).assess(), "shards"), Verdict::Ready);
+        let mut console = Case::new(2000.0, None);
+        console.plan.writer = crate::model::Writer::Console;
+        let readiness = console.assess();
+        assert_eq!(verdict_of(&readiness, "shards"), Verdict::NoGo, "through the console this server's 10 would not");
         let shards = readiness.checks.iter().find(|c| c.id == "shards").unwrap();
         assert_eq!(shards.fix.as_ref().unwrap().action.as_deref(), Some("write-shards"));
         // 1,000 orders a second needs 4 WCU × 2 × ... more than 2 shards.

@@ -2,7 +2,7 @@
 //! against its warm throughput, on-demand maximum or provisioned capacity.
 
 use super::fixes::update_table;
-use super::{Inputs, check, figure, fix_text, num, resource_of, sized};
+use super::{Inputs, check, figure, fix_text, num, resource_of, sized, sourced};
 use crate::model::{Fix, ReadinessCheck, Verdict};
 use crate::server::capacity::planner::{self, Prewarm};
 use crate::server::deploy::template::{self, Setting};
@@ -20,7 +20,11 @@ pub(super) fn warm_check(inputs: &Inputs<'_>, prewarm: Option<&[Prewarm]>) -> Re
     for need in prewarm {
         let (resource, prefix, index) = resource_of(inputs, need);
         let needed = need.write_units_per_second.ceil();
-        figures.push(figure(format!("{resource}: write units a second at the peak"), num(needed)));
+        figures.push(sourced(
+            format!("{resource}: write units a second at the peak"),
+            num(needed),
+            format!("{} ({})", need.source, need.why),
+        ));
         let Some(found) = settings.iter().find(|s| s.resource == resource) else {
             figures.push(figure(format!("{resource}: settings"), "unknown (not described)"));
             verdict = verdict.max(Verdict::Act);
@@ -131,6 +135,10 @@ mod tests {
         let mut case = Case::new(2000.0, Some(100));
         case.throughput = settings(Some(4000));
         case.on_aws = true;
+        // Another service's plain writes: 2 WCU an order, 4,000 a second.
+        assert_eq!(verdict_of(&case.assess(), "warm-throughput"), Verdict::Ready);
+        // Through the console, in transactions: twice that.
+        case.plan.writer = crate::model::Writer::Console;
         let readiness = case.assess();
         let warm = readiness.checks.iter().find(|c| c.id == "warm-throughput").unwrap();
         assert_eq!(warm.verdict, Verdict::Act, "{warm:?}");
@@ -147,11 +155,30 @@ mod tests {
     #[test]
     fn an_on_demand_maximum_under_the_peak_is_a_no_go() {
         let mut case = Case::new(1000.0, Some(100));
+        case.plan.writer = crate::model::Writer::Console;
         case.on_aws = true;
         case.throughput = settings(Some(100_000));
         case.throughput[1].on_demand_max_write_units = Some(1000);
         let warm = case.assess().checks.into_iter().find(|c| c.id == "warm-throughput").unwrap();
         assert_eq!(warm.verdict, Verdict::NoGo);
         assert!(warm.fix.unwrap().parameter.unwrap().contains("OrdersGSI1OnDemandMaxWrite=8000"));
+    }
+
+    #[test]
+    fn the_figures_follow_the_index_projections_as_provisioned() {
+        // GSI1 as provisioned projects the whole order: a 3,000-B order is
+        // 3 WCU an entry; keys only, 1 WCU on creation and nothing when only
+        // the status moves. No edit here: the layout is the check's input.
+        let figure = |case: &Case| {
+            let warm = case.assess().checks.into_iter().find(|c| c.id == "warm-throughput").unwrap();
+            let gsi1 = warm.figures.iter().find(|f| f.label == "orders/GSI1: write units a second at the peak");
+            gsi1.unwrap().value.clone()
+        };
+        let mut case = Case::new(100.0, Some(10));
+        case.plan.item_bytes = 3000;
+        assert_eq!(figure(&case), "600");
+        let gsi1 = case.definitions.table.indexes.iter_mut().find(|i| i.name == "GSI1").unwrap();
+        gsi1.projection = crate::server::rules::layout::Projection::KeysOnly;
+        assert_eq!(figure(&case), "100");
     }
 }

@@ -37,7 +37,7 @@ pub(super) const STOP_TIMEOUT_SECS: u64 = 30;
 const CONTAINER: &str = "serve";
 
 /// The console's parameters, for their group in the console.
-pub(super) const PARAMETERS: [&str; 18] = [
+pub(super) const PARAMETERS: [&str; 20] = [
     "DeployConsole",
     "DomainName",
     "CertificateArn",
@@ -47,6 +47,8 @@ pub(super) const PARAMETERS: [&str; 18] = [
     "TaskSubnetIds",
     "TaskPublicIp",
     "IngressCidr",
+    "WafRateLimit",
+    "AccessLogsBucket",
     "TaskCpu",
     "TaskMemory",
     "ConsoleMinTasks",
@@ -91,15 +93,37 @@ pub(super) fn add(
         json!({ "Fn::And": [{ "Condition": "Console" }, { "Fn::Equals": [reference("CertificateArn"), ""] }] }),
     );
     conditions.insert("ConsoleDns".into(), json!({ "Fn::And": [{ "Condition": "Console" }, given("HostedZoneId")] }));
+    conditions.insert(
+        "ConsoleWaf".into(),
+        json!({ "Fn::And": [
+            { "Condition": "Console" },
+            { "Fn::Not": [{ "Fn::Equals": [reference("WafRateLimit"), "0"] }] }
+        ] }),
+    );
+    conditions.insert(
+        "ConsoleAccessLogs".into(),
+        json!({ "Fn::And": [{ "Condition": "Console" }, given("AccessLogsBucket")] }),
+    );
     conditions.insert("Arm64".into(), json!({ "Fn::Equals": [reference("Architecture"), "arm64"] }));
-    // Whoever runs serve, here or elsewhere, takes this policy.
+    // Whoever runs serve, here or elsewhere, takes one of these: the web
+    // tier alone (the Lambda consumes) or with its in-process consumer.
     resources.insert(
         "ServePolicy".into(),
         json!({
             "Type": "AWS::IAM::ManagedPolicy",
             "Properties": {
-                "Description": "Northwind Ops serve (docs/iam/serve.json)",
+                "Description": "Northwind Ops serve with its in-process consumer (docs/iam/serve.json)",
                 "PolicyDocument": policy(iam::SERVE, deployment, &[])
+            }
+        }),
+    );
+    resources.insert(
+        "WebPolicy".into(),
+        json!({
+            "Type": "AWS::IAM::ManagedPolicy",
+            "Properties": {
+                "Description": "Northwind Ops serve --no-consumer, the web tier alone (docs/iam/web.json)",
+                "PolicyDocument": policy(iam::WEB, deployment, &[])
             }
         }),
     );
@@ -125,6 +149,8 @@ pub(super) fn add(
     }
     resources.insert("Certificate".into(), with_condition(certificate(), "ConsoleCertificate"));
     resources.insert("DnsRecord".into(), with_condition(dns_record(), "ConsoleDns"));
+    resources.insert("WebAcl".into(), with_condition(web_acl(), "ConsoleWaf"));
+    resources.insert("WebAclAssociation".into(), with_condition(web_acl_association(), "ConsoleWaf"));
 }
 
 fn with_condition(mut resource: Value, condition: &str) -> Value {
@@ -154,7 +180,32 @@ fn console_parameters() -> Map<String, Value> {
             list("Subnets of the tasks (private, with a NAT or VPC endpoints; or public, with TaskPublicIp)"),
         ),
         ("TaskPublicIp", choice(&["DISABLED", "ENABLED"], "DISABLED", "ENABLED for tasks in public subnets")),
-        ("IngressCidr", text("0.0.0.0/0", "Addresses that may reach the console")),
+        (
+            "IngressCidr",
+            json!({
+                "Type": "String",
+                "Default": "",
+                "AllowedPattern": INGRESS_CIDR_PATTERN,
+                "ConstraintDescription": "an IPv4 CIDR range, such as 203.0.113.0/24",
+                "Description": "Addresses that may reach the console (required with the console): your office or VPN \
+                                range; 0.0.0.0/0 opens it to the whole internet (then set WafRateLimit)"
+            }),
+        ),
+        (
+            "WafRateLimit",
+            json!({
+                "Type": "Number",
+                "Default": 0,
+                "MinValue": 0,
+                "MaxValue": 2_000_000_000,
+                "Description": "A WAF web ACL on the balancer blocks a client address over this many requests in 5 \
+                                minutes (at least 10; 0: no web ACL)"
+            }),
+        ),
+        (
+            "AccessLogsBucket",
+            text("", "An S3 bucket for the balancer's access logs (its policy lets ELB write); empty: none"),
+        ),
         ("TaskCpu", choice(&["256", "512", "1024", "2048", "4096"], "512", "CPU units of a task")),
         ("TaskMemory", text("1024", "MiB of a task (a size Fargate allows for TaskCpu)")),
         ("ConsoleMinTasks", number(2, 1, "Tasks at least (one per zone keeps a zone's loss harmless)")),
@@ -192,6 +243,11 @@ pub(super) fn rules() -> Value {
                 assert(listed("LoadBalancerSubnetIds"), "DeployConsole=true needs LoadBalancerSubnetIds"),
                 assert(listed("TaskSubnetIds"), "DeployConsole=true needs TaskSubnetIds"),
                 assert(given("DomainName"), "DeployConsole=true needs DomainName"),
+                assert(
+                    given("IngressCidr"),
+                    "DeployConsole=true needs IngressCidr, the addresses that may reach the console (0.0.0.0/0: \
+                     anyone)"
+                ),
                 assert(
                     json!({ "Fn::Or": [given("CertificateArn"), given("HostedZoneId")] }),
                     "DeployConsole=true needs CertificateArn, or HostedZoneId to make one"
@@ -285,11 +341,16 @@ fn execution_role() -> Value {
     })
 }
 
-/// What serve does: docs/iam/serve.json.
+/// What serve does: the web tier alone while the Lambda consumes
+/// (docs/iam/web.json: no checkpoint write, no audit item changed or
+/// deleted), with its in-process consumer otherwise (docs/iam/serve.json).
 fn task_role() -> Value {
     json!({
         "Type": "AWS::IAM::Role",
-        "Properties": { "AssumeRolePolicyDocument": ecs_trust(), "ManagedPolicyArns": [reference("ServePolicy")] }
+        "Properties": {
+            "AssumeRolePolicyDocument": ecs_trust(),
+            "ManagedPolicyArns": [if_(super::IN_PROCESS, reference("ServePolicy"), reference("WebPolicy"))]
+        }
     })
 }
 
@@ -353,10 +414,68 @@ fn load_balancer() -> Value {
             "Scheme": "internet-facing",
             "Subnets": reference("LoadBalancerSubnetIds"),
             "SecurityGroups": [reference("LoadBalancerSecurityGroup")],
-            "LoadBalancerAttributes": attributes(&[
-                ("idle_timeout.timeout_seconds", BALANCER_IDLE_TIMEOUT_SECS.to_string()),
-                ("routing.http.drop_invalid_header_fields.enabled", "true".into()),
-            ])
+            "LoadBalancerAttributes": balancer_attributes()
+        }
+    })
+}
+
+/// The balancer's settings, and its access logs when a bucket is given.
+fn balancer_attributes() -> Value {
+    let mut list = attributes(&[
+        ("idle_timeout.timeout_seconds", BALANCER_IDLE_TIMEOUT_SECS.to_string()),
+        ("routing.http.drop_invalid_header_fields.enabled", "true".into()),
+    ]);
+    let logs = |key: &str, value: Value| if_("ConsoleAccessLogs", json!({ "Key": key, "Value": value }), no_value());
+    if let Value::Array(items) = &mut list {
+        items.push(logs("access_logs.s3.enabled", json!("true")));
+        items.push(logs("access_logs.s3.bucket", reference("AccessLogsBucket")));
+        items.push(logs("access_logs.s3.prefix", json!(ACCESS_LOGS_PREFIX)));
+    }
+    list
+}
+
+/// An IPv4 CIDR range, or nothing (a stack without the console).
+pub(super) const INGRESS_CIDR_PATTERN: &str = r"^$|^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])/(3[0-2]|[12]?[0-9])$";
+/// Where in AccessLogsBucket the balancer writes.
+const ACCESS_LOGS_PREFIX: &str = "northwind-console";
+
+/// The optional web application firewall: one rate-based rule per client
+/// address (the balancer sees the client's own address), over WafRateLimit
+/// requests in five minutes blocked until it falls under. It sits before
+/// serve's own limits (per client and per account), which it does not
+/// replace: it stops a flood before it reaches a task at all.
+fn web_acl() -> Value {
+    let visibility = |metric: &str| json!({ "SampledRequestsEnabled": true, "CloudWatchMetricsEnabled": true, "MetricName": metric });
+    json!({
+        "Type": "AWS::WAFv2::WebACL",
+        "Properties": {
+            "Description": "Northwind Ops console: requests per client address",
+            "Scope": "REGIONAL",
+            "DefaultAction": { "Allow": {} },
+            "VisibilityConfig": visibility("northwind-console"),
+            "Rules": [{
+                "Name": "RatePerClientAddress",
+                "Priority": 0,
+                "Action": { "Block": {} },
+                "Statement": {
+                    "RateBasedStatement": {
+                        "Limit": reference("WafRateLimit"),
+                        "EvaluationWindowSec": 300,
+                        "AggregateKeyType": "IP"
+                    }
+                },
+                "VisibilityConfig": visibility("northwind-console-rate")
+            }]
+        }
+    })
+}
+
+fn web_acl_association() -> Value {
+    json!({
+        "Type": "AWS::WAFv2::WebACLAssociation",
+        "Properties": {
+            "ResourceArn": reference("LoadBalancer"),
+            "WebACLArn": { "Fn::GetAtt": ["WebAcl", "Arn"] }
         }
     })
 }
@@ -463,7 +582,7 @@ fn environment(deployment: &Deployment) -> Value {
         pair("NORTHWIND_TRUSTED_PROXIES", json!(TRUSTED_PROXIES)),
         pair("AWS_REGION", reference("AWS::Region")),
     ];
-    variables.extend(consumer_mode_environment().into_iter().map(|(name, value)| pair(name, json!(value))));
+    variables.extend(consumer_mode_environment().into_iter().map(|(name, value)| pair(name, value)));
     // Anchored at the Lambda's shard checkpoints (its tumbling window).
     variables.push(pair("NORTHWIND_RECONCILE_MINUTES", reference("ReconcileMinutes")));
     for (name, parameter) in [("NORTHWIND_OIDC_ISSUER", "OidcIssuer"), ("NORTHWIND_OIDC_CLIENT_ID", "OidcClientId")] {
@@ -488,6 +607,8 @@ fn task_definition(deployment: &Deployment) -> Value {
             "TaskRoleArn": { "Fn::GetAtt": ["TaskRole", "Arn"] },
             "ContainerDefinitions": [{
                 "Name": CONTAINER,
+                // By digest (ImageUri's pattern): every task runs the
+                // image the Lambda runs, whenever it starts.
                 "Image": reference("ImageUri"),
                 "Essential": true,
                 "Command": ["serve"],

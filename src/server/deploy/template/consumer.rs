@@ -38,10 +38,16 @@ pub(super) const MAX_RECORD_AGE_SECONDS: u32 = 6 * 3600;
 const DEAD_LETTER_RETENTION_SECONDS: u32 = 14 * 86_400;
 const MEMORY_MB: u32 = 256;
 const TIMEOUT_SECONDS: u32 = 60;
-/// Concurrent invocations reserved until told otherwise: one batch per
-/// stream shard runs at a time, and this bounds what the consumer may
-/// write to the metrics table at once.
-const DEFAULT_RESERVED_CONCURRENCY: u32 = 10;
+/// No concurrency reserved unless told: the mapping runs one batch per open
+/// stream shard at a time (`PARALLELIZATION_FACTOR` 1), so the shards bound
+/// the function's concurrency already, and a reservation under the shard
+/// count (the old default of 10, at 32 shards) makes a third of the shards
+/// wait behind the rest. The stream's shard count follows the table's
+/// partitions (splits, and rollovers every few hours) and no stack
+/// parameter can follow it; a reservation is for an account whose other
+/// functions could take the whole pool: `ConsumerConcurrency` at least the
+/// open shards (the Sales readiness page says how many).
+const DEFAULT_RESERVED_CONCURRENCY: u32 = 0;
 
 pub(super) fn add(
     deployment: &Deployment,
@@ -55,8 +61,8 @@ pub(super) fn add(
             "Type": "Number",
             "Default": DEFAULT_RESERVED_CONCURRENCY,
             "MinValue": 0,
-            "Description": "Concurrency reserved for the consumer, at least the stream's shard count (0: none reserved, \
-                            for a new account whose quota is under 110)"
+            "Description": "Concurrency reserved for the consumer (0: none, its shards bound it); when reserved, at least \
+                            the stream's open shards (a new account whose quota is under 110 cannot reserve)"
         }),
     );
     conditions.insert(
@@ -121,6 +127,7 @@ fn function(deployment: &Deployment) -> Value {
         "Properties": {
             "Description": "Northwind Ops: the orders stream into the counters (northwind-ops lambda)",
             "PackageType": "Image",
+            // By digest (ImageUri's pattern), as the console's tasks.
             "Code": { "ImageUri": reference("ImageUri") },
             "ImageConfig": { "Command": ["lambda"] },
             "Architectures": [reference("Architecture")],
@@ -148,6 +155,8 @@ fn event_source_mapping() -> Value {
         "Properties": {
             "EventSourceArn": { "Fn::GetAtt": ["OrdersTable", "StreamArn"] },
             "FunctionName": reference("Consumer"),
+            // Off while the console's tasks consume: one consumer at a time.
+            "Enabled": if_(super::IN_PROCESS, json!(false), json!(true)),
             "StartingPosition": "TRIM_HORIZON",
             "BatchSize": BATCH_SIZE,
             "MaximumBatchingWindowInSeconds": BATCH_WINDOW_SECONDS,

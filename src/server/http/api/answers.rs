@@ -56,6 +56,13 @@ pub struct Disabled {
     pub disabled: String,
 }
 
+/// The account and its role now.
+#[derive(Serialize, ToSchema)]
+pub struct RoleSet {
+    pub name: String,
+    pub role: Role,
+}
+
 /// The token revoked: its name.
 #[derive(Serialize, ToSchema)]
 pub struct Revoked {

@@ -64,6 +64,8 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
         super::audit,
         super::me,
         super::accounts,
+        super::add_account,
+        super::set_role,
         super::disable_account,
         super::consumer_mode,
         super::switch_consumer_mode,

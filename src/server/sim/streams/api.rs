@@ -1,6 +1,7 @@
 //! The DynamoDB Streams JSON protocol as the simulated stream answers it
 //! (`X-Amz-Target: DynamoDBStreams_20120810.<Operation>`), and two paths of
-//! its own: `POST /_sim/split[?shard=ID&stream=ARN]` and `GET /_sim/stats`.
+//! of its own: `POST /_sim/split[?shard=ID&stream=ARN]`,
+//! `POST /_sim/rollover[?stream=ARN]` and `GET /_sim/stats`.
 
 use super::shards::{Position, Start, StreamError, parse_seq, seq_text};
 use super::{Followed, Inner, now_ms};
@@ -29,6 +30,7 @@ pub(super) async fn handle(
 ) -> Response<Body> {
     match (method, uri.path()) {
         (Method::POST, "/_sim/split") => return split(&inner, uri.query().unwrap_or_default()),
+        (Method::POST, "/_sim/rollover") => return rollover(&inner, uri.query().unwrap_or_default()),
         (Method::GET, "/_sim/stats") => return answer(StatusCode::OK, &json!(format!("{}", inner.stats()))),
         _ => {}
     }
@@ -75,10 +77,22 @@ fn refuse(inner: &Inner, operation: &str, err: StreamError) -> Response<Body> {
     )
 }
 
+fn param(query: &str, name: &str) -> Option<String> {
+    query.split('&').filter_map(|pair| pair.split_once('=')).find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+}
+
+fn rollover(inner: &Inner, query: &str) -> Response<Body> {
+    match inner.only_or(param(query, "stream").as_deref()) {
+        Ok(stream) => {
+            let rolled = inner.roll_over(&stream);
+            answer(StatusCode::OK, &json!({"children": rolled.into_iter().map(|(_, child)| child).collect::<Vec<_>>()}))
+        }
+        Err(err) => answer(StatusCode::BAD_REQUEST, &json!({"error": err.to_string()})),
+    }
+}
+
 fn split(inner: &Inner, query: &str) -> Response<Body> {
-    let param = |name: &str| {
-        query.split('&').filter_map(|pair| pair.split_once('=')).find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
-    };
+    let param = |name: &str| param(query, name);
     let split = inner.only_or(param("stream").as_deref()).map_err(|e| e.to_string()).and_then(|stream| {
         let children = stream.shards.lock().split(param("shard").as_deref(), Instant::now(), now_ms());
         children.map_err(|e| e.to_string())

@@ -14,6 +14,10 @@
 //!   on a schedule: it closes (`EndingSequenceNumber`) and two children
 //!   (`ParentShardId`) take its keys, every record of the parent before any
 //!   of a child's;
+//! - every open shard rolls over on a schedule (`--rollover-every-secs`; AWS:
+//!   about every 4 hours): it closes and one child takes all its keys, so a
+//!   day's lineage (a 32-shard table lists about 200 shards by evening) fits
+//!   in minutes with a short period and a short retention;
 //! - iterators expire (15 minutes, settable), records older than retention
 //!   (24 hours, settable) are trimmed (`TrimmedDataAccessException`), and
 //!   closed shards whose records are gone disappear;
@@ -22,9 +26,8 @@
 //!   (`LimitExceededException`), as DynamoDB Streams answers.
 //!
 //! Not simulated: the time a record takes to reach a real stream (here: the
-//! follower's poll, 50 ms), shards rolled over every few hours without a
-//! split, read throughput per shard in bytes, and the engines' own write
-//! path (the records are the engine's).
+//! follower's poll, 50 ms), read throughput per shard in bytes, and the
+//! engines' own write path (the records are the engine's).
 
 mod api;
 pub mod shards;
@@ -63,6 +66,11 @@ pub struct StreamProxyArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub split_every_secs: Option<u64>,
 
+    /// Roll every open shard over (it closes, one child takes its keys)
+    /// every this many seconds (AWS: about 4 hours)
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rollover_every_secs: Option<u64>,
+
     /// How long an iterator may be used, in seconds (AWS: 15 minutes)
     #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..))]
     pub iterator_ttl_secs: u64,
@@ -93,6 +101,8 @@ pub struct StreamOptions {
     pub shards: u32,
     /// Split the busiest open shard this often.
     pub split_every: Option<Duration>,
+    /// Roll every open shard over this often.
+    pub rollover_every: Option<Duration>,
     pub limits: Limits,
     /// How often the engine's stream is read when it had nothing new.
     pub poll: Duration,
@@ -106,6 +116,7 @@ impl StreamOptions {
             listen: "127.0.0.1:0".parse().expect("a socket address"),
             shards,
             split_every: None,
+            rollover_every: None,
             limits: Limits::default(),
             poll: Duration::from_millis(50),
         }
@@ -115,6 +126,7 @@ impl StreamOptions {
         Self {
             listen: args.listen,
             split_every: args.split_every_secs.map(Duration::from_secs),
+            rollover_every: args.rollover_every_secs.map(Duration::from_secs),
             limits: Limits {
                 iterator_ttl: Duration::from_secs(args.iterator_ttl_secs),
                 retention: Duration::from_secs(args.retention_secs),
@@ -153,6 +165,8 @@ pub struct StreamStats {
     /// Refusals, by exception.
     pub refused: BTreeMap<String, u64>,
     pub splits: u64,
+    /// Shards closed by a rollover (each with one child).
+    pub rollovers: u64,
     /// Shards now: open, and closed still listed.
     pub open_shards: usize,
     pub closed_shards: usize,
@@ -161,7 +175,11 @@ pub struct StreamStats {
 impl std::fmt::Display for StreamStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "stream proxy summary: {} records from the engine, {} served", self.ingested, self.served)?;
-        writeln!(f, "  shards: {} open, {} closed; {} splits", self.open_shards, self.closed_shards, self.splits)?;
+        writeln!(
+            f,
+            "  shards: {} open, {} closed; {} splits, {} rolled over",
+            self.open_shards, self.closed_shards, self.splits, self.rollovers
+        )?;
         for (op, n) in &self.calls {
             writeln!(f, "  {op}: {n} calls")?;
         }
@@ -238,6 +256,9 @@ impl StreamSim {
         if let Some(every) = inner.options.split_every {
             inner.tasks.spawn(split_on_schedule(inner.clone(), every));
         }
+        if let Some(every) = inner.options.rollover_every {
+            inner.tasks.spawn(roll_over_on_schedule(inner.clone(), every));
+        }
         Ok(StreamSim { inner, addr })
     }
 
@@ -258,6 +279,13 @@ impl StreamSim {
         self.inner.stats.lock().splits += 1;
         tracing::info!(stream = stream.arn, left = children.0, right = children.1, "stream proxy: a shard split");
         Ok(children)
+    }
+
+    /// Rolls every open shard of the stream over (the stream followed when
+    /// only one is): (parent, child) ids.
+    pub fn rollover(&self, arn: Option<&str>) -> Result<Vec<(String, String)>, StreamSimError> {
+        let stream = self.inner.only_or(arn)?;
+        Ok(self.inner.roll_over(&stream))
     }
 
     pub fn stats(&self) -> StreamStats {
@@ -289,6 +317,14 @@ impl Inner {
         }
         (stats.open_shards, stats.closed_shards) = (open, closed);
         stats
+    }
+
+    /// Rolls every open shard of `stream` over: (parent, child) ids.
+    fn roll_over(&self, stream: &Followed) -> Vec<(String, String)> {
+        let rolled = stream.shards.lock().rollover(Instant::now(), now_ms());
+        self.count(|s| s.rollovers += rolled.len() as u64);
+        tracing::info!(stream = stream.arn, shards = rolled.len(), "stream proxy: the shards rolled over");
+        rolled
     }
 
     fn count(&self, change: impl FnOnce(&mut StreamStats)) {
@@ -401,6 +437,20 @@ async fn split_on_schedule(inner: Arc<Inner>, every: Duration) {
                 }
                 Err(err) => tracing::warn!(error = %err, "stream proxy: no shard could split"),
             }
+        }
+    }
+}
+
+async fn roll_over_on_schedule(inner: Arc<Inner>, every: Duration) {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    loop {
+        tokio::select! {
+            _ = inner.stop.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        let streams: Vec<Arc<Followed>> = inner.streams.lock().values().cloned().collect();
+        for stream in streams {
+            inner.roll_over(&stream);
         }
     }
 }

@@ -327,6 +327,26 @@ impl Shards {
         Ok((left, right))
     }
 
+    /// Rolls every open shard over, as DynamoDB Streams does every few
+    /// hours without a split: each closes at its last record and one child
+    /// takes all its keys. Returns (parent, child) ids.
+    pub fn rollover(&mut self, now: Instant, now_ms: i64) -> Vec<(String, String)> {
+        let open: Vec<usize> = (0..self.shards.len()).filter(|&i| self.shards[i].is_open()).collect();
+        let mut rolled = Vec::with_capacity(open.len());
+        for index in open {
+            let parent = &mut self.shards[index];
+            parent.end_seq = Some(parent.records.back().map_or(parent.start_seq, |r| r.seq));
+            parent.closed_at = Some(now);
+            let (parent_id, lo, hi, received) = (parent.id.clone(), parent.lo, parent.hi, parent.received);
+            let child = self.open(Some(parent_id.clone()), lo, hi, now_ms);
+            // The child carries the parent's load, so a scheduled split
+            // still picks the busiest key range.
+            self.shards.last_mut().expect("just opened").received = received;
+            rolled.push((parent_id, child));
+        }
+        rolled
+    }
+
     /// Drops the records older than `retention`; a closed shard whose
     /// records are all gone and that closed longer ago than that is gone
     /// too (DynamoDB deletes such shards).
@@ -402,7 +422,10 @@ impl Shards {
             records.push(stored.record.clone());
             next = stored.seq + 1;
         }
-        let at_end = shard.end_seq.is_some_and(|end| next > end);
+        // A closed shard is read to its end once no record is left at or
+        // after `next`: past its last record, or (a shard closed without a
+        // record, its end its own starting number) at its start.
+        let at_end = shard.end_seq.is_some() && shard.records.back().is_none_or(|r| r.seq < next);
         Ok(Read { records, next: (!at_end).then_some(Position(next)) })
     }
 
@@ -563,6 +586,42 @@ mod tests {
         shards.trim(t0 + Duration::from_secs(40), retention);
         assert_eq!(shards.all().len(), 2, "the closed parent, its records trimmed, is deleted");
         assert!(shards.all().iter().all(Shard::is_open));
+    }
+
+    #[test]
+    fn a_rollover_closes_every_open_shard_and_one_child_takes_all_its_keys() {
+        let t0 = Instant::now();
+        let retention = Duration::from_secs(10);
+        let mut shards = Shards::new(4, 6, Some("PK".into()), 0);
+        let keys: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
+        let home: HashMap<String, String> = keys.iter().map(|k| (k.clone(), shards.ingest(record(k, 0), t0))).collect();
+        let rolled = shards.rollover(t0 + Duration::from_secs(1), 1);
+        assert_eq!(rolled.len(), 4, "every open shard rolls over");
+        assert_eq!((shards.open_count(), shards.all().len()), (4, 8));
+        let child_of: HashMap<String, String> = rolled.iter().cloned().collect();
+        for key in &keys {
+            let now_in = shards.ingest(record(key, 1), t0 + Duration::from_secs(1));
+            assert_eq!(now_in, child_of[&home[key]], "{key} goes on in its shard's one child");
+        }
+        for (parent, child) in &rolled {
+            let (before, closed) = read_all(&mut shards, parent, t0);
+            assert!(closed, "a rolled-over shard reads to its end");
+            let end = shards.shard(parent).unwrap().end_seq.unwrap();
+            let (after, _) = read_all(&mut shards, child, t0);
+            assert!(after.iter().all(|r| seq_of(r) > end));
+            assert_eq!(before.len(), after.len(), "the child took exactly its parent's keys");
+        }
+        // A shard that closed without a record reads to its end too.
+        let mut quiet = Shards::new(1, 7, Some("PK".into()), 0);
+        let (parent, _) = quiet.rollover(t0, 1).remove(0);
+        assert_eq!(read_all(&mut quiet, &parent, t0), (Vec::new(), true), "an empty closed shard ends");
+        // Rolled twice more, then retention passes: only the lineage of
+        // the last retention period stays listed.
+        shards.rollover(t0 + Duration::from_secs(5), 2);
+        shards.rollover(t0 + Duration::from_secs(9), 3);
+        assert_eq!(shards.all().len(), 16);
+        shards.trim(t0 + Duration::from_secs(16), retention);
+        assert_eq!(shards.all().len(), 8, "the shards closed over 10 s ago, records trimmed, are gone");
     }
 
     #[test]

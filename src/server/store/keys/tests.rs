@@ -193,15 +193,25 @@ fn every_metrics_key_is_in_one_partition_family_and_each_command_has_its_own() {
     assert_eq!(partition_of("ORDER#o-1"), None);
     assert_eq!(partition_of("USERSX"), None, "a whole key is matched whole");
     for access in METRICS_ACCESS {
-        for family in access.reads.iter().chain(access.writes) {
-            assert!(METRICS_PARTITIONS.contains(family), "{}: {family}", access.command);
+        for family in access.reads.iter().copied().chain(access.writes()) {
+            assert!(METRICS_PARTITIONS.contains(&family), "{}: {family}", access.command);
         }
-        let credentials = access.reads.iter().chain(access.writes).any(|f| CREDENTIAL_PARTITIONS.contains(f));
-        assert_eq!(credentials, ["serve", "admin"].contains(&access.command), "{}", access.command);
+        let credentials =
+            access.reads.iter().copied().chain(access.writes()).any(|f| CREDENTIAL_PARTITIONS.contains(&f));
+        assert_eq!(credentials, ["web", "serve", "admin"].contains(&access.command), "{}", access.command);
+        // The audit trail is appended to, never changed.
+        for family in AUDIT_PARTITIONS {
+            assert!(!access.updates.contains(&family) && !access.deletes.contains(&family), "{}", access.command);
+        }
+        assert!(!access.deletes.contains(&CHECKPOINT), "{}: checkpoints expire, never deleted", access.command);
     }
     let consumer = metrics_access("lambda").unwrap();
-    assert!(consumer.writes.contains(&APPLIED) && consumer.writes.contains(&METRIC_PENDING));
-    assert!(!metrics_access("serve").unwrap().writes.contains(&APPLIED), "the markers are the Lambda's");
+    assert!(consumer.puts.contains(&APPLIED) && consumer.updates.contains(&METRIC_PENDING));
+    for role in ["web", "serve"] {
+        assert!(!metrics_access(role).unwrap().writes().any(|f| f == APPLIED), "the markers are the Lambda's");
+    }
+    let web = metrics_access("web").unwrap();
+    assert!(!web.writes().any(|f| [CHECKPOINT, HEAT, QUALITY, CONSUMERS].contains(&f)), "the consumer's");
 }
 
 #[test]

@@ -198,6 +198,8 @@ pub struct Consumer {
     described: tokio::sync::Mutex<Option<Described>>,
     /// Until when this consumer surely holds each lease (by its own clock).
     held: Mutex<HashMap<String, Instant>>,
+    /// Listed shards this consumer has seen finished (`checkpoints`).
+    finished: Mutex<HashSet<String>>,
     /// The last minute marked observed, by this consumer.
     observed_to: tokio::sync::Mutex<Option<i64>>,
     /// In-process consumers reading the stream, this one included, as the
@@ -243,6 +245,7 @@ impl Consumer {
             cursors: tokio::sync::Mutex::new(HashMap::new()),
             described: tokio::sync::Mutex::new(None),
             held: Mutex::new(HashMap::new()),
+            finished: Mutex::new(HashSet::new()),
             observed_to: tokio::sync::Mutex::new(None),
             instances: AtomicUsize::new(1),
             carried: Mutex::new(Carried::default()),
@@ -409,16 +412,44 @@ impl Consumer {
         &self,
     ) -> Result<(String, Vec<StreamShard>, HashMap<String, Checkpoint>), ConsumerError> {
         let (mut arn, mut shards) = self.described().await?;
-        let checkpoints = self.store.checkpoints(&arn).await?;
+        let mut checkpoints = self.checkpoints(&arn, &shards).await?;
         if children_unlisted(&shards, &checkpoints) {
             let mut described = self.described.lock().await;
             if described.as_ref().is_some_and(|d| d.at.elapsed() >= CHILDREN_LOOKED_FOR_EVERY) {
                 *described = None;
                 drop(described);
                 (arn, shards) = self.described().await?;
+                checkpoints = self.checkpoints(&arn, &shards).await?;
             }
         }
         Ok((arn, shards, checkpoints))
+    }
+
+    /// The checkpoints of the listed shards: read for those not known to be
+    /// finished, remembered for the others. A finished shard's checkpoint
+    /// never moves again, so once this consumer has seen one it does not
+    /// read it again (while the shard is listed): a pass reads about as
+    /// many checkpoints as the stream has open shards, the same in its first
+    /// minute as after a day of rollovers and splits (some 200 listed at 32
+    /// open), not every checkpoint the stream ever had.
+    async fn checkpoints(
+        &self,
+        stream_arn: &str,
+        shards: &[StreamShard],
+    ) -> Result<HashMap<String, Checkpoint>, ConsumerError> {
+        let unknown: Vec<String> = {
+            let finished = self.finished.lock();
+            shards.iter().filter(|s| !finished.contains(&s.id)).map(|s| s.id.clone()).collect()
+        };
+        let mut checkpoints = self.store.checkpoints_of(stream_arn, &unknown).await?;
+        let listed: HashSet<&str> = shards.iter().map(|s| s.id.as_str()).collect();
+        let mut finished = self.finished.lock();
+        finished.retain(|id| listed.contains(id.as_str()));
+        finished.extend(checkpoints.iter().filter(|(_, c)| c.finished).map(|(id, _)| id.clone()));
+        for id in finished.iter() {
+            checkpoints.entry(id.clone()).or_insert_with(|| Checkpoint { finished: true, ..Checkpoint::default() });
+        }
+        Ok(checkpoints)
     }
 
     /// One pass over every shard of the stream: the records applied.

@@ -5,7 +5,9 @@
 use super::drift::Touched;
 use super::{ReconcileError, Reconciler};
 use crate::server::store::error::StoreError;
-use crate::server::store::{Checkpoint, CounterItem, StreamBatch, StreamShard, TRANSACT_GET_MAX, snapshot_items};
+use crate::server::store::{
+    Checkpoint, CounterItem, Snapshot, StreamBatch, StreamShard, TRANSACT_GET_MAX, snapshot_items,
+};
 use crate::server::stream::consumer::state_before;
 use crate::server::stream::counters::Key;
 use aws_sdk_dynamodbstreams::types::Record;
@@ -75,6 +77,16 @@ fn chunks(keys: &[Key], group: usize, room: usize) -> Option<Vec<&[Key]>> {
     Some(chunks)
 }
 
+/// How many of `moving` unfinished shards' checkpoints to read inside each
+/// snapshot, and the snapshots (`chunks`): as many as fit beside the
+/// largest group of counters; `None` when one group alone fills a
+/// TransactGetItems.
+fn fit(keys: &[Key], group: usize, moving: usize) -> Option<(usize, Vec<&[Key]>)> {
+    (0..=moving.min(TRANSACT_GET_MAX))
+        .rev()
+        .find_map(|inside| chunks(keys, group, TRANSACT_GET_MAX - inside).map(|chunks| (inside, chunks)))
+}
+
 /// Sequence numbers are decimal strings of varying width: compared as numbers.
 pub fn compare_seq(a: &str, b: &str) -> Ordering {
     let (a, b) = (a.trim_start_matches('0'), b.trim_start_matches('0'));
@@ -121,19 +133,40 @@ impl Reconciler {
     /// The shards are listed before and after: a shard that appears in
     /// between may hold records the snapshot's checkpoints do not cover, so
     /// the snapshots are taken again.
+    ///
+    /// Only the checkpoints that can still move are read with the counters:
+    /// a finished shard's never moves again (the consumer reads a shard's
+    /// children only once it is finished), so read before the snapshot it
+    /// is its position at the snapshot too. After a day of rollovers a
+    /// stream lists some 200 shards, of which only the open ones (and a
+    /// closed one not yet read to its end) move; see `snapshot_beside` for
+    /// when even those do not fit one TransactGetItems.
     pub(super) async fn anchor(&self, keys: &[Key], group: usize) -> Result<Anchor, ReconcileError> {
         let stream_arn = self.store.stream_arn().await?.ok_or(ReconcileError::NoStream)?;
         for _ in 0..SETTLE_TRIES {
             let shards = self.store.stream_shards(&stream_arn).await?;
-            let room = TRANSACT_GET_MAX.saturating_sub(shards.len());
-            let Some(chunks) = chunks(keys, group, room) else {
-                return Err(ReconcileError::TooManyShards { shards: shards.len(), items: group });
-            };
             let ids: Vec<String> = shards.iter().map(|s| s.id.clone()).collect();
+            let read = self.checkpoints_unless_finished(&stream_arn, &ids).await?;
+            let finished = |id: &String| read.get(id).is_some_and(|c| c.finished);
+            // Not started first: the likeliest to stay still if some must
+            // be read beside the snapshot rather than in it.
+            let mut moving: Vec<String> = ids.iter().filter(|id| !finished(id)).cloned().collect();
+            moving.sort_by_key(|id| read.get(id).is_some_and(|c| c.seq.is_some()));
+            let Some((inside, chunks)) = fit(keys, group, moving.len()) else {
+                return Err(ReconcileError::TooManyShards { shards: moving.len(), items: group });
+            };
+            let (beside, inside) = moving.split_at(moving.len() - inside);
             let mut taken = Vec::new();
             for chunk in chunks {
-                let snapshot = self.store.snapshot(chunk, &stream_arn, &ids).await?;
-                let positions = ids.iter().map(|id| (id.clone(), Position::of(snapshot.checkpoints.get(id)))).collect();
+                let (snapshot, beside) = self.snapshot_beside(chunk, &stream_arn, inside, beside).await?;
+                let mut positions: HashMap<String, Position> =
+                    ids.iter().filter(|id| finished(id)).map(|id| (id.clone(), Position::Finished)).collect();
+                for id in inside {
+                    positions.insert(id.clone(), Position::of(snapshot.checkpoints.get(id)));
+                }
+                for (id, checkpoint) in beside {
+                    positions.insert(id, Position::of(checkpoint.as_ref()));
+                }
                 taken.push(Taken { keys: chunk.to_vec(), counters: snapshot.counters, positions });
             }
             let at = Instant::now();
@@ -143,6 +176,72 @@ impl Reconciler {
             }
         }
         Err(ReconcileError::Unsettled(SETTLE_TRIES))
+    }
+
+    /// The checkpoints of `ids`, read unless an earlier anchor saw them
+    /// finished (then remembered as finished): what the anchor reads before
+    /// its snapshots stays about the open shards, however many are listed.
+    async fn checkpoints_unless_finished(
+        &self,
+        stream_arn: &str,
+        ids: &[String],
+    ) -> Result<HashMap<String, Checkpoint>, ReconcileError> {
+        let unknown: Vec<String> = {
+            let finished = self.finished.lock();
+            ids.iter().filter(|id| !finished.contains(*id)).cloned().collect()
+        };
+        let mut read = self.store.checkpoints_of(stream_arn, &unknown).await?;
+        let listed: HashSet<&String> = ids.iter().collect();
+        let mut finished = self.finished.lock();
+        finished.retain(|id| listed.contains(id));
+        finished.extend(read.iter().filter(|(_, c)| c.finished).map(|(id, _)| id.clone()));
+        for id in finished.iter() {
+            read.entry(id.clone()).or_insert_with(|| Checkpoint { finished: true, ..Checkpoint::default() });
+        }
+        Ok(read)
+    }
+
+    /// One snapshot of `chunk` with the checkpoints of `inside`, and the
+    /// checkpoints of `beside` as they were at that snapshot.
+    ///
+    /// `beside` is empty unless more shards are unfinished than fit one
+    /// TransactGetItems with a counter and its sub-items (83, at 16 sub-items:
+    /// a table of over 83 partitions, or a closed shard not yet read to its
+    /// end for each of many open ones). Their checkpoints are then read
+    /// (strongly consistent) just before the snapshot and just after it: a
+    /// checkpoint's sequence number only grows and `finished` is only ever
+    /// set, so one found the same twice did not move in between, and was at
+    /// the snapshot's moment what both reads say. One that moved may have
+    /// moved with increments the snapshot saw or did not see, so the three
+    /// reads are made again, up to `SETTLE_TRIES` times; a stream busy in
+    /// every one of its shards can keep moving them, and then the anchor is
+    /// refused and says why, rather than anchored where it cannot be exact.
+    async fn snapshot_beside(
+        &self,
+        chunk: &[Key],
+        stream_arn: &str,
+        inside: &[String],
+        beside: &[String],
+    ) -> Result<(Snapshot, Vec<(String, Option<Checkpoint>)>), ReconcileError> {
+        let state = |c: Option<&Checkpoint>| c.map(|c| (c.seq.clone(), c.finished));
+        for _ in 0..SETTLE_TRIES {
+            let before =
+                if beside.is_empty() { HashMap::new() } else { self.store.checkpoints_of(stream_arn, beside).await? };
+            let snapshot = self.store.snapshot(chunk, stream_arn, inside).await?;
+            if beside.is_empty() {
+                return Ok((snapshot, Vec::new()));
+            }
+            let after = self.store.checkpoints_of(stream_arn, beside).await?;
+            if beside.iter().all(|id| state(before.get(id)) == state(after.get(id))) {
+                let positions = beside.iter().map(|id| (id.clone(), before.get(id).cloned())).collect();
+                return Ok((snapshot, positions));
+            }
+        }
+        Err(ReconcileError::Unsteady {
+            unfinished: inside.len() + beside.len(),
+            beside: beside.len(),
+            tries: SETTLE_TRIES,
+        })
     }
 
     /// Reads the stream after the anchor's positions, parents before
@@ -386,6 +485,18 @@ mod tests {
         assert_eq!(chunks(&minutes, 1, 16), None, "an hour and its sub-items do not fit");
         assert_eq!(chunks(&minutes[..1], 1, 1).map(sizes), Some(vec![1]));
         assert_eq!(chunks(&minutes, 2, 100).map(sizes), Some(vec![6, 4, 4, 4, 4, 3]));
+    }
+
+    #[test]
+    fn as_many_checkpoints_go_inside_a_snapshot_as_fit_beside_a_counter() {
+        let day = chrono::NaiveDate::from_ymd_opt(2026, 12, 5).unwrap();
+        let pending = [crate::server::store::keys::metric_pending_key(day)];
+        let items = snapshot_items(&pending);
+        assert_eq!(fit(&pending, 1, 32).map(|(inside, c)| (inside, c.len())), Some((32, 1)), "all inside");
+        assert_eq!(fit(&pending, 1, 250).map(|(inside, _)| inside), Some(TRANSACT_GET_MAX - items), "the rest beside");
+        assert_eq!(fit(&pending, 1, 0).map(|(inside, _)| inside), Some(0));
+        let minutes = crate::server::store::keys::metric_minutes_keys(day);
+        assert_eq!(fit(&minutes, 1, 90).map(|(inside, c)| (inside, c.len())), Some((83, 25)), "an hour a snapshot");
     }
 
     #[test]

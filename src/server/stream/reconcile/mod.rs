@@ -67,10 +67,16 @@ pub enum ReconcileError {
     )]
     Trimmed(String),
     #[error(
-        "cannot verify: the checkpoints of {shards} stream shards and {items} counter item(s) with their \
-         sub-items do not fit one TransactGetItems (at most 100 items)"
+        "cannot verify: {items} counter item(s) with their sub-items do not fit one TransactGetItems (at most \
+         100 items) ({shards} unfinished stream shards)"
     )]
     TooManyShards { shards: usize, items: usize },
+    #[error(
+        "cannot verify now: {unfinished} stream shards are unfinished, more than one TransactGetItems reads \
+         with a counter, and the checkpoints of the {beside} read beside it moved during each of {tries} \
+         snapshots; try again when the stream is quieter"
+    )]
+    Unsteady { unfinished: usize, beside: usize, tries: u32 },
     #[error("another reconciliation held the stream-reader lease for {0:?}; try again later")]
     ReaderBusy(Duration),
     #[error("the stream-reader lease ran out and was taken over mid-read")]
@@ -86,6 +92,9 @@ pub enum ReconcileError {
 pub struct Reconciler {
     store: Arc<Store>,
     options: ReconcileOptions,
+    /// Listed shards seen finished by an earlier anchor: their checkpoints
+    /// never move again, so `serve`'s periodic runs do not read them again.
+    finished: parking_lot::Mutex<std::collections::HashSet<String>>,
 }
 
 /// What a reconciliation of a day's PENDING counters found and did.
@@ -125,7 +134,7 @@ impl Plan {
 
 impl Reconciler {
     pub fn new(store: Arc<Store>, options: ReconcileOptions) -> Self {
-        Self { store, options }
+        Self { store, options, finished: Default::default() }
     }
 
     /// Checks the PENDING counters of `day` and, with `repair`, undoes the

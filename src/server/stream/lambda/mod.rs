@@ -42,6 +42,13 @@
 //! and skipped, as `consume` does (priced only, when it has images).
 
 use crate::model::ConsumerMode;
+mod budget;
+mod event;
+
+pub use budget::Budget;
+use budget::Throttled;
+pub use event::{Carried, Delivered, ShardOf, Window, stream_record};
+
 use crate::server::store::error::StoreError;
 use crate::server::store::keys;
 use crate::server::store::{CheckpointMove, Holder, Marked, Marker, Store, TRANSACTION_ITEMS};
@@ -50,10 +57,8 @@ use crate::server::stream::counters::Deltas;
 use crate::server::stream::lag;
 use crate::server::stream::reconcile::compare_seq;
 use crate::server::stream::registry::{LambdaBeat, LambdaGate};
-use aws_lambda_events::dynamodb::EventRecord;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
-use aws_sdk_dynamodbstreams::primitives::DateTime as SdkDateTime;
-use aws_sdk_dynamodbstreams::types::{AttributeValue, OperationType, Record, StreamRecord};
+use aws_sdk_dynamodbstreams::types::Record;
 use serde_json::Value;
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -70,138 +75,6 @@ pub enum LambdaError {
     Unreportable { position: usize },
     #[error("the window's observations could not be added (the closing call is failed, to be made again): {0}")]
     WindowClose(StoreError),
-}
-
-/// One record of a Lambda DynamoDB event, as the consumer reads it.
-#[derive(Clone, Debug)]
-pub struct Delivered {
-    /// `eventID`: the key of the record's marker.
-    pub event_id: Option<String>,
-    /// `dynamodb.SequenceNumber`: what a failure is reported by.
-    pub seq: Option<String>,
-    /// The record as the DynamoDB Streams API gives it (the type `consume`
-    /// reads); `None` for JSON that is not a stream record.
-    pub record: Option<Record>,
-}
-
-impl Delivered {
-    /// One element of the event's `Records`; never fails: what cannot be
-    /// read is kept as such, to be counted as bad.
-    pub fn from_json(value: &Value) -> Delivered {
-        let seq = value.pointer("/dynamodb/SequenceNumber").and_then(Value::as_str).map(str::to_string);
-        match serde_json::from_value::<EventRecord>(value.clone()) {
-            Ok(event) => Delivered {
-                event_id: Some(event.event_id.clone()).filter(|id| !id.is_empty()),
-                seq: event.change.sequence_number.clone().or(seq),
-                record: Some(stream_record(event)),
-            },
-            Err(err) => {
-                tracing::warn!(error = %err, sequence = ?seq, "a Lambda event record that is not a stream record");
-                Delivered { event_id: None, seq, record: None }
-            }
-        }
-    }
-}
-
-/// A Lambda event record as the DynamoDB Streams API's `Record`: the same
-/// fields (an absent image is an empty map in the Lambda shape).
-pub fn stream_record(event: EventRecord) -> Record {
-    let data = event.change;
-    let item = |item: serde_dynamo::Item| (!item.is_empty()).then(|| HashMap::<String, AttributeValue>::from(item));
-    let at = data.approximate_creation_date_time;
-    // Absent from the event: the epoch, which means "not said".
-    let at = (at.timestamp_millis() != 0).then(|| SdkDateTime::from_millis(at.timestamp_millis()));
-    let stream = StreamRecord::builder()
-        .set_keys(item(data.keys))
-        .set_new_image(item(data.new_image))
-        .set_old_image(item(data.old_image))
-        .set_sequence_number(data.sequence_number)
-        .size_bytes(data.size_bytes)
-        .set_approximate_creation_date_time(at)
-        .build();
-    Record::builder()
-        .event_id(event.event_id)
-        .event_name(OperationType::from(event.event_name.as_str()))
-        .set_event_version(event.event_version)
-        .set_event_source(event.event_source)
-        .aws_region(event.aws_region)
-        .dynamodb(stream)
-        .build()
-}
-
-/// The stream shard a batch came from. Lambda names it only in the events
-/// of a mapping with a tumbling window (`shardId`, `eventSourceARN`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ShardOf {
-    pub stream_arn: String,
-    pub shard_id: String,
-}
-
-/// A windowed event's own fields: its shard, when the window started,
-/// whether it is the call that closes it, and what it carries.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Window {
-    pub shard: ShardOf,
-    pub start: String,
-    pub closing: bool,
-    pub carried: Carried,
-}
-
-impl Window {
-    /// `None` for an event without a window (or one that does not say its
-    /// shard): each record is then guarded by its marker.
-    pub fn of(event: &Value) -> Option<Window> {
-        let text = |value: Option<&Value>| value.and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
-        let shard_id = text(event.get("shardId"))?;
-        let stream_arn =
-            text(event.get("eventSourceARN")).or_else(|| text(event.pointer("/Records/0/eventSourceARN")))?;
-        let closing = event.get("isFinalInvokeForWindow").and_then(Value::as_bool).unwrap_or(false);
-        let start = text(event.pointer("/window/start")).unwrap_or_default();
-        let carried = Carried::from_state(event.get("state"));
-        Some(Window { shard: ShardOf { stream_arn, shard_id }, start, closing, carried })
-    }
-}
-
-/// The observations a window carries from call to call of one shard, and
-/// the first record they came with (naming them in the close's marker).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Carried {
-    pub since: Option<String>,
-    pub deltas: Deltas,
-}
-
-/// The `state` fields: the first record's sequence number, and the
-/// increments as JSON rows `[PK, SK, attribute, by]`.
-const STATE_SINCE: &str = "since";
-const STATE_ADDS: &str = "adds";
-
-impl Carried {
-    /// What a `state` carries: nothing when it is empty, or unreadable
-    /// (then said: those observations are lost, the counters are not).
-    pub fn from_state(state: Option<&Value>) -> Carried {
-        let Some(adds) = state.and_then(|s| s.get(STATE_ADDS)) else { return Carried::default() };
-        let rows = adds.as_str().and_then(|text| serde_json::from_str(text).ok());
-        let Some(rows) = rows else {
-            let bytes = adds.to_string().len();
-            tracing::error!(bytes, "a window's state that is not this function's: its observations are dropped");
-            return Carried::default();
-        };
-        let since = state.and_then(|s| s.get(STATE_SINCE)).and_then(Value::as_str).map(str::to_string);
-        Carried { since, deltas: Deltas::from_rows(rows) }
-    }
-
-    pub fn to_state(&self) -> HashMap<String, String> {
-        let mut state = HashMap::new();
-        if !self.deltas.is_empty() {
-            state.insert(STATE_ADDS.to_string(), self.rows_json());
-            state.insert(STATE_SINCE.to_string(), self.since.clone().unwrap_or_default());
-        }
-        state
-    }
-
-    fn rows_json(&self) -> String {
-        serde_json::to_string(&self.deltas.rows()).unwrap_or_default()
-    }
 }
 
 /// The function's answer: the batch item failures, and for a windowed
@@ -230,6 +103,8 @@ pub struct Outcome {
     pub failed_from: Option<usize>,
     /// Why it failed.
     pub error: Option<String>,
+    /// Commits refused for throughput and sent again after a pause.
+    pub throttle_retries: usize,
 }
 
 /// The Lambda function's state between invocations (an execution
@@ -283,7 +158,7 @@ impl LambdaConsumer {
     /// record's marker guards it (an event without a tumbling window, which
     /// does not name its shard).
     pub async fn apply(&self, records: &[Delivered]) -> Outcome {
-        self.apply_guarded(records, None).await
+        self.apply_guarded(records, None, Budget::default_from_now()).await
     }
 
     /// Applies a batch of one shard's records in order: each transaction
@@ -293,10 +168,15 @@ impl LambdaConsumer {
     /// batch at a time when `ParallelizationFactor` is 1). The observations
     /// of what committed are added to `carried`, not written.
     pub async fn apply_shard(&self, shard: &ShardOf, records: &[Delivered], carried: &mut Deltas) -> Outcome {
-        self.apply_guarded(records, Some((shard, carried))).await
+        self.apply_guarded(records, Some((shard, carried)), Budget::default_from_now()).await
     }
 
-    async fn apply_guarded(&self, records: &[Delivered], shard: Option<(&ShardOf, &mut Deltas)>) -> Outcome {
+    async fn apply_guarded(
+        &self,
+        records: &[Delivered],
+        shard: Option<(&ShardOf, &mut Deltas)>,
+        budget: Budget,
+    ) -> Outcome {
         if let Some(beat) = &self.beat {
             beat.beat(&self.store).await;
         }
@@ -333,7 +213,10 @@ impl LambdaConsumer {
             None => Some(Guarding::Markers),
         };
         let batch = match guarding {
-            Some(mut guarding) => self.commit_groups(records, &readings, &mut done, &mut outcome, &mut guarding).await,
+            Some(mut guarding) => {
+                let mut throttled = Throttled::new(budget);
+                self.commit_groups(records, &readings, &mut done, &mut outcome, &mut guarding, &mut throttled).await
+            }
             None => Batch::default(),
         };
         self.core.record_progress(outcome.applied as u64, &batch);
@@ -406,6 +289,7 @@ impl LambdaConsumer {
         done: &mut [bool],
         outcome: &mut Outcome,
         guarding: &mut Guarding<'_>,
+        throttled: &mut Throttled,
     ) -> Batch {
         let mut batch = Batch::default();
         let (mut start, mut one_by_one_until) = (0, 0);
@@ -428,6 +312,14 @@ impl LambdaConsumer {
                     start = end;
                 }
                 Step::Again => {}
+                // A transaction refused for throughput wrote nothing: the
+                // same group goes again after a pause, while the
+                // invocation has time, rather than fail the batch (Lambda
+                // would retry it a few times, then give it up to the
+                // dead-letter queue and move past it).
+                Step::Failed(err) if err.is_throttled() && throttled.wait(&err).await => {
+                    outcome.throttle_retries += 1;
+                }
                 Step::Failed(err) if group.len() > 1 && !matches!(err, StoreError::Conflict(_)) => {
                     tracing::warn!(error = %err, records = group.len(), "a transaction of stream records failed: one at a time");
                     one_by_one_until = end;
@@ -637,8 +529,8 @@ pub fn metrics_line(function: &str, failed: usize, at: chrono::DateTime<chrono::
 
 /// One invocation: a DynamoDB event in, the batch item failures out, and
 /// how many records failed as a metric line on standard output.
-pub async fn handle(consumer: &LambdaConsumer, event: &Value) -> Result<Response, LambdaError> {
-    let result = handle_records(consumer, event).await;
+pub async fn handle(consumer: &LambdaConsumer, event: &Value, budget: Budget) -> Result<Response, LambdaError> {
+    let result = handle_records(consumer, event, budget).await;
     let failed = match &result {
         Ok(response) => response.failures.batch_item_failures.len(),
         Err(_) => event.get("Records").and_then(Value::as_array).map_or(0, Vec::len),
@@ -648,7 +540,7 @@ pub async fn handle(consumer: &LambdaConsumer, event: &Value) -> Result<Response
     result
 }
 
-async fn handle_records(consumer: &LambdaConsumer, event: &Value) -> Result<Response, LambdaError> {
+async fn handle_records(consumer: &LambdaConsumer, event: &Value, budget: Budget) -> Result<Response, LambdaError> {
     let mut window = Window::of(event);
     let records = match event.get("Records").and_then(Value::as_array) {
         Some(records) => records.as_slice(),
@@ -664,9 +556,9 @@ async fn handle_records(consumer: &LambdaConsumer, event: &Value) -> Result<Resp
             if carried.since.is_none() {
                 carried.since = delivered.iter().find_map(|d| d.seq.clone());
             }
-            consumer.apply_shard(&window.shard, &delivered, &mut carried.deltas).await
+            consumer.apply_guarded(&delivered, Some((&window.shard, &mut carried.deltas)), budget).await
         }
-        None => consumer.apply(&delivered).await,
+        None => consumer.apply_guarded(&delivered, None, budget).await,
     };
     let state = match window.as_mut() {
         Some(window) if window.closing => {
@@ -682,6 +574,7 @@ async fn handle_records(consumer: &LambdaConsumer, event: &Value) -> Result<Resp
         applied = outcome.applied,
         already_applied = outcome.already,
         skipped = outcome.skipped,
+        throttle_retries = outcome.throttle_retries,
         failed_from = ?outcome.failed_from,
         "stream batch"
     );
@@ -717,7 +610,8 @@ pub async fn run(store: Arc<Store>) -> Result<(), lambda_runtime::Error> {
     lambda_runtime::run(lambda_runtime::service_fn(move |event: lambda_runtime::LambdaEvent<Value>| {
         let consumer = consumer.clone();
         // The runtime logs each invocation in a span with its request id.
-        async move { handle(&consumer, &event.payload).await.map_err(lambda_runtime::Error::from) }
+        let budget = Budget::from_deadline_ms(event.context.deadline as i64);
+        async move { handle(&consumer, &event.payload, budget).await.map_err(lambda_runtime::Error::from) }
     }))
     .await
 }
@@ -753,6 +647,7 @@ pub fn check_environment(var: impl Fn(&str) -> Option<String>) -> Result<(), Str
 mod tests {
     use super::*;
     use crate::server::stream::consumer::change;
+    use aws_sdk_dynamodbstreams::types::OperationType;
     use serde_json::json;
 
     fn event_record(seq: &str, new_status: Option<&str>, old_status: Option<&str>) -> Value {
