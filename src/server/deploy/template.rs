@@ -456,6 +456,11 @@ mod tests {
         let reconcile = variables.as_array().unwrap().iter().find(|v| v["Name"] == "NORTHWIND_RECONCILE_MINUTES");
         assert_eq!(reconcile.unwrap()["Value"], json!({"Ref": "ReconcileMinutes"}));
         assert_eq!(template["Parameters"]["ReconcileMinutes"]["Default"], 10);
+        // The audit trail's retention, within what serve's flag takes.
+        let retention = variables.as_array().unwrap().iter().find(|v| v["Name"] == "NORTHWIND_AUDIT_RETENTION_DAYS");
+        assert_eq!(retention.unwrap()["Value"], json!({"Ref": "AuditRetentionDays"}));
+        let parameter = &template["Parameters"]["AuditRetentionDays"];
+        assert_eq!((parameter["Default"].as_u64(), parameter["MaxValue"].as_u64()), (Some(0), Some(36_500)));
         // The balancer is the trusted proxy: a list serve parses.
         let trusted = variables.as_array().unwrap().iter().find(|v| v["Name"] == "NORTHWIND_TRUSTED_PROXIES");
         let trusted = crate::server::auth::client::TrustedProxies::parse(trusted.unwrap()["Value"].as_str().unwrap());

@@ -37,7 +37,7 @@ pub(super) const STOP_TIMEOUT_SECS: u64 = 30;
 const CONTAINER: &str = "serve";
 
 /// The console's parameters, for their group in the console.
-pub(super) const PARAMETERS: [&str; 20] = [
+pub(super) const PARAMETERS: [&str; 21] = [
     "DeployConsole",
     "DomainName",
     "CertificateArn",
@@ -55,6 +55,7 @@ pub(super) const PARAMETERS: [&str; 20] = [
     "ConsoleMaxTasks",
     "RequestsPerTarget",
     "ReconcileMinutes",
+    "AuditRetentionDays",
     "OidcIssuer",
     "OidcClientId",
     "OidcClientSecretArn",
@@ -220,6 +221,7 @@ fn console_parameters() -> Map<String, Value> {
                  of a stack upgraded from one whose consumer had no tumbling window)",
             ),
         ),
+        ("AuditRetentionDays", audit_retention()),
         ("OidcIssuer", text("", "OpenID Connect issuer URL; empty: local accounts only")),
         ("OidcClientId", text("", "OpenID Connect client id")),
         ("OidcClientSecretArn", text("", "The Secrets Manager secret holding the OpenID Connect client secret")),
@@ -562,6 +564,18 @@ fn dns_record() -> Value {
     })
 }
 
+/// How long the audit trail keeps a record: serve's `--audit-retention-days`
+/// and its range (a value past it would stop the tasks at start).
+fn audit_retention() -> Value {
+    json!({
+        "Type": "Number",
+        "Default": 0,
+        "MinValue": 0,
+        "MaxValue": 36_500,
+        "Description": "Days the audit trail keeps a record (the metrics table's TTL removes it after); 0: kept for ever",
+    })
+}
+
 /// The proxies serve believes `X-Forwarded-For` from: the private ranges.
 /// The tasks admit only the balancer's security group, and the balancer
 /// is internet-facing, so every peer is one of its nodes (a private address
@@ -585,6 +599,7 @@ fn environment(deployment: &Deployment) -> Value {
     variables.extend(consumer_mode_environment().into_iter().map(|(name, value)| pair(name, value)));
     // Anchored at the Lambda's shard checkpoints (its tumbling window).
     variables.push(pair("NORTHWIND_RECONCILE_MINUTES", reference("ReconcileMinutes")));
+    variables.push(pair("NORTHWIND_AUDIT_RETENTION_DAYS", reference("AuditRetentionDays")));
     for (name, parameter) in [("NORTHWIND_OIDC_ISSUER", "OidcIssuer"), ("NORTHWIND_OIDC_CLIENT_ID", "OidcClientId")] {
         variables.push(if_("ConsoleOidc", pair(name, reference(parameter)), no_value()));
     }
