@@ -13,13 +13,13 @@
 use crate::common;
 
 use aws_sdk_dynamodbstreams::types::Record;
-use common::counters::consumer;
+use common::counters::{consumer, delivered};
 use common::{TestApp, new_order_json};
 use northwind_ops::model::{Actor, ConsumerMode, Role};
 use northwind_ops::server::sim::lambda::dead_letters::DeadLetters;
 use northwind_ops::server::sim::lambda::{Mapping, MappingSettings, StartingPosition};
 use northwind_ops::server::stream::consumer::Consumer;
-use northwind_ops::server::stream::lambda::{Delivered, LambdaConsumer, ShardOf};
+use northwind_ops::server::stream::lambda::{LambdaConsumer, ShardOf};
 use northwind_ops::server::stream::registry::{self, IN_PROCESS};
 use serde_json::json;
 use std::sync::Arc;
@@ -206,17 +206,6 @@ async fn stream_records(app: &TestApp) -> Vec<Record> {
     let (records, _) = common::counters::read_batch(&app.store, &arn, &shard, None, 1000).await;
     assert!(!records.is_empty(), "the orders written are in the stream");
     records
-}
-
-fn delivered(records: &[Record]) -> Vec<Delivered> {
-    records
-        .iter()
-        .map(|r| Delivered {
-            event_id: r.event_id().map(str::to_string),
-            seq: r.dynamodb().and_then(|d| d.sequence_number()).map(str::to_string),
-            record: Some(r.clone()),
-        })
-        .collect()
 }
 
 /// Orders created through the API, one every `every`, until `stop`; every

@@ -14,13 +14,13 @@ use crate::common;
 
 use aws_sdk_dynamodbstreams::types::Record;
 use chrono::{Duration as Span, NaiveDate, Utc};
-use common::counters::read_batch;
+use common::counters::{delivered, read_batch};
 use common::{Engine, order, write_all};
 use northwind_ops::model::ConsumerMode;
 use northwind_ops::model::{Actor, Order, Status};
 use northwind_ops::server::sim::lambda::dead_letters::{Condition, GivenUp, message};
 use northwind_ops::server::store::{Store, TableCapacity, Transition};
-use northwind_ops::server::stream::lambda::{Delivered, LambdaConsumer};
+use northwind_ops::server::stream::lambda::LambdaConsumer;
 use northwind_ops::server::stream::registry::{self, IN_PROCESS};
 use std::path::Path;
 use std::process::Command;
@@ -158,17 +158,6 @@ fn dead_letter(arn: &str, shard: &str, records: &[Record]) -> serde_json::Value 
         records,
     };
     message(&given_up, Utc::now())
-}
-
-fn delivered(records: &[Record]) -> Vec<Delivered> {
-    records
-        .iter()
-        .map(|r| Delivered {
-            event_id: r.event_id().map(str::to_string),
-            seq: r.dynamodb().and_then(|d| d.sequence_number()).map(str::to_string),
-            record: Some(r.clone()),
-        })
-        .collect()
 }
 
 async fn write_day(store: &Store) -> NaiveDate {

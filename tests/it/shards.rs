@@ -1531,22 +1531,8 @@ async fn assert_finished_expire(tables: &Tables, arn: &str) {
 }
 
 async fn damage_pending(tables: &Tables, day: chrono::NaiveDate, changes: &[(&str, i64)]) {
-    let (pk, sk) = keys::metric_pending_key(day);
-    let mut update = tables
-        .store
-        .client()
-        .update_item()
-        .table_name(&tables.config.metrics_table)
-        .key(keys::PK, AttributeValue::S(pk))
-        .key(keys::SK, AttributeValue::S(sk));
-    let mut adds = Vec::new();
-    for (i, (attribute, by)) in changes.iter().enumerate() {
-        adds.push(format!("#a{i} :v{i}"));
-        update = update
-            .expression_attribute_names(format!("#a{i}"), *attribute)
-            .expression_attribute_values(format!(":v{i}"), AttributeValue::N(by.to_string()));
-    }
-    update.update_expression(format!("ADD {}", adds.join(", "))).send().await.unwrap();
+    common::counters::damage_in(&tables.store, &tables.config.metrics_table, keys::metric_pending_key(day), changes)
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

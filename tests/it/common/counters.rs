@@ -3,11 +3,13 @@
 
 use super::{TestApp, new_order_json, order};
 use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodbstreams::types::Record;
 use chrono::{Duration, NaiveDate, Utc};
 use northwind_ops::model::Status;
 use northwind_ops::server::store::keys;
 use northwind_ops::server::store::{Store, StreamBatch, order_item};
 use northwind_ops::server::stream::consumer::{Consumer, ConsumerOptions};
+use northwind_ops::server::stream::lambda::Delivered;
 use serde_json::json;
 use std::sync::Arc;
 
@@ -193,13 +195,18 @@ pub async fn write_mix(app: &TestApp) -> (NaiveDate, i64, Vec<(Status, i64)>) {
 
 /// Adds `by` to counters of an item, as damage would.
 pub async fn damage(app: &TestApp, key: (String, String), changes: &[(&str, i64)]) {
-    let mut update = app
-        .store
+    damage_in(&app.store, &app.config.metrics_table, key, changes).await
+}
+
+/// `damage` on `metrics_table` through `store`'s client, written around the
+/// store (one UpdateItem that ADDs each change).
+pub async fn damage_in(store: &Store, metrics_table: &str, key: (String, String), changes: &[(&str, i64)]) {
+    let mut update = store
         .client()
         .update_item()
-        .table_name(&app.config.metrics_table)
-        .key("PK", AttributeValue::S(key.0))
-        .key("SK", AttributeValue::S(key.1));
+        .table_name(metrics_table)
+        .key(keys::PK, AttributeValue::S(key.0))
+        .key(keys::SK, AttributeValue::S(key.1));
     let mut adds = Vec::new();
     for (i, (attribute, by)) in changes.iter().enumerate() {
         adds.push(format!("#a{i} :v{i}"));
@@ -208,6 +215,18 @@ pub async fn damage(app: &TestApp, key: (String, String), changes: &[(&str, i64)
             .expression_attribute_values(format!(":v{i}"), AttributeValue::N(by.to_string()));
     }
     update.update_expression(format!("ADD {}", adds.join(", "))).send().await.unwrap();
+}
+
+/// The stream's records as the Lambda's event delivers them.
+pub fn delivered(records: &[Record]) -> Vec<Delivered> {
+    records
+        .iter()
+        .map(|r| Delivered {
+            event_id: r.event_id().map(str::to_string),
+            seq: r.dynamodb().and_then(|d| d.sequence_number()).map(str::to_string),
+            record: Some(r.clone()),
+        })
+        .collect()
 }
 
 /// Whether the Lambda function's marker of a stream record exists: it was applied.
