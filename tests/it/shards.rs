@@ -1671,3 +1671,23 @@ async fn the_embedded_store_trims_stream_records_older_than_a_day_its_file_stays
     assert!(swept >= 1 && !exists("TTL#expired").await && exists("TTL#kept").await, "swept {swept}");
     tables.stop().await;
 }
+
+/// Splits and rollovers on a schedule (`--split-every-secs`,
+/// `--rollover-every-secs`) happen on every followed stream, each at its
+/// own pace, until the proxy stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulated_stream_splits_and_rolls_over_on_schedule() {
+    let tables = Tables::new(&Engine::Dynoxide).await;
+    let written = first_half(&tables.store, "sched", 4).await;
+    let mut options = StreamOptions::new(&tables.endpoint, Some(tables.config.orders_table.clone()), 2);
+    options.split_every = Some(Duration::from_millis(300));
+    options.rollover_every = Some(Duration::from_millis(700));
+    let sim = StreamSim::start(options).await.unwrap();
+    ingested(&sim, written as u64).await;
+    tokio::time::sleep(Duration::from_millis(1_600)).await;
+    let stats = sim.stop().await;
+    println!("in 1.6 s: {} splits, {} rollovers", stats.splits, stats.rollovers);
+    assert!(stats.splits >= 2, "{stats:?}");
+    assert!(stats.rollovers >= 1, "{stats:?}");
+    tables.stop().await;
+}

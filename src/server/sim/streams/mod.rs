@@ -254,10 +254,10 @@ impl StreamSim {
             inner.tasks.spawn(discover(inner.clone(), table));
         }
         if let Some(every) = inner.options.split_every {
-            inner.tasks.spawn(split_on_schedule(inner.clone(), every));
+            inner.tasks.spawn(on_schedule(inner.clone(), every, split_one));
         }
         if let Some(every) = inner.options.rollover_every {
-            inner.tasks.spawn(roll_over_on_schedule(inner.clone(), every));
+            inner.tasks.spawn(on_schedule(inner.clone(), every, |inner, stream| drop(inner.roll_over(stream))));
         }
         Ok(StreamSim { inner, addr })
     }
@@ -417,7 +417,9 @@ async fn discover(inner: Arc<Inner>, table: String) {
     }
 }
 
-async fn split_on_schedule(inner: Arc<Inner>, every: Duration) {
+/// Calls `each` on every followed stream every `every`, until the proxy
+/// stops: the scheduled splits and rollovers.
+async fn on_schedule(inner: Arc<Inner>, every: Duration, each: fn(&Inner, &Followed)) {
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     loop {
         tokio::select! {
@@ -426,32 +428,24 @@ async fn split_on_schedule(inner: Arc<Inner>, every: Duration) {
         }
         let streams: Vec<Arc<Followed>> = inner.streams.lock().values().cloned().collect();
         for stream in streams {
-            let mut shards = stream.shards.lock();
-            if shards.open_count() >= MAX_OPEN_SHARDS {
-                continue;
-            }
-            match shards.split(None, Instant::now(), now_ms()) {
-                Ok((left, right)) => {
-                    inner.count(|s| s.splits += 1);
-                    tracing::info!(stream = stream.arn, left, right, "stream proxy: a shard split on schedule");
-                }
-                Err(err) => tracing::warn!(error = %err, "stream proxy: no shard could split"),
-            }
+            each(&inner, &stream);
         }
     }
 }
 
-async fn roll_over_on_schedule(inner: Arc<Inner>, every: Duration) {
-    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-    loop {
-        tokio::select! {
-            _ = inner.stop.cancelled() => return,
-            _ = ticks.tick() => {}
+/// A scheduled split of one of `stream`'s open shards, while it has fewer
+/// than `MAX_OPEN_SHARDS`.
+fn split_one(inner: &Inner, stream: &Followed) {
+    let mut shards = stream.shards.lock();
+    if shards.open_count() >= MAX_OPEN_SHARDS {
+        return;
+    }
+    match shards.split(None, Instant::now(), now_ms()) {
+        Ok((left, right)) => {
+            inner.count(|s| s.splits += 1);
+            tracing::info!(stream = stream.arn, left, right, "stream proxy: a shard split on schedule");
         }
-        let streams: Vec<Arc<Followed>> = inner.streams.lock().values().cloned().collect();
-        for stream in streams {
-            inner.roll_over(&stream);
-        }
+        Err(err) => tracing::warn!(error = %err, "stream proxy: no shard could split"),
     }
 }
 
