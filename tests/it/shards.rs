@@ -903,7 +903,7 @@ async fn conflicting_commits(engine: &Engine) {
             for i in 0..COMMITS {
                 let event = colliding(&format!("e-{task}-{i}"));
                 let marker = northwind_ops::server::store::Marker { event_id: &event, seq: None };
-                match store.commit_marked(&[marker], &deltas).await {
+                match store.commit_marked(&[marker], None, None, &deltas).await {
                     Ok(northwind_ops::server::store::Marked::Applied) => {}
                     other => failed.push(format!("marked {event}: {other:?}")),
                 }

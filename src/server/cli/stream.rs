@@ -194,7 +194,6 @@ pub(super) async fn run_replay(store: Store, args: &ReplayArgs) -> Result<(), Cl
     }
     .map_err(|source| CliError::Io { what, source })?;
     let ranges = replay::parse_messages(&text)?;
-    replay::check_no_in_process(&store).await?;
     let store = Arc::new(store);
     // Not the function's consumer: a replay neither records a heartbeat nor
     // reads or records the consumer mode.
@@ -203,7 +202,7 @@ pub(super) async fn run_replay(store: Store, args: &ReplayArgs) -> Result<(), Cl
     for range in &ranges {
         let done = replay::replay(&store, &consumer, range).await?;
         println!(
-            "shard {} {}..{}: {} records read{}, {} applied, {} applied before, {} unreadable",
+            "shard {} {}..{}: {} records read{}, {} applied, {} applied before, {} unreadable{}",
             range.shard_id,
             range.first,
             range.last,
@@ -211,24 +210,29 @@ pub(super) async fn run_replay(store: Store, args: &ReplayArgs) -> Result<(), Cl
             range.batch_size.map_or(String::new(), |n| format!(" (the message says {n})")),
             done.applied,
             done.already,
-            done.skipped
+            done.skipped,
+            left_words(done.left)
         );
-        total = Replayed {
-            read: total.read + done.read,
-            applied: total.applied + done.applied,
-            already: total.already + done.already,
-            skipped: total.skipped + done.skipped,
-        };
+        total = total.plus(&done);
     }
     println!(
-        "replayed {} range(s): {} records, {} applied, {} applied before, {} unreadable",
+        "replayed {} range(s): {} records, {} applied, {} applied before, {} unreadable{}",
         ranges.len(),
         total.read,
         total.applied,
         total.already,
-        total.skipped
+        total.skipped,
+        left_words(total.left)
     );
     Ok(())
+}
+
+/// Records a replay left to the in-process consumer, when there are any.
+fn left_words(left: usize) -> String {
+    match left {
+        0 => String::new(),
+        n => format!(", {n} left to the in-process consumer (after the shard's checkpoint; mode serve)"),
+    }
 }
 
 /// `consumer show` and `consumer use`.

@@ -3,10 +3,17 @@
 //! none exists. Lambda hands records over without their stream shard, so
 //! there is no shard checkpoint to move: each record is applied once
 //! because its marker is written with its increments, or not at all.
+//!
+//! And the applied ranges (`keys::applied_range_key`): every commit that
+//! knows its shard (the in-process consumer's, a Lambda tumbling window's,
+//! a replay's) records in its own transaction the first and last record it
+//! applied of each shard, one small item per shard and commit, kept while
+//! the stream keeps those records. `replay` reads them and skips what they
+//! cover.
 
-use super::Store;
 use super::conflicts::{CounterSends, send_retrying_conflicts};
 use super::items::{AddExpression, add_to_metric};
+use super::{CheckpointMove, Store};
 use crate::server::store::deltas::Deltas;
 use crate::server::store::error::StoreError;
 use crate::server::store::keys::{self, attr};
@@ -61,6 +68,95 @@ pub enum Marked {
     AlreadyApplied(Vec<usize>),
 }
 
+/// How long an applied range is kept (`expiresAt`, the metrics table's
+/// TTL): the stream's retention (24 hours, after which its records can no
+/// longer be replayed) and a day more, as DynamoDB trims records within
+/// that day but not to the second, and TTL deletes within days of expiry.
+pub const RANGE_KEPT_SECS: i64 = 2 * 24 * 3600;
+
+/// Applied ranges read per page of `applied_ranges`' Query.
+const RANGES_PAGE: i32 = 100;
+
+/// Records of one stream shard that one commit applied, from `first` to
+/// `last` (sequence numbers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RangeOf<'a> {
+    pub stream_arn: &'a str,
+    pub shard_id: &'a str,
+    pub first: &'a str,
+    pub last: &'a str,
+}
+
+/// An applied range as read back: its first and last sequence numbers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppliedRange {
+    pub first: String,
+    pub last: String,
+}
+
+impl Store {
+    /// The Put of an applied range, for a commit's transaction: no
+    /// condition (a range written twice by a transaction sent again is the
+    /// same item).
+    pub(super) fn applied_range_put(&self, range: &RangeOf<'_>) -> Result<TransactWriteItem, StoreError> {
+        let (pk, sk) = keys::applied_range_key(range.stream_arn, range.shard_id, range.first, range.last);
+        let expires = chrono::Utc::now().timestamp() + RANGE_KEPT_SECS;
+        let item = HashMap::from([
+            (keys::PK.to_string(), AttributeValue::S(pk)),
+            (keys::SK.to_string(), AttributeValue::S(sk)),
+            (attr::FIRST.to_string(), AttributeValue::S(range.first.to_string())),
+            (attr::LAST.to_string(), AttributeValue::S(range.last.to_string())),
+            (attr::EXPIRES_AT.to_string(), AttributeValue::N(expires.to_string())),
+        ]);
+        let put = Put::builder().table_name(&self.metrics_table).set_item(Some(item)).build()?;
+        Ok(TransactWriteItem::builder().put(put).build())
+    }
+
+    /// The applied ranges of a shard that may hold records from `first` to
+    /// `last`: a Query (strongly consistent, `RANGES_PAGE` items a page) of
+    /// the ranges ending at or after `first`, in order of their last
+    /// record, up to the first that starts after `last`. A shard's commits
+    /// apply its records in order, one range after another, and a replay's
+    /// lie within the range it replays, so no range after that one reaches
+    /// back to `last`; what the stream's later hours committed is not read.
+    pub async fn applied_ranges(
+        &self,
+        stream_arn: &str,
+        shard_id: &str,
+        first: &str,
+        last: &str,
+    ) -> Result<Vec<AppliedRange>, StoreError> {
+        let mut pages = self
+            .client
+            .query()
+            .table_name(&self.metrics_table)
+            .key_condition_expression("#pk = :pk AND #sk >= :from")
+            .expression_attribute_names("#pk", keys::PK)
+            .expression_attribute_names("#sk", keys::SK)
+            .expression_attribute_values(":pk", AttributeValue::S(keys::applied_ranges_pk(stream_arn, shard_id)))
+            .expression_attribute_values(":from", AttributeValue::S(keys::applied_range_sk(first, "")))
+            .consistent_read(true)
+            .limit(RANGES_PAGE)
+            .into_paginator()
+            .items()
+            .send();
+        let end = keys::seq_sort_key(last);
+        let mut ranges = Vec::new();
+        while let Some(item) = pages.next().await {
+            let item = item?;
+            let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
+            let (Some(first), Some(last)) = (text(attr::FIRST), text(attr::LAST)) else {
+                return Err(StoreError::Data(format!("an applied range without its first or last record: {item:?}")));
+            };
+            if keys::seq_sort_key(&first) > end {
+                break;
+            }
+            ranges.push(AppliedRange { first, last });
+        }
+        Ok(ranges)
+    }
+}
+
 impl Store {
     /// One transaction: a marker per record, each conditioned on not
     /// existing, and the counter increments of those records. A marker that
@@ -70,8 +166,18 @@ impl Store {
     /// other cancellation is an error and writes nothing (throttled, or
     /// still in conflict after those retries: `Unavailable`; refused, e.g. a
     /// counter that is not a number: `Rejected`).
-    pub async fn commit_marked(&self, markers: &[Marker<'_>], deltas: &Deltas) -> Result<Marked, StoreError> {
-        let puts = markers
+    ///
+    /// A replay, which knows the records' shard, also records their
+    /// `range`, and may move the shard's `checkpoint` past them (its
+    /// condition failing is a `Conflict`, and nothing was written).
+    pub async fn commit_marked(
+        &self,
+        markers: &[Marker<'_>],
+        range: Option<&RangeOf<'_>>,
+        checkpoint: Option<&CheckpointMove<'_>>,
+        deltas: &Deltas,
+    ) -> Result<Marked, StoreError> {
+        let mut puts = markers
             .iter()
             .map(|marker| {
                 let put = Put::builder()
@@ -81,6 +187,14 @@ impl Store {
                 Ok(TransactWriteItem::builder().put(put.build()?).build())
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
+        if let Some(range) = range {
+            puts.push(self.applied_range_put(range)?);
+        }
+        // Where the checkpoint's reason is among the cancellation's.
+        let checkpoint_at = checkpoint.map(|_| puts.len());
+        if let Some(checkpoint) = checkpoint {
+            puts.push(TransactWriteItem::builder().update(self.checkpoint_update(checkpoint)?).build());
+        }
         // The live counters go to sub-items (`keys::COUNTER_SUBS`), picked
         // by the first record: batches of different shards rarely share one.
         let sub = markers.first().map_or(0, |m| keys::counter_sub_for(m.event_id));
@@ -97,7 +211,7 @@ impl Store {
                     {
                         return Ok(Marked::AlreadyApplied(vec![0]));
                     }
-                    marked_cancelled(markers.len(), reasons)
+                    marked_cancelled(markers.len(), checkpoint_at, reasons)
                 }
                 _ => Err(err.into()),
             },
@@ -164,9 +278,18 @@ impl Store {
 /// condition (the increments have none), so a `ConditionalCheckFailed`
 /// names a record applied before; anything else wrote nothing and is an
 /// error.
-fn marked_cancelled(markers: usize, reasons: &[CancellationReason]) -> Result<Marked, StoreError> {
+/// A replay's checkpoint (at `checkpoint_at`) that is not where it was read
+/// is a `Conflict`, whatever else failed: the replay reads it again.
+fn marked_cancelled(
+    markers: usize,
+    checkpoint_at: Option<usize>,
+    reasons: &[CancellationReason],
+) -> Result<Marked, StoreError> {
     let codes: Vec<&str> = reasons.iter().map(|r| r.code().unwrap_or("None")).collect();
     let detail = || format!("the transaction applying {markers} stream records was cancelled: [{}]", codes.join(", "));
+    if checkpoint_at.is_some_and(|at| codes.get(at) == Some(&"ConditionalCheckFailed")) {
+        return Err(StoreError::Conflict("the shard's checkpoint moved while the records were replayed".into()));
+    }
     let failed: Vec<usize> =
         codes.iter().enumerate().filter(|(_, c)| **c == "ConditionalCheckFailed").map(|(i, _)| i).collect();
     let others = codes.iter().any(|c| !matches!(*c, "None" | "ConditionalCheckFailed"));
@@ -184,7 +307,7 @@ mod tests {
     fn cancelled(markers: usize, codes: &[&str]) -> Result<Marked, StoreError> {
         let reasons: Vec<CancellationReason> =
             codes.iter().map(|code| CancellationReason::builder().code(*code).build()).collect();
-        marked_cancelled(markers, &reasons)
+        marked_cancelled(markers, None, &reasons)
     }
 
     #[test]
@@ -207,5 +330,18 @@ mod tests {
         // An engine that gives no reasons: nothing is known here, nothing
         // assumed (`commit_marked` looks a lone record's marker up).
         assert!(matches!(cancelled(1, &[]).unwrap_err(), StoreError::Rejected(_)));
+    }
+
+    #[test]
+    fn a_replays_moved_checkpoint_is_a_conflict_whatever_else_failed() {
+        let reasons = |codes: &[&str]| -> Vec<CancellationReason> {
+            codes.iter().map(|code| CancellationReason::builder().code(*code).build()).collect()
+        };
+        // Two markers, the range, the checkpoint, a counter.
+        let codes = ["ConditionalCheckFailed", "None", "None", "ConditionalCheckFailed", "None"];
+        assert!(matches!(marked_cancelled(2, Some(3), &reasons(&codes)), Err(StoreError::Conflict(_))));
+        // The checkpoint where it was read: the existing marker decides.
+        let codes = ["ConditionalCheckFailed", "None", "None", "None", "None"];
+        assert_eq!(marked_cancelled(2, Some(3), &reasons(&codes)).unwrap(), Marked::AlreadyApplied(vec![0]));
     }
 }

@@ -3,7 +3,7 @@
 
 use super::conflicts::{CounterSends, send_retrying_conflicts};
 use super::items::{AddExpression, LEASE_FREE, lease_names, lease_values};
-use super::{Item, Store};
+use super::{Item, RangeOf, Store};
 use crate::server::store::deltas::Deltas;
 use crate::server::store::error::{StoreError, Unavailable, unless_condition_failed};
 use crate::server::store::keys::{self, attr};
@@ -85,12 +85,24 @@ impl<'a> Holder<'a> {
 
 /// A shard's checkpoint moved by a commit: from `prev` to `seq` (`None`:
 /// where it is), `finished` once the closed shard has been read to its end.
+/// `first`: the first record the commit applies of the shard (to `seq`),
+/// recorded as its applied range in the same transaction (`None`: it
+/// applies no record of the shard, or records no range).
 #[derive(Clone, Copy, Debug)]
 pub struct CheckpointMove<'a> {
     pub holder: Holder<'a>,
     pub prev: Option<&'a str>,
     pub seq: Option<&'a str>,
     pub finished: bool,
+    pub first: Option<&'a str>,
+}
+
+impl<'a> CheckpointMove<'a> {
+    /// The range of records the commit applies, if it records one.
+    pub fn range(&self) -> Option<RangeOf<'a>> {
+        let (first, last) = (self.first?, self.seq?);
+        Some(RangeOf { stream_arn: self.holder.stream_arn(), shard_id: self.holder.shard_id(), first, last })
+    }
 }
 
 impl Store {
@@ -229,7 +241,8 @@ impl Store {
         finished: bool,
         deltas: &Deltas,
     ) -> Result<(), StoreError> {
-        self.commit_batches(&[CheckpointMove { holder: Holder::Lease(lease), prev, seq, finished }], deltas).await
+        let moves = [CheckpointMove { holder: Holder::Lease(lease), prev, seq, finished, first: None }];
+        self.commit_batches(&moves, deltas).await
     }
 
     /// One transaction: the counter increments of the batches of one or more
@@ -242,12 +255,18 @@ impl Store {
     /// or still in conflict after those retries) changes nothing either, and
     /// is `Unavailable`: the same batches go again later. Several shards in
     /// one transaction write the day's counter items once for all of them,
-    /// through the first shard's sub-items (`keys::COUNTER_SUBS`).
+    /// through the first shard's sub-items (`keys::COUNTER_SUBS`). Each
+    /// move that names its `first` record puts the shard's applied range
+    /// (after the checkpoints, whose reasons come first): two items a
+    /// shard, not one per record.
     pub async fn commit_batches(&self, moves: &[CheckpointMove<'_>], deltas: &Deltas) -> Result<(), StoreError> {
-        let checkpoints = moves
+        let mut checkpoints = moves
             .iter()
             .map(|m| Ok(TransactWriteItem::builder().update(self.checkpoint_update(m)?).build()))
             .collect::<Result<Vec<_>, StoreError>>()?;
+        for range in moves.iter().filter_map(CheckpointMove::range) {
+            checkpoints.push(self.applied_range_put(&range)?);
+        }
         // The live counters go to the sub-items of the first shard: each
         // shard to its own, so that shards do not refuse each other.
         let sub = moves.first().map_or(0, |m| keys::counter_sub_for(m.holder.shard_id()));
@@ -264,7 +283,7 @@ impl Store {
         }
     }
 
-    fn checkpoint_update(&self, m: &CheckpointMove<'_>) -> Result<Update, StoreError> {
+    pub(super) fn checkpoint_update(&self, m: &CheckpointMove<'_>) -> Result<Update, StoreError> {
         let (pk, sk) = keys::checkpoint_key(m.holder.stream_arn(), m.holder.shard_id());
         let mut sets = Vec::new();
         let mut conditions = Vec::new();

@@ -63,6 +63,10 @@ pub mod attr {
     pub const LEASE_UNTIL: &str = "leaseUntil";
     pub const SEQ: &str = "seq";
     pub const FINISHED: &str = "finished";
+    /// An applied range (`applied_range_key`): its first and last records'
+    /// sequence numbers (the key holds them padded, for order).
+    pub const FIRST: &str = "first";
+    pub const LAST: &str = "last";
     /// When records after the checkpoint were found trimmed, unread.
     pub const TRIMMED_AT: &str = "trimmedAt";
     /// Sessions: the record, and its expiry (the metrics table's TTL
@@ -177,6 +181,8 @@ const QUALITY_LARGEST: &str = "LARGEST#";
 const QUALITY_SAMPLE: &str = "SAMPLE#";
 const APPLIED_SK: &str = "RECORD";
 const WINDOW: &str = "WINDOW#";
+/// The applied ranges of a stream shard (`applied_range_key`).
+const RANGES: &str = "RANGES#";
 /// Sale plans: one partition, a plan per item (a handful, read whole).
 const SALES: &str = "SALES";
 const SALE_PLAN: &str = "PLAN#";
@@ -477,6 +483,41 @@ pub fn parse_checkpoint_sk(sk: &str) -> Option<&str> {
 /// metrics table's TTL attribute), well past the stream's 24 hours.
 pub fn applied_key(event_id: &str) -> (String, String) {
     (format!("{APPLIED}{event_id}"), APPLIED_SK.to_string())
+}
+
+/// Digits a sequence number is padded to in a sort key, so that keys sort
+/// as the numbers do: DynamoDB Streams' are 21 to 40 digits long.
+const SEQ_DIGITS: usize = 40;
+
+/// A stream sequence number as a sort key part: zero-padded to
+/// `SEQ_DIGITS`, so that string order is numeric order (as
+/// `stream::reconcile::compare_seq` compares them).
+pub fn seq_sort_key(seq: &str) -> String {
+    format!("{:0>width$}", seq.trim_start_matches('0'), width = SEQ_DIGITS)
+}
+
+/// The partition of a stream shard's applied ranges.
+pub fn applied_ranges_pk(stream_arn: &str, shard_id: &str) -> String {
+    format!("{RANGES}{stream_arn}#{shard_id}")
+}
+
+/// One applied range of a stream shard: the records from `first` to `last`
+/// that one counter commit applied, written in that transaction (with
+/// `expiresAt`, once the stream no longer keeps them). Sorted by the last
+/// record, then the first, so a Query from a sequence number on finds the
+/// ranges that end at or after it, in order.
+pub fn applied_range_key(stream_arn: &str, shard_id: &str, first: &str, last: &str) -> (String, String) {
+    (applied_ranges_pk(stream_arn, shard_id), applied_range_sk(last, first))
+}
+
+/// The sort key of an applied range ending at `last` (the lowest such when
+/// `first` is empty: where a Query for the ranges ending at or after
+/// `last` starts).
+pub fn applied_range_sk(last: &str, first: &str) -> String {
+    match first {
+        "" => seq_sort_key(last),
+        first => format!("{}#{}", seq_sort_key(last), seq_sort_key(first)),
+    }
 }
 
 /// Whether a metrics item holds observations that are sums and nothing

@@ -33,7 +33,7 @@ mod stream;
 pub mod usage;
 
 pub use accounts::{ACCESS_TTL, Account, AccountChange, Token};
-pub use applied::{Marked, Marker, TRANSACTION_ITEMS};
+pub use applied::{AppliedRange, Marked, Marker, RANGE_KEPT_SECS, RangeOf, TRANSACTION_ITEMS};
 pub use audit::{AuditPage, AuditScope, KindFilter, audit_items};
 pub use autoscaling::{ScalableTarget, ScheduledAction};
 pub use breaker::PROBE_EVERY;

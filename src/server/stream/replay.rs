@@ -6,21 +6,36 @@
 //! and the first and last sequence numbers (`DDBStreamBatchInfo`). While the
 //! stream still keeps them (24 hours; the template gives up after 6, so a
 //! replay has 18), this reads that range of the shard again and applies it
-//! with the Lambda consumer's own code: each record's `APPLIED#<eventID>`
-//! marker makes a record applied before change nothing, so a range replayed
-//! twice, or one Lambda later delivered after all, counts once.
+//! with the Lambda consumer's own code, but for what was applied before:
 //!
-//! Only for the Lambda form: the in-process consumer guards by shard
-//! checkpoints, not markers, so a record it applied would be counted again.
-//! A replay refuses while an in-process consumer is live in the registry.
+//! - every counter commit that knows its shard (the in-process consumer's,
+//!   a Lambda tumbling window's, a replay's) records in its transaction the
+//!   range of the shard's records it applied (`store::applied`); a record
+//!   inside one of the shard's applied ranges is skipped. So a windowed
+//!   batch given up after some of its records were committed (a timeout, a
+//!   window close that failed) counts those once;
+//! - the Lambda function without a window names no shard: each record's
+//!   `APPLIED#<eventID>` marker, which the replay writes too, makes a
+//!   record applied before change nothing.
+//!
+//! What a consumer will still apply is left to it. While the recorded mode
+//! is `serve`, the in-process consumer applies every record after the
+//! shard's checkpoint: the replay applies only those at or before it (given
+//! up by the Lambda function before a switch, and passed by its next
+//! batch), and leaves the rest, so it runs safely beside a live in-process
+//! consumer. While it is `lambda`, the mapping never delivers a given-up
+//! record again: the replay applies every one not applied, and moves the
+//! shard's checkpoint past those after it, in the same transaction
+//! (conditioned on where it read it), so that a later switch to `serve`
+//! does not apply them again from the checkpoint. Each transaction records
+//! its range, so a range replayed twice counts once.
 
+use crate::model::ConsumerMode;
 use crate::server::store::error::StoreError;
-use crate::server::store::{ConsumerEntry, Store, StreamBatch};
-use crate::server::stream::lambda::{Delivered, LambdaConsumer};
+use crate::server::store::{AppliedRange, Store, StreamBatch};
+use crate::server::stream::lambda::{Delivered, LambdaConsumer, ReplayOf, ShardOf};
 use crate::server::stream::reconcile::compare_seq;
-use crate::server::stream::registry::{IN_PROCESS, IN_PROCESS_LIVE};
 use aws_sdk_dynamodbstreams::types::Record;
-use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::cmp::Ordering;
 use std::time::Duration;
@@ -32,6 +47,9 @@ const READ_SPACING: Duration = Duration::from_millis(250);
 /// Empty answers in a row before an open shard counts as read to its end
 /// (DynamoDB Streams may answer empty before the records that follow).
 const EMPTY_READS: u32 = 8;
+/// Times a page's records are planned again (checkpoint, ranges and mode
+/// read again) after a transaction failed, before the replay stops.
+const REPLANS: u32 = 3;
 
 /// One range of one shard that the mapping gave up on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,11 +80,6 @@ pub enum ReplayError {
          lost to the counters; run `reconcile --full` over the days they changed"
     )]
     Trimmed { shard_id: String, first: String },
-    #[error(
-        "an in-process consumer ({instance}) is live: it counts by shard checkpoints, not by markers, and a replay \
-         would count again what it applied; replay only where the Lambda form consumes the stream"
-    )]
-    InProcessConsumer { instance: String },
     #[error("record {seq} of shard {shard_id} could not be applied: {why}; replay again once it can be")]
     Failed { shard_id: String, seq: String, why: String },
     #[error(transparent)]
@@ -80,10 +93,65 @@ pub struct Replayed {
     pub read: usize,
     /// Applied now.
     pub applied: usize,
-    /// Applied before (their markers exist): nothing changed.
+    /// Applied before (in an applied range of the shard, or their markers
+    /// exist): nothing changed.
     pub already: usize,
     /// Not readable orders: counted as bad, as the consumer does.
     pub skipped: usize,
+    /// After the shard's checkpoint while the recorded mode is `serve`:
+    /// left to the in-process consumer, which applies them.
+    pub left: usize,
+}
+
+impl Replayed {
+    /// Two ranges' figures added up.
+    pub fn plus(&self, other: &Replayed) -> Replayed {
+        Replayed {
+            read: self.read + other.read,
+            applied: self.applied + other.applied,
+            already: self.already + other.already,
+            skipped: self.skipped + other.skipped,
+            left: self.left + other.left,
+        }
+    }
+}
+
+/// What a replay does with one record it read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// Applied now (its marker still guards it).
+    Apply,
+    /// Inside an applied range of the shard: applied before.
+    Covered,
+    /// Left to the in-process consumer (mode `serve`, after the checkpoint).
+    Left,
+}
+
+/// Whether the record numbered `seq` lies inside one of `ranges` (both
+/// ends included; sequence numbers compared as numbers).
+pub fn covered(seq: &str, ranges: &[AppliedRange]) -> bool {
+    ranges
+        .iter()
+        .any(|r| compare_seq(&r.first, seq) != Ordering::Greater && compare_seq(seq, &r.last) != Ordering::Greater)
+}
+
+/// What to do with each record (by sequence number, in order): skip what
+/// the shard's applied `ranges` cover; while the recorded `mode` is
+/// `serve`, leave what comes after the shard's `checkpoint` (none: every
+/// record) to the in-process consumer; apply the rest.
+pub fn plan(seqs: &[&str], ranges: &[AppliedRange], checkpoint: Option<&str>, mode: ConsumerMode) -> Vec<Plan> {
+    seqs.iter()
+        .map(|seq| {
+            let after_checkpoint = checkpoint.is_none_or(|at| compare_seq(seq, at) == Ordering::Greater);
+            if covered(seq, ranges) {
+                Plan::Covered
+            } else if mode == ConsumerMode::Serve && after_checkpoint {
+                Plan::Left
+            } else {
+                Plan::Apply
+            }
+        })
+        .collect()
 }
 
 /// The ranges of the on-failure records in `text`: one JSON message a line
@@ -125,22 +193,6 @@ fn parse_message(line: usize, text: &str) -> Result<GivenUp, ReplayError> {
     Ok(range)
 }
 
-/// The in-process consumer a replay must not run beside, if one is live
-/// (its heartbeat is at most three beats old).
-pub fn in_process_consumer(entries: &[ConsumerEntry], now: DateTime<Utc>) -> Option<&ConsumerEntry> {
-    let live = chrono::Duration::from_std(IN_PROCESS_LIVE).unwrap_or(chrono::Duration::seconds(15));
-    entries.iter().filter(|e| e.mode == IN_PROCESS && now - e.seen_at < live).max_by_key(|e| e.seen_at)
-}
-
-/// Refuses while an in-process consumer is live (see the module's words).
-pub async fn check_no_in_process(store: &Store) -> Result<(), ReplayError> {
-    let entries = store.consumers().await?;
-    match in_process_consumer(&entries, Utc::now()) {
-        Some(entry) => Err(ReplayError::InProcessConsumer { instance: entry.instance.clone() }),
-        None => Ok(()),
-    }
-}
-
 /// Reads `range` from its shard and applies it, in order, stopping at the
 /// first record that cannot be applied (nothing after it is applied).
 pub async fn replay(store: &Store, consumer: &LambdaConsumer, range: &GivenUp) -> Result<Replayed, ReplayError> {
@@ -169,7 +221,7 @@ pub async fn replay(store: &Store, consumer: &LambdaConsumer, range: &GivenUp) -
         if let Some(seq) = within.last().and_then(sequence) {
             last_read = Some(seq.to_string());
         }
-        apply(consumer, range, &within, &mut replayed).await?;
+        apply(store, consumer, range, within, &mut replayed).await?;
         empty = if read_all == 0 { empty + 1 } else { 0 };
         match next {
             Some(next) if !past_end && last_read.as_deref() != Some(range.last.as_str()) && empty < EMPTY_READS => {
@@ -181,36 +233,58 @@ pub async fn replay(store: &Store, consumer: &LambdaConsumer, range: &GivenUp) -
     }
 }
 
+/// Applies the records of one page that were not applied (`plan`), read
+/// against the shard's checkpoint, applied ranges and the recorded mode as
+/// they are now. After a transaction failed (the checkpoint moved, say),
+/// the records not applied are planned again, from a fresh reading.
 async fn apply(
+    store: &Store,
     consumer: &LambdaConsumer,
     range: &GivenUp,
-    records: &[Record],
+    records: Vec<Record>,
     replayed: &mut Replayed,
 ) -> Result<(), ReplayError> {
-    if records.is_empty() {
-        return Ok(());
-    }
-    let delivered: Vec<Delivered> = records
-        .iter()
+    replayed.read += records.len();
+    let mut pending: Vec<Delivered> = records
+        .into_iter()
+        .filter(|r| sequence(r).is_some())
         .map(|r| Delivered {
             event_id: r.event_id().map(str::to_string),
-            seq: sequence(r).map(str::to_string),
-            record: Some(r.clone()),
+            seq: sequence(&r).map(str::to_string),
+            record: Some(r),
         })
         .collect();
-    let outcome = consumer.apply(&delivered).await;
-    replayed.read += records.len();
-    replayed.applied += outcome.applied;
-    replayed.already += outcome.already;
-    replayed.skipped += outcome.skipped;
-    match outcome.failed_from {
-        Some(i) => Err(ReplayError::Failed {
-            shard_id: range.shard_id.clone(),
-            seq: delivered[i].seq.clone().unwrap_or_default(),
-            why: outcome.error.unwrap_or_default(),
-        }),
-        None => Ok(()),
+    let mut replans = 0;
+    while let (Some(first), Some(last)) = (pending.first(), pending.last()) {
+        let (first, last) = (first.seq.clone().unwrap_or_default(), last.seq.clone().unwrap_or_default());
+        let mode = store.consumer_mode().await?.mode;
+        let checkpoint = store.checkpoint(&range.stream_arn, &range.shard_id).await?.seq;
+        let ranges = store.applied_ranges(&range.stream_arn, &range.shard_id, &first, &last).await?;
+        let seqs: Vec<&str> = pending.iter().map(|d| d.seq.as_deref().unwrap_or_default()).collect();
+        let plans = plan(&seqs, &ranges, checkpoint.as_deref(), mode);
+        replayed.already += plans.iter().filter(|p| **p == Plan::Covered).count();
+        replayed.left += plans.iter().filter(|p| **p == Plan::Left).count();
+        let to_apply: Vec<Delivered> =
+            pending.into_iter().zip(&plans).filter(|(_, p)| **p == Plan::Apply).map(|(d, _)| d).collect();
+        let shard = ShardOf { stream_arn: range.stream_arn.clone(), shard_id: range.shard_id.clone() };
+        let moves = mode == ConsumerMode::Lambda;
+        let outcome = consumer.apply_replay(&to_apply, &ReplayOf { shard, checkpoint, moves }).await;
+        replayed.applied += outcome.applied;
+        replayed.already += outcome.already;
+        replayed.skipped += outcome.skipped;
+        let Some(from) = outcome.failed_from else { return Ok(()) };
+        replans += 1;
+        if replans > REPLANS {
+            return Err(ReplayError::Failed {
+                shard_id: range.shard_id.clone(),
+                seq: to_apply[from].seq.clone().unwrap_or_default(),
+                why: outcome.error.unwrap_or_default(),
+            });
+        }
+        tracing::info!(error = ?outcome.error, shard = range.shard_id, "a replayed transaction failed: planned again");
+        pending = to_apply.into_iter().skip(from).collect();
     }
+    Ok(())
 }
 
 fn sequence(record: &Record) -> Option<&str> {
@@ -249,18 +323,45 @@ mod tests {
         assert!(matches!(parse_messages("\n \n"), Err(ReplayError::Empty)));
     }
 
+    fn range(first: &str, last: &str) -> AppliedRange {
+        AppliedRange { first: first.into(), last: last.into() }
+    }
+
     #[test]
-    fn only_a_recent_in_process_heartbeat_refuses_a_replay() {
-        let now = Utc::now();
-        let entry = |mode: &str, secs: i64| ConsumerEntry {
-            mode: mode.into(),
-            instance: format!("{mode}-{secs}"),
-            seen_at: now - chrono::Duration::seconds(secs),
-        };
-        assert!(in_process_consumer(&[entry(IN_PROCESS, 60), entry("lambda", 1)], now).is_none());
-        assert_eq!(
-            in_process_consumer(&[entry(IN_PROCESS, 5)], now).map(|e| e.instance.as_str()),
-            Some("in-process-5")
-        );
+    fn a_record_is_covered_inside_a_range_ends_included_by_number() {
+        let ranges = [range("100", "199"), range("300", "300")];
+        for (seq, inside) in
+            [("99", false), ("100", true), ("150", true), ("199", true), ("200", false), ("300", true), ("301", false)]
+        {
+            assert_eq!(covered(seq, &ranges), inside, "{seq}");
+        }
+        // Numbers, not text: "1000" comes after "199", and leading zeros say nothing.
+        assert!(!covered("1000", &ranges));
+        assert!(covered("0150", &ranges));
+        assert!(!covered("150", &[]));
+        // DynamoDB's 21-to-40-digit numbers.
+        let long = [range("49000000000000000000001", "49000000000000000000009")];
+        assert!(covered("49000000000000000000005", &long));
+        assert!(!covered("5000000000000000000005", &long), "one digit fewer: smaller");
+    }
+
+    #[test]
+    fn a_partly_committed_range_is_applied_where_it_was_not_whatever_the_mode() {
+        // A windowed batch 1..6 given up after 1..3 were committed (the
+        // checkpoint at 3, or moved on to 9 by the shard's next batch).
+        let seqs = ["1", "2", "3", "4", "5", "6"];
+        let committed = [range("1", "3")];
+        use Plan::*;
+        let lambda = plan(&seqs, &committed, Some("3"), ConsumerMode::Lambda);
+        assert_eq!(lambda, [Covered, Covered, Covered, Apply, Apply, Apply]);
+        let passed = plan(&seqs, &[range("1", "3"), range("7", "9")], Some("9"), ConsumerMode::Serve);
+        assert_eq!(passed, [Covered, Covered, Covered, Apply, Apply, Apply], "at or before the checkpoint");
+        // `serve` applies what follows its checkpoint itself.
+        let serve = plan(&seqs, &committed, Some("3"), ConsumerMode::Serve);
+        assert_eq!(serve, [Covered, Covered, Covered, Left, Left, Left]);
+        assert_eq!(plan(&seqs[..2], &[], None, ConsumerMode::Serve), [Left, Left], "no checkpoint: from the start");
+        // Replayed once: the replay's own range covers the rest.
+        let again = plan(&seqs, &[range("1", "3"), range("4", "6")], Some("6"), ConsumerMode::Lambda);
+        assert!(again.iter().all(|p| *p == Covered), "{again:?}");
     }
 }

@@ -4,7 +4,7 @@
 
 use super::{
     APPLIED, AUDIT_ACTOR, AUDIT_DAY, AUDIT_ORDER, BULK, CAPACITY, CHECKPOINT, CONSUMERS, HEAT, METRIC_DAY,
-    METRIC_MINUTES, METRIC_PENDING, QUALITY, RECONCILE, SALES, SESSION, SHARDS, TOKENS, USERS,
+    METRIC_MINUTES, METRIC_PENDING, QUALITY, RANGES, RECONCILE, SALES, SESSION, SHARDS, TOKENS, USERS,
 };
 
 /// What one command reads and writes in the metrics table, by partition
@@ -41,13 +41,14 @@ impl MetricsAccess {
 }
 
 /// Every partition family of the metrics table.
-pub const METRICS_PARTITIONS: [&str; 19] = [
+pub const METRICS_PARTITIONS: [&str; 20] = [
     SHARDS,
     METRIC_PENDING,
     METRIC_DAY,
     METRIC_MINUTES,
     CHECKPOINT,
     APPLIED,
+    RANGES,
     RECONCILE,
     CAPACITY,
     HEAT,
@@ -141,7 +142,29 @@ const SERVE_UPDATES: [&str; 15] = [
     SALES,
     CONSUMERS,
 ];
-const SERVE_PUTS: [&str; 18] = SERVE_READS;
+/// ... and its puts: the same partitions, and each commit's applied
+/// ranges (read only by `replay`).
+const SERVE_PUTS: [&str; 19] = [
+    SHARDS,
+    METRIC_PENDING,
+    METRIC_DAY,
+    METRIC_MINUTES,
+    CHECKPOINT,
+    RANGES,
+    RECONCILE,
+    CAPACITY,
+    HEAT,
+    QUALITY,
+    USERS,
+    TOKENS,
+    SESSION,
+    BULK,
+    AUDIT_ORDER,
+    AUDIT_DAY,
+    AUDIT_ACTOR,
+    SALES,
+    CONSUMERS,
+];
 /// ... and it leaves the registry when it stops.
 const SERVE_DELETES: [&str; 4] = [SESSION, SALES, RECONCILE, CONSUMERS];
 
@@ -150,10 +173,12 @@ const SERVE_DELETES: [&str; 4] = [SESSION, SALES, RECONCILE, CONSUMERS];
 const ORDER_WRITER_PUTS: [&str; 5] = [SHARDS, AUDIT_ORDER, AUDIT_DAY, AUDIT_ACTOR, CAPACITY];
 const ORDER_WRITER_UPDATES: [&str; 2] = [SHARDS, CAPACITY];
 
-const LAMBDA_WRITES: [&str; 9] =
-    [APPLIED, CHECKPOINT, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY, CONSUMERS];
-/// `replay` never touches the registry or the recorded mode.
-const REPLAY_WRITES: [&str; 7] = [APPLIED, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY];
+const LAMBDA_WRITES: [&str; 10] =
+    [APPLIED, CHECKPOINT, RANGES, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY, CONSUMERS];
+/// `replay` never touches the registry or the recorded mode; it moves a
+/// shard's checkpoint past what it applied (in `lambda` mode).
+const REPLAY_WRITES: [&str; 9] =
+    [APPLIED, CHECKPOINT, RANGES, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY];
 const CONSUME_UPDATES: [&str; 8] =
     [METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, CAPACITY, HEAT, QUALITY, CONSUMERS];
 const RECONCILE_WRITES: [&str; 5] = [METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, RECONCILE, CAPACITY];
@@ -186,7 +211,8 @@ pub const METRICS_ACCESS: [MetricsAccess; 10] = [
         updates: &SERVE_UPDATES,
         deletes: &SERVE_DELETES,
     },
-    // The in-process consumer alone: leases and checkpoints, counters,
+    // The in-process consumer alone: leases and checkpoints (and each
+    // commit's applied ranges, put), counters,
     // the stream's capacity figures and hot keys, the GSI2 shard heat, the
     // data quality figures (read before it first adds to an hour's largest
     // items); the days' shard counts say how an order counts;
@@ -194,7 +220,7 @@ pub const METRICS_ACCESS: [MetricsAccess; 10] = [
     MetricsAccess {
         command: "consume",
         reads: &[CHECKPOINT, SHARDS, QUALITY, CONSUMERS],
-        puts: &[],
+        puts: &[RANGES],
         updates: &CONSUME_UPDATES,
         deletes: &[CONSUMERS],
     },
@@ -209,11 +235,13 @@ pub const METRICS_ACCESS: [MetricsAccess; 10] = [
         deletes: &[],
     },
     // The Lambda consumer's records given up, applied again as it applies
-    // them; the registry read first (no in-process consumer may be live).
-    // It writes nothing there: no heartbeat, and never the consumer mode.
+    // them, but for those in the shard's applied ranges; the recorded mode
+    // and the shard's checkpoint read first (what a consumer will still
+    // apply is left to it). It writes nothing in the registry: no
+    // heartbeat, and never the consumer mode.
     MetricsAccess {
         command: "replay",
-        reads: &[APPLIED, SHARDS, QUALITY, CONSUMERS],
+        reads: &[APPLIED, CHECKPOINT, RANGES, SHARDS, QUALITY, CONSUMERS],
         puts: &REPLAY_WRITES,
         updates: &REPLAY_WRITES,
         deletes: &[],

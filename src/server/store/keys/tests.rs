@@ -133,6 +133,24 @@ fn metric_keys() {
 }
 
 #[test]
+fn applied_ranges_sort_by_their_last_record_as_numbers() {
+    let (pk, sk) = applied_range_key("arn:s", "shardId-1", "100", "250");
+    assert_eq!(pk, "RANGES#arn:s#shardId-1");
+    assert_eq!(sk, format!("{:0>40}#{:0>40}", "250", "100"));
+    assert_eq!(seq_sort_key("007"), seq_sort_key("7"), "leading zeros say nothing");
+    // String order is numeric order, whatever the lengths (21 to 40 digits).
+    let seqs = ["9", "10", "99", "100000000000000000000", "49000000000000000000001", &"9".repeat(40)];
+    for pair in seqs.windows(2) {
+        assert!(applied_range_sk(pair[0], "1") < applied_range_sk(pair[1], "1"), "{pair:?}");
+        // Where a Query for ranges ending at or after a record starts.
+        assert!(applied_range_sk(pair[1], "") <= applied_range_sk(pair[1], "1"), "{pair:?}");
+        assert!(applied_range_sk(pair[1], "") > applied_range_sk(pair[0], &"9".repeat(40)), "{pair:?}");
+    }
+    // Not the markers' family: `APPLIED#` leads no range key.
+    assert_eq!(partition_of(&pk), Some(RANGES));
+}
+
+#[test]
 fn state_attributes_are_the_recountable_ones() {
     for name in ["pending", "created", "shard0", "shard99", "statusPENDING", "c0000", "c2359"] {
         assert!(is_state_attribute(name), "{name}");
@@ -170,6 +188,7 @@ fn every_metrics_key_is_in_one_partition_family_and_each_command_has_its_own() {
         (metric_minutes_key(day, 12).0, METRIC_MINUTES),
         (checkpoint_key("arn:aws:dynamodb:x:1:table/t/stream/s", "shardId-1").0, CHECKPOINT),
         (applied_key("e1").0, APPLIED),
+        (applied_range_key("arn:aws:dynamodb:x:1:table/t/stream/s", "shardId-1", "1", "9").0, RANGES),
         (reconcile_reader_key("arn:s").0, RECONCILE),
         (capacity_pk(day), CAPACITY),
         (heat_key(day, 7).0, HEAT),

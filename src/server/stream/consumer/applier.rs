@@ -8,7 +8,7 @@ use crate::model::LiveEvent;
 use crate::server::store::error::StoreError;
 use crate::server::store::keys;
 use crate::server::store::usage::{Resource, epoch_minute};
-use crate::server::store::{CheckpointMove, Marked, Marker, Store};
+use crate::server::store::{CheckpointMove, Marked, Marker, RangeOf, Store};
 use crate::server::stream::counters::{self, Change, Deltas};
 use crate::server::stream::hotkeys;
 use crate::server::stream::live::LiveHub;
@@ -104,6 +104,9 @@ pub enum Guard<'a> {
     Checkpoints(&'a [CheckpointMove<'a>]),
     /// A marker per record, put only where none exists (the Lambda function).
     Markers(&'a [Marker<'a>]),
+    /// A replay: a marker per record, the records' applied range, and the
+    /// shard's checkpoint moved past them where the replay moves it.
+    Replayed { markers: &'a [Marker<'a>], range: RangeOf<'a>, checkpoint: Option<CheckpointMove<'a>> },
 }
 
 impl Applier {
@@ -203,7 +206,10 @@ impl Applier {
                 self.store.commit_batches(moves, &applied).await?;
                 Marked::Applied
             }
-            Guard::Markers(markers) => self.store.commit_marked(markers, &applied).await?,
+            Guard::Markers(markers) => self.store.commit_marked(markers, None, None, &applied).await?,
+            Guard::Replayed { markers, range, checkpoint } => {
+                self.store.commit_marked(markers, Some(&range), checkpoint.as_ref(), &applied).await?
+            }
         };
         let total_ms = asked.elapsed().as_millis() as u64;
         let sent_ms = sending.elapsed().as_millis() as u64;

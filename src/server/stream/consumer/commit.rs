@@ -12,8 +12,12 @@ use crate::server::stream::counters::Deltas;
 use aws_sdk_dynamodbstreams::types::Record;
 
 /// Counter items one transaction may touch, leaving room for the checkpoint
-/// (DynamoDB allows 100 items per transaction).
+/// and the applied range (DynamoDB allows 100 items per transaction).
 const MAX_COUNTER_ITEMS: usize = 90;
+
+/// Items a shard's batch puts in a transaction beside its counters: its
+/// checkpoint and its applied range.
+const ITEMS_PER_SHARD: usize = 2;
 
 impl Consumer {
     /// Applies the batches a pass read, several shards a transaction (each
@@ -38,8 +42,9 @@ impl Consumer {
             let readings: Vec<Reading> = read.records.iter().map(|r| self.read_record(r, &shards, &read)).collect();
             let alone = readings.iter().fold(Increments::default(), |i, r| i.with(r, &table));
             let merged = readings.iter().fold(increments.clone(), |i, r| i.with(r, &table));
-            // Room for the counter items beside each shard's checkpoint.
-            if !group.is_empty() && merged.too_big(TRANSACTION_ITEMS.saturating_sub(group.len() + 1)) {
+            // Room for the counter items beside each shard's checkpoint and range.
+            let guards = ITEMS_PER_SHARD * (group.len() + 1);
+            if !group.is_empty() && merged.too_big(TRANSACTION_ITEMS.saturating_sub(guards)) {
                 let (a, f) = self.commit_group(stream_arn, std::mem::take(&mut group), &increments).await;
                 (applied, failed) = (applied + a, failed + f);
                 increments = Increments::default();
@@ -79,15 +84,17 @@ impl Consumer {
     ) -> (u64, usize) {
         let leases: Vec<Lease<'_>> = group.iter().map(|(r, _)| self.lease_for(stream_arn, &r.shard_id)).collect();
         let seqs: Vec<Option<String>> = group.iter().map(|(r, _)| r.last_seq().or_else(|| r.prev.clone())).collect();
+        let firsts: Vec<Option<String>> = group.iter().map(|(r, _)| r.first_seq()).collect();
         let moves: Vec<CheckpointMove<'_>> = group
             .iter()
             .zip(&leases)
-            .zip(&seqs)
-            .map(|(((read, _), lease), seq)| CheckpointMove {
+            .zip(seqs.iter().zip(&firsts))
+            .map(|(((read, _), lease), (seq, first))| CheckpointMove {
                 holder: Holder::Lease(lease),
                 prev: read.prev.as_deref(),
                 seq: seq.as_deref(),
                 finished: read.closed(),
+                first: first.as_deref(),
             })
             .collect();
         let mut observations = Deltas::default();
@@ -169,7 +176,8 @@ impl Consumer {
         let shards = self.core.shards(records).await?;
         let mut batch = Batch::default();
         let mut increments = Increments::default();
-        let mut last_seq: Option<String> = None;
+        // The first and last records of the transaction being gathered.
+        let (mut first_seq, mut last_seq): (Option<String>, Option<String>) = (None, None);
         for record in records {
             let seq = record.dynamodb().and_then(|d| d.sequence_number()).map(str::to_string);
             let reading = self.core.read(record, &shards);
@@ -179,16 +187,18 @@ impl Consumer {
             let mut next = increments.with(&reading, &table);
             if next.too_big(MAX_COUNTER_ITEMS) && last_seq.is_some() {
                 // Commit what fits, then start the next transaction with this record.
-                prev = self.commit(&lease, prev, last_seq.take(), false, &increments).await?;
+                let applied = (first_seq.take(), last_seq.take());
+                prev = self.commit(&lease, prev, applied, false, &increments).await?;
                 batch.changed(&increments);
                 next = Increments::default().with(&reading, &table);
             }
             increments = next;
             batch.add(&reading);
+            first_seq = first_seq.or(seq.clone());
             last_seq = seq.or(last_seq);
         }
         if !records.is_empty() || closes_shard {
-            prev = self.commit(&lease, prev, last_seq, closes_shard, &increments).await?;
+            prev = self.commit(&lease, prev, (first_seq, last_seq), closes_shard, &increments).await?;
         }
         batch.changed(&increments);
         self.core.record_progress(records.len() as u64, &batch);
@@ -196,17 +206,19 @@ impl Consumer {
         Ok(prev)
     }
 
-    /// One transaction; the checkpoint it leaves.
+    /// One transaction, applying the records from `first` to `seq` (its
+    /// applied range); the checkpoint it leaves.
     async fn commit(
         &self,
         lease: &Lease<'_>,
         prev: Option<String>,
-        seq: Option<String>,
+        (first, seq): (Option<String>, Option<String>),
         finished: bool,
         increments: &Increments,
     ) -> Result<Option<String>, StoreError> {
         let holder = Holder::Lease(lease);
-        let moves = [CheckpointMove { holder, prev: prev.as_deref(), seq: seq.as_deref(), finished }];
+        let (prev_at, first) = (prev.as_deref(), first.as_deref());
+        let moves = [CheckpointMove { holder, prev: prev_at, seq: seq.as_deref(), finished, first }];
         self.core.commit(increments, Guard::Checkpoints(&moves)).await?;
         // The checkpoint write renewed the lease too.
         self.mark_held(lease.shard_id, true);

@@ -36,6 +36,12 @@ impl ShardRead {
     pub(super) fn last_seq(&self) -> Option<String> {
         self.records.iter().rev().find_map(|r| r.dynamodb().and_then(|d| d.sequence_number()).map(str::to_string))
     }
+
+    /// The first record's sequence number: where the batch's applied range
+    /// starts.
+    pub(super) fn first_seq(&self) -> Option<String> {
+        self.records.iter().find_map(|r| r.dynamodb().and_then(|d| d.sequence_number()).map(str::to_string))
+    }
 }
 
 /// What a pass found in one shard.

@@ -51,7 +51,7 @@ pub use event::{Carried, Delivered, ShardOf, Window, stream_record};
 
 use crate::server::store::error::StoreError;
 use crate::server::store::keys;
-use crate::server::store::{CheckpointMove, Holder, Marked, Marker, Store, TRANSACTION_ITEMS};
+use crate::server::store::{CheckpointMove, Holder, Marked, Marker, RangeOf, Store, TRANSACTION_ITEMS};
 use crate::server::stream::consumer::{Applier, Batch, Guard, Increments, Reading};
 use crate::server::stream::counters::Deltas;
 use crate::server::stream::lag;
@@ -158,7 +158,15 @@ impl LambdaConsumer {
     /// record's marker guards it (an event without a tumbling window, which
     /// does not name its shard).
     pub async fn apply(&self, records: &[Delivered]) -> Outcome {
-        self.apply_guarded(records, None, Budget::default_from_now()).await
+        self.apply_guarded(records, Given::Markers, Budget::default_from_now()).await
+    }
+
+    /// Applies records of one shard that `replay` read again: each guarded
+    /// by its marker, as `apply` does, each transaction recording its
+    /// records' applied range, and moving the shard's checkpoint from
+    /// `checkpoint` past them where `moves` (see `stream::replay`).
+    pub async fn apply_replay(&self, records: &[Delivered], replay: &ReplayOf) -> Outcome {
+        self.apply_guarded(records, Given::Replay(replay), Budget::default_from_now()).await
     }
 
     /// Applies a batch of one shard's records in order: each transaction
@@ -168,15 +176,10 @@ impl LambdaConsumer {
     /// batch at a time when `ParallelizationFactor` is 1). The observations
     /// of what committed are added to `carried`, not written.
     pub async fn apply_shard(&self, shard: &ShardOf, records: &[Delivered], carried: &mut Deltas) -> Outcome {
-        self.apply_guarded(records, Some((shard, carried)), Budget::default_from_now()).await
+        self.apply_guarded(records, Given::Window(shard, carried), Budget::default_from_now()).await
     }
 
-    async fn apply_guarded(
-        &self,
-        records: &[Delivered],
-        shard: Option<(&ShardOf, &mut Deltas)>,
-        budget: Budget,
-    ) -> Outcome {
+    async fn apply_guarded(&self, records: &[Delivered], given: Given<'_>, budget: Budget) -> Outcome {
         if let Some(beat) = &self.beat {
             beat.beat(&self.store).await;
         }
@@ -208,9 +211,12 @@ impl LambdaConsumer {
             tracing::warn!(sequence = ?d.seq, "a stream record without an event id or images: skipped");
             outcome.skipped += 1;
         }
-        let guarding = match shard {
-            Some((shard, carried)) => self.shard_guarding(shard, carried, records, &mut done, &mut outcome).await,
-            None => Some(Guarding::Markers),
+        let guarding = match given {
+            Given::Window(shard, carried) => {
+                self.shard_guarding(shard, carried, records, &mut done, &mut outcome).await
+            }
+            Given::Markers => Some(Guarding::Markers),
+            Given::Replay(replay) => Some(Guarding::Replay { replay, prev: replay.checkpoint.clone() }),
         };
         let batch = match guarding {
             Some(mut guarding) => {
@@ -294,10 +300,12 @@ impl LambdaConsumer {
         let mut batch = Batch::default();
         let (mut start, mut one_by_one_until) = (0, 0);
         // Items in a transaction beside the increments: a marker a record,
-        // or the shard's one checkpoint.
+        // or the shard's one checkpoint and its applied range; a replay's
+        // markers, range and checkpoint.
         let (per_record, fixed) = match guarding {
             Guarding::Markers => (1, 0),
-            Guarding::Shard { .. } => (0, 1),
+            Guarding::Shard { .. } => (0, 2),
+            Guarding::Replay { .. } => (1, 2),
         };
         while start < records.len() {
             if done[start] {
@@ -347,30 +355,54 @@ impl LambdaConsumer {
     ) -> Step {
         match guarding {
             Guarding::Markers => {
-                let markers: Vec<Marker<'_>> = group
-                    .iter()
-                    .map(|&i| Marker {
-                        event_id: records[i].event_id.as_deref().unwrap_or_default(),
-                        seq: records[i].seq.as_deref(),
-                    })
-                    .collect();
+                let markers = markers_of(records, group);
                 match self.core.commit(increments, Guard::Markers(&markers)).await {
                     Ok(Marked::Applied) => Step::Applied,
                     Ok(Marked::AlreadyApplied(positions)) => {
-                        for position in positions {
-                            tracing::debug!(sequence = ?records[group[position]].seq, "a stream record applied before: skipped");
-                            done[group[position]] = true;
-                            outcome.already += 1;
+                        already_applied(records, group, positions, done, outcome);
+                        Step::Again
+                    }
+                    Err(err) => Step::Failed(err),
+                }
+            }
+            Guarding::Replay { replay, prev } => {
+                let markers = markers_of(records, group);
+                let (first, last) = (seq_of(records, group.first()), seq_of(records, group.last()));
+                let (Some(first), Some(last)) = (first, last) else {
+                    // `replay` reads records from the shard: each has its number.
+                    return Step::Failed(StoreError::Data("a replayed record without a sequence number".into()));
+                };
+                let shard = &replay.shard;
+                let range = RangeOf { stream_arn: &shard.stream_arn, shard_id: &shard.shard_id, first, last };
+                let holder = Holder::Mapping { stream_arn: &shard.stream_arn, shard_id: &shard.shard_id };
+                let passes = prev.as_deref().is_none_or(|at| compare_seq(last, at) == Ordering::Greater);
+                let checkpoint = (replay.moves && passes).then_some(CheckpointMove {
+                    holder,
+                    prev: prev.as_deref(),
+                    seq: Some(last),
+                    finished: false,
+                    first: None,
+                });
+                let moved = checkpoint.is_some();
+                match self.core.commit(increments, Guard::Replayed { markers: &markers, range, checkpoint }).await {
+                    Ok(Marked::Applied) => {
+                        if moved {
+                            *prev = Some(last.to_string());
                         }
+                        Step::Applied
+                    }
+                    Ok(Marked::AlreadyApplied(positions)) => {
+                        already_applied(records, group, positions, done, outcome);
                         Step::Again
                     }
                     Err(err) => Step::Failed(err),
                 }
             }
             Guarding::Shard { shard, prev, rereads, carried } => {
-                let last = group.last().and_then(|&i| records[i].seq.as_deref());
+                let first = seq_of(records, group.first());
+                let last = seq_of(records, group.last());
                 let holder = Holder::Mapping { stream_arn: &shard.stream_arn, shard_id: &shard.shard_id };
-                let moves = [CheckpointMove { holder, prev: prev.as_deref(), seq: last, finished: false }];
+                let moves = [CheckpointMove { holder, prev: prev.as_deref(), seq: last, finished: false, first }];
                 match self.core.commit_carrying(increments, Guard::Checkpoints(&moves), Some(&mut **carried)).await {
                     Ok(_) => {
                         *prev = last.map(str::to_string);
@@ -448,10 +480,61 @@ impl LambdaConsumer {
 }
 
 /// What guards a batch's transactions: each record's marker, or the shard's
-/// checkpoint, as last read (and where the window's observations go).
+/// checkpoint, as last read (and where the window's observations go); a
+/// replay's markers and range, and the checkpoint as it last moved it.
 enum Guarding<'a> {
     Markers,
     Shard { shard: &'a ShardOf, prev: Option<String>, rereads: u32, carried: &'a mut Deltas },
+    Replay { replay: &'a ReplayOf, prev: Option<String> },
+}
+
+/// What a batch says of its shard, as it was given: nothing (each record's
+/// marker guards it), a tumbling window's, or a replay's.
+enum Given<'a> {
+    Markers,
+    Window(&'a ShardOf, &'a mut Deltas),
+    Replay(&'a ReplayOf),
+}
+
+/// A replay's records' shard: where its checkpoint was read, and whether
+/// the replay's transactions move it past what they apply (`stream::replay`
+/// says when).
+#[derive(Clone, Debug)]
+pub struct ReplayOf {
+    pub shard: ShardOf,
+    pub checkpoint: Option<String>,
+    pub moves: bool,
+}
+
+/// The markers of a group's records.
+fn markers_of<'r>(records: &'r [Delivered], group: &[usize]) -> Vec<Marker<'r>> {
+    group
+        .iter()
+        .map(|&i| Marker {
+            event_id: records[i].event_id.as_deref().unwrap_or_default(),
+            seq: records[i].seq.as_deref(),
+        })
+        .collect()
+}
+
+/// The sequence number of a group's record at `position`.
+fn seq_of<'r>(records: &'r [Delivered], position: Option<&usize>) -> Option<&'r str> {
+    position.and_then(|&i| records[i].seq.as_deref())
+}
+
+/// The records of a group whose markers exist: applied before, done.
+fn already_applied(
+    records: &[Delivered],
+    group: &[usize],
+    positions: Vec<usize>,
+    done: &mut [bool],
+    outcome: &mut Outcome,
+) {
+    for position in positions {
+        tracing::debug!(sequence = ?records[group[position]].seq, "a stream record applied before: skipped");
+        done[group[position]] = true;
+        outcome.already += 1;
+    }
 }
 
 /// What one transaction came to.
@@ -556,9 +639,9 @@ async fn handle_records(consumer: &LambdaConsumer, event: &Value, budget: Budget
             if carried.since.is_none() {
                 carried.since = delivered.iter().find_map(|d| d.seq.clone());
             }
-            consumer.apply_guarded(&delivered, Some((&window.shard, &mut carried.deltas)), budget).await
+            consumer.apply_guarded(&delivered, Given::Window(&window.shard, &mut carried.deltas), budget).await
         }
-        None => consumer.apply_guarded(&delivered, None, budget).await,
+        None => consumer.apply_guarded(&delivered, Given::Markers, budget).await,
     };
     let state = match window.as_mut() {
         Some(window) if window.closing => {
