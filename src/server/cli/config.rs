@@ -59,8 +59,10 @@ pub enum Command {
     Reconcile(ReconcileArgs),
     /// Deliver again the records the Lambda consumer gave up on: the ranges
     /// its on-failure destination's messages name, read from the stream
-    /// while it still keeps them (24 hours), applied once each (a record
-    /// applied before changes nothing). For the Lambda form only.
+    /// while it still keeps them (24 hours), applied once each (a record in
+    /// an applied range of its shard, or marked, changes nothing; in mode
+    /// serve, what follows the shard's checkpoint is left to the in-process
+    /// consumer).
     Replay(ReplayArgs),
     /// Simulate traffic: a steady rate, a flash sale or a month-end batch.
     Loadgen(crate::server::sim::loadgen::LoadgenArgs),
