@@ -219,6 +219,57 @@ async fn the_lambdas_policy_allows_every_call_it_makes() {
     app.stop().await;
 }
 
+/// `replay`, on a store of its own, replaying a range the Lambda form gave
+/// up (the mode `lambda`: it moves the shard's checkpoint), then again
+/// (every record in its applied ranges): `docs/iam/replay.json` allows all
+/// of it, and it reaches no account, token, session or audit item.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replays_policy_allows_every_call_it_makes() {
+    use northwind_ops::model::{Actor, ConsumerMode};
+    use northwind_ops::server::stream::lambda::LambdaConsumer;
+    use northwind_ops::server::stream::registry;
+    use northwind_ops::server::stream::replay::{self, GivenUp};
+    let app = TestApp::spawn(Engine::Dynoxide).await;
+    for i in 0..5 {
+        let (status, body) = app.post("/api/orders", new_order_json(&format!("iam-r-{i}"), "c-iam")).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    registry::switch_mode(&app.store, ConsumerMode::Lambda, None, &Actor::cli("tests"), None).await.unwrap();
+    let arn = app.store.stream_arn().await.unwrap().expect("a stream");
+    let shard = app.store.stream_shards(&arn).await.unwrap().remove(0).id;
+    let (records, _) = common::counters::read_batch(&app.store, &arn, &shard, None, 1000).await;
+    let seq = |i: usize| records[i].dynamodb().unwrap().sequence_number().unwrap().to_string();
+    let range = GivenUp {
+        stream_arn: arn.clone(),
+        shard_id: shard.clone(),
+        first: seq(0),
+        last: seq(records.len() - 1),
+        batch_size: None,
+    };
+
+    let cli = app.another_instance().await;
+    let consumer = LambdaConsumer::for_replay(cli.store.clone());
+    let first = replay::replay(&cli.store, &consumer, &range).await.unwrap();
+    assert_eq!(first.applied, records.len(), "{first:?}");
+    let again = replay::replay(&cli.store, &consumer, &range).await.unwrap();
+    assert_eq!((again.applied, again.already), (0, records.len()), "{again:?}");
+    cli.store.usage_flusher().flush().await.unwrap();
+
+    let accesses = cli.store.usage().accesses();
+    print("replay", &accesses);
+    let families: BTreeSet<&str> = accesses.iter().filter_map(|a| a.family).collect();
+    for family in ["APPLIED#", "RANGES#", "CHECKPOINT#", "CONSUMERS"] {
+        assert!(families.contains(family), "{family}: {families:?}");
+    }
+    let policy = iam::POLICIES.iter().find(|(name, _)| *name == "replay").unwrap().1;
+    assert_eq!(refused(&cli, policy, &accesses), Vec::<String>::new(), "docs/iam/replay.json refuses it");
+    for family in ["USERS", "TOKENS", "SESSION#", "AUDIT#ORDER#", "AUDIT#DAY#", "AUDIT#ACTOR#"] {
+        assert!(!families.contains(family), "replay reached {family}");
+    }
+    cli.stop().await;
+    app.stop().await;
+}
+
 /// The administrative commands (`user`, `token`), as the CLI makes their
 /// calls, on a store of their own: `docs/iam/admin.json` allows all of them,
 /// and they reach accounts and tokens only (and their consumed capacity).

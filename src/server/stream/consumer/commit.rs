@@ -44,7 +44,8 @@ impl Consumer {
             let merged = readings.iter().fold(increments.clone(), |i, r| i.with(r, &table));
             // Room for the counter items beside each shard's checkpoint and range.
             let guards = ITEMS_PER_SHARD * (group.len() + 1);
-            if !group.is_empty() && merged.too_big(TRANSACTION_ITEMS.saturating_sub(guards)) {
+            let full = guards > TRANSACTION_ITEMS || merged.too_big(TRANSACTION_ITEMS.saturating_sub(guards));
+            if !group.is_empty() && full {
                 let (a, f) = self.commit_group(stream_arn, std::mem::take(&mut group), &increments).await;
                 (applied, failed) = (applied + a, failed + f);
                 increments = Increments::default();

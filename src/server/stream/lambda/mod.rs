@@ -12,8 +12,10 @@
 //! them (the same item the in-process consumer keeps, and reconciliation
 //! anchors at), only from where it was read; a record at or before the
 //! checkpoint was applied before. That is one item per transaction, however
-//! many records, and it holds because Lambda delivers a shard one batch at
-//! a time (`ParallelizationFactor` 1, which the template sets).
+//! many records (and the shard's applied range beside it, which `replay`
+//! skips: a batch given up after part of it committed is replayed only for
+//! the rest), and it holds because Lambda delivers a shard one batch at a
+//! time (`ParallelizationFactor` 1, which the template sets).
 //!
 //! Within a window only the counters the live pages follow are written with
 //! the checkpoint. The observations that are plain sums (stream-priced
@@ -32,7 +34,9 @@
 //! (`APPLIED#<eventID>`), put only where none exists. A transaction
 //! cancelled because some markers exist wrote nothing: those records were
 //! applied before, and the rest are committed again without them. `replay`
-//! applies a dead-letter range this way.
+//! applies a dead-letter range this way, each transaction also recording
+//! the records' applied range (it knows their shard), and moving the
+//! shard's checkpoint where `stream::replay` says.
 //!
 //! A record that cannot be applied (the store refuses it, or is down) is
 //! reported in a partial batch response (`ReportBatchItemFailures`) with
