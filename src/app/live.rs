@@ -2,7 +2,8 @@
 //! opened by the page's head before the wasm arrives, then taken over and
 //! reopened whenever the browser gives up on it. Events are queued with a
 //! sequence number so a view applies each exactly once, however quickly
-//! they arrive.
+//! they arrive. The Sales page follows a rehearsal the same way (`follow`:
+//! its own stream and events, the same reopening).
 //! (The server renders with the same types but never connects.)
 #![cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 
@@ -57,7 +58,7 @@ impl Live {
 }
 
 #[cfg(feature = "hydrate")]
-pub use connection::connect;
+pub use connection::{connect, follow};
 
 /// The script the page's head runs (`shell` in `src/app/mod.rs`): on the
 /// dashboard it opens the live stream before the wasm arrives, and `connect`
@@ -93,7 +94,9 @@ mod connection {
     /// over the stream the page opened before the wasm arrived.
     struct Connection {
         url: String,
-        live: Live,
+        status: RwSignal<LiveStatus>,
+        /// Each event's data, as it arrives.
+        on_message: Box<dyn Fn(&str)>,
         on_resync: Box<dyn Fn()>,
         /// Once a connection has been open, a new one may have missed events.
         opened_before: Cell<bool>,
@@ -105,16 +108,14 @@ mod connection {
     /// Opens the connection (or takes over the one the page opened), reopened
     /// without limit; the returned function closes it for good.
     pub fn connect(url: String, live: Live, on_resync: impl Fn() + 'static) -> impl FnOnce() {
-        let connection = Rc::new(Connection {
-            url,
-            live,
-            on_resync: Box::new(on_resync),
-            opened_before: Cell::new(false),
-            closed: Cell::new(false),
-            source: RefCell::new(None),
-            handlers: RefCell::new(Vec::new()),
-        });
-        live.status.set(LiveStatus::Connecting);
+        let on_resync = Rc::new(on_resync);
+        let resync = on_resync.clone();
+        let on_message = move |data: &str| match serde_json::from_str::<LiveEvent>(data) {
+            Ok(LiveEvent::Resync) => resync(),
+            Ok(event) => live.push(event),
+            Err(_) => {}
+        };
+        let connection = Connection::new(url, live.status, Box::new(on_message), Box::new(move || on_resync()));
         match take_early(&connection.url) {
             Some((source, early)) => {
                 let open = source.ready_state() == EventSource::OPEN;
@@ -130,6 +131,21 @@ mod connection {
             }
             None => Connection::open(&connection),
         }
+        move || connection.close()
+    }
+
+    /// Opens a stream of other events than the dashboard's: each event's
+    /// data goes to `on_message`; `on_resync` is called when a stream that
+    /// had been open is open again (events may have been missed). Reopened
+    /// as `connect`'s is; the returned function closes it for good.
+    pub fn follow(
+        url: String,
+        status: RwSignal<LiveStatus>,
+        on_message: impl Fn(&str) + 'static,
+        on_resync: impl Fn() + 'static,
+    ) -> impl FnOnce() {
+        let connection = Connection::new(url, status, Box::new(on_message), Box::new(on_resync));
+        Connection::open(&connection);
         move || connection.close()
     }
 
@@ -152,6 +168,25 @@ mod connection {
     }
 
     impl Connection {
+        fn new(
+            url: String,
+            status: RwSignal<LiveStatus>,
+            on_message: Box<dyn Fn(&str)>,
+            on_resync: Box<dyn Fn()>,
+        ) -> Rc<Self> {
+            status.set(LiveStatus::Connecting);
+            Rc::new(Connection {
+                url,
+                status,
+                on_message,
+                on_resync,
+                opened_before: Cell::new(false),
+                closed: Cell::new(false),
+                source: RefCell::new(None),
+                handlers: RefCell::new(Vec::new()),
+            })
+        }
+
         fn open(this: &Rc<Self>) {
             if this.closed.get() {
                 return;
@@ -159,7 +194,7 @@ mod connection {
             match EventSource::new(&this.url) {
                 Ok(source) => Self::attach(this, source),
                 Err(_) => {
-                    this.live.status.set(LiveStatus::Down);
+                    this.status.set(LiveStatus::Down);
                     Self::retry(this);
                 }
             }
@@ -192,7 +227,7 @@ mod connection {
         }
 
         fn opened(&self) {
-            self.live.status.set(LiveStatus::Up);
+            self.status.set(LiveStatus::Up);
             // The server ends streams now and then (and restarts); what
             // happened while disconnected is read again.
             if self.opened_before.replace(true) {
@@ -201,7 +236,7 @@ mod connection {
         }
 
         fn failed(self: &Rc<Self>) {
-            self.live.status.set(LiveStatus::Down);
+            self.status.set(LiveStatus::Down);
             // The browser reconnects a dropped stream itself; one it gave up
             // on (closed) is reopened here.
             let gave_up = self.source.borrow().as_ref().is_some_and(|s| s.ready_state() == EventSource::CLOSED);
@@ -224,11 +259,7 @@ mod connection {
         }
 
         fn message(&self, data: &str) {
-            match serde_json::from_str::<LiveEvent>(data) {
-                Ok(LiveEvent::Resync) => (self.on_resync)(),
-                Ok(event) => self.live.push(event),
-                Err(_) => {}
-            }
+            (self.on_message)(data)
         }
 
         fn close(&self) {

@@ -2,21 +2,23 @@
 //! admin), and a plan's go/no-go (`?plan=NAME`) with each check's verdict,
 //! figures and fix, and a button that writes the sale days' shard count
 //! ahead; the plan's rehearsal (the latest beside the previous, and a
-//! button that runs one, followed until it ends); and after the sale, the
-//! plan beside what happened. Viewers see everything and change nothing:
-//! the buttons are not offered, and the server refuses the calls anyway.
+//! button that runs one, followed by the live push until it ends); and
+//! after the sale, the plan beside what happened. Viewers see everything
+//! and change nothing: the buttons are not offered, and the server refuses
+//! the calls anyway. On a phone each plan is a card (style/main.css).
 
 use super::common::{ErrorView, TableHead, can, me};
 use super::data::{
-    DeleteSalePlan, SaveSalePlan, StartRehearsal, WriteSaleShards, get_readiness, get_rehearsals, get_sale_outcome,
-    get_sale_plans,
+    DeleteSalePlan, PageError, SaveSalePlan, StartRehearsal, WriteSaleShards, get_readiness, get_rehearsals,
+    get_sale_outcome, get_sale_plans,
 };
+use super::live::LiveStatus;
 use crate::model::{
-    Me, Permission, Readiness, ReadinessCheck, Rehearsal, Rehearsals, SaleOutcome, SalePhase, SalePlan, SalePlanInput,
-    Verdict, Writer,
+    Me, Permission, Readiness, ReadinessCheck, Rehearsal, RehearsalProgress, Rehearsals, SaleOutcome, SalePhase,
+    SalePlan, SalePlanInput, Verdict, Writer,
 };
 use leptos::prelude::*;
-use leptos_router::hooks::use_query_map;
+use leptos_router::hooks::{use_navigate, use_query_map};
 use serde_json::Value;
 
 #[component]
@@ -28,10 +30,8 @@ pub fn SalesPage() -> impl IntoView {
     let write = ServerAction::<WriteSaleShards>::new();
     let plans = Resource::new(move || (save.version().get(), delete.version().get()), |_| get_sale_plans());
     let rehearse = ServerAction::<StartRehearsal>::new();
-    // Bumped when a rehearsal followed on this page ends: the go/no-go is
-    // checked again.
-    let rehearsed = RwSignal::new(0u32);
-    let rehearsing = RwSignal::new(false);
+    let following = Following::new();
+    let rehearsed = following.rehearsed;
     let readiness = Resource::new(
         move || (chosen(), save.version().get(), write.version().get(), rehearsed.get()),
         |(plan, _, _, _)| async move {
@@ -56,7 +56,7 @@ pub fn SalesPage() -> impl IntoView {
             None => None,
         }
     });
-    follow_rehearsal(rehearsals, rehearsing, rehearsed);
+    follow_rehearsal(chosen, rehearsals, following);
     let form = PlanForm::default();
     view! {
         <div class="title-row">
@@ -66,7 +66,7 @@ pub fn SalesPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 let me = me().await;
                 match plans.await {
-                    Ok(plans) => view! { <PlanList plans me form delete/> }.into_any(),
+                    Ok(plans) => view! { <PlanList plans me form delete rehearse/> }.into_any(),
                     Err(error) => view! { <ErrorView error first_page="/sales"/> }.into_any(),
                 }
             })}
@@ -95,7 +95,7 @@ pub fn SalesPage() -> impl IntoView {
                 let me = me().await;
                 let plan = chosen()?;
                 Some(match rehearsals.await? {
-                    Ok(rehearsals) => view! { <RehearsalPanel rehearsals plan me rehearse/> }.into_any(),
+                    Ok(rehearsals) => view! { <RehearsalPanel rehearsals plan me rehearse following/> }.into_any(),
                     Err(error) => view! { <ErrorView error first_page="/sales"/> }.into_any(),
                 })
             })}
@@ -111,33 +111,119 @@ pub fn SalesPage() -> impl IntoView {
     }
 }
 
-/// While a rehearsal runs, reads the plan's rehearsals every second; when
-/// it ends, bumps `rehearsed` so the go/no-go is checked again.
-fn follow_rehearsal(
-    rehearsals: Resource<Option<Result<Rehearsals, super::data::PageError>>>,
+type RehearsalsResource = Resource<Option<Result<Rehearsals, PageError>>>;
+
+/// Seconds between re-reads of a running rehearsal while its push is down,
+/// or silent (a server that pushes nothing: one too old, or a run another
+/// server started after the stream opened).
+#[cfg(feature = "hydrate")]
+const FALLBACK_SECONDS: u64 = 5;
+
+/// How the page follows the chosen plan's rehearsal.
+#[derive(Clone, Copy)]
+struct Following {
+    /// A run is under way, as last read.
     rehearsing: RwSignal<bool>,
+    /// Bumped when a run followed on this page ends: the go/no-go is
+    /// checked again.
     rehearsed: RwSignal<u32>,
+    /// The run's progress, as last pushed.
+    progress: RwSignal<Option<RehearsalProgress>>,
+    /// The push's connection.
+    status: RwSignal<LiveStatus>,
+    /// When the last event arrived (milliseconds since the epoch).
+    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+    heard: StoredValue<f64>,
+}
+
+impl Following {
+    fn new() -> Self {
+        Following {
+            rehearsing: RwSignal::new(false),
+            rehearsed: RwSignal::new(0),
+            progress: RwSignal::new(None),
+            status: RwSignal::new(LiveStatus::Connecting),
+            heard: StoredValue::new(0.0),
+        }
+    }
+}
+
+/// Follows the chosen plan's rehearsals by the live push
+/// (`/api/sales/{name}/rehearsal/live`): its progress each second, a re-read
+/// when a run ends or the stream is open again after a drop (reopened as
+/// the dashboard's is), and a re-read every few seconds only while a run
+/// is under way and the push is down or silent. When a run ends, bumps
+/// `rehearsed` so the go/no-go is checked again.
+fn follow_rehearsal(
+    chosen: impl Fn() -> Option<String> + Send + Sync + 'static,
+    rehearsals: RehearsalsResource,
+    following: Following,
 ) {
+    let Following { rehearsing, rehearsed, progress, .. } = following;
     Effect::new(move |_| {
         let running = matches!(rehearsals.get(), Some(Some(Ok(r))) if r.running.is_some());
         if rehearsing.get_untracked() && !running {
             rehearsed.update(|n| *n += 1);
         }
+        if !running {
+            progress.set(None);
+        }
         rehearsing.set(running);
     });
+    // One stream per plan shown; it follows the plan chosen.
     Effect::new(move |_| {
+        let plan = chosen();
         #[cfg(feature = "hydrate")]
-        {
-            let tick = move || {
-                if rehearsing.get_untracked() {
-                    rehearsals.refetch();
-                }
-            };
-            if let Ok(handle) = set_interval_with_handle(tick, std::time::Duration::from_secs(1)) {
-                on_cleanup(move || handle.clear());
+        if let Some(plan) = plan {
+            let close = super::live::follow(
+                format!("/api/sales/{}/rehearsal/live", url_encode(&plan)),
+                following.status,
+                move |data| on_rehearsal_event(data, rehearsals, following),
+                move || rehearsals.refetch(),
+            );
+            // The connection lives in this browser thread; the wrapper only
+            // satisfies on_cleanup's Send bound.
+            let close = send_wrapper::SendWrapper::new(close);
+            on_cleanup(move || (close.take())());
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = plan;
+    });
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| {
+        let tick = move || {
+            let silent = js_sys::Date::now() - following.heard.get_value() > (FALLBACK_SECONDS * 1000) as f64;
+            let down = following.status.get_untracked() != LiveStatus::Up;
+            if rehearsing.get_untracked() && (down || silent) {
+                rehearsals.refetch();
             }
+        };
+        if let Ok(handle) = set_interval_with_handle(tick, std::time::Duration::from_secs(FALLBACK_SECONDS)) {
+            on_cleanup(move || handle.clear());
         }
     });
+}
+
+/// Applies one pushed event: progress is shown; an end, or rehearsals
+/// stored otherwise than shown, are read again.
+#[cfg(feature = "hydrate")]
+fn on_rehearsal_event(data: &str, rehearsals: RehearsalsResource, following: Following) {
+    use crate::model::RehearsalEvent;
+    following.heard.set_value(js_sys::Date::now());
+    match serde_json::from_str::<RehearsalEvent>(data) {
+        Ok(RehearsalEvent::Progress(p)) => following.progress.set(Some(p)),
+        Ok(RehearsalEvent::Finished(_)) => {
+            following.progress.set(None);
+            rehearsals.refetch();
+        }
+        Ok(RehearsalEvent::Rehearsals(stored)) => {
+            let shown = rehearsals.get_untracked().flatten().and_then(Result::ok);
+            if shown.as_ref() != Some(&*stored) {
+                rehearsals.refetch();
+            }
+        }
+        Err(_) => {}
+    }
 }
 
 /// The form's fields, shared by the list (whose Edit fills them) and the
@@ -228,13 +314,19 @@ fn PlanList(
     me: Option<Me>,
     form: PlanForm,
     delete: ServerAction<DeleteSalePlan>,
+    rehearse: ServerAction<StartRehearsal>,
 ) -> impl IntoView {
     if plans.is_empty() {
         return view! { <p class="muted" data-testid="no-plans">"No sale plan yet."</p> }.into_any();
     }
     let writer = can(&me, Permission::PlanSales);
+    // The plan whose Delete waits for its confirmation, if any.
+    let confirming = RwSignal::new(None::<String>);
     view! {
-        <table class="orders" data-testid="plans">
+        // Its box scrolls sideways where the table is wider than the page
+        // (a tablet, a plan's Delete being confirmed); a phone shows cards.
+        <div class="table-box">
+        <table class="orders plans" data-testid="plans">
             <caption class="visually-hidden">"Sale plans"</caption>
             <TableHead columns=&[
                 ("Plan", false),
@@ -243,32 +335,25 @@ fn PlanList(
                 ("Ramp / hold / decay (min)", false),
                 ("Item bytes", true),
                 ("Orders written by", false),
-                ("", false),
+                ("Actions", false),
             ]/>
             <tbody>
                 {plans
                     .into_iter()
                     .map(|plan| {
-                        let check = format!("/sales?plan={}", url_encode(&plan.name));
-                        let edit_plan = plan.clone();
-                        let name = plan.name.clone();
-                        let buttons = writer.then(|| view! {
-                            <button type="button" data-testid="plan-edit" on:click=move |_| form.fill(&edit_plan)>"Edit"</button>
-                            <button type="button" class="danger" data-testid="plan-delete"
-                                on:click=move |_| { delete.dispatch(DeleteSalePlan { name: name.clone() }); }>"Delete"</button>
-                        });
+                        let cells = plan.clone();
                         view! {
-                            <tr data-testid="plan-row" data-plan=plan.name.clone()>
-                                <td>{plan.name.clone()}</td>
-                                <td class="num">{plan.peak_orders_per_second.to_string()}</td>
-                                <td>{plan.start.format("%Y-%m-%d %H:%M").to_string()}</td>
-                                <td>{format!("{} / {} / {}", plan.ramp_minutes, plan.hold_minutes, plan.decay_minutes)}</td>
-                                <td class="num">{plan.item_bytes}</td>
-                                <td data-testid="plan-row-writer">{writer_text(plan.writer)}</td>
-                                <td>
-                                    <a href=check data-testid="plan-check">"Check"</a>
-                                    " "
-                                    {buttons}
+                            <tr data-testid="plan-row" data-plan=cells.name.clone()>
+                                <th scope="row" data-label="Plan">{cells.name.clone()}</th>
+                                <td class="num" data-label="Peak orders/s">{cells.peak_orders_per_second.to_string()}</td>
+                                <td data-label="Start (UTC)">{cells.start.format("%Y-%m-%d %H:%M").to_string()}</td>
+                                <td data-label="Ramp / hold / decay (min)">
+                                    {format!("{} / {} / {}", cells.ramp_minutes, cells.hold_minutes, cells.decay_minutes)}
+                                </td>
+                                <td class="num" data-label="Item bytes">{cells.item_bytes}</td>
+                                <td data-testid="plan-row-writer" data-label="Orders written by">{writer_text(cells.writer)}</td>
+                                <td class="row-actions-cell">
+                                    <PlanActions plan writer form delete rehearse confirming/>
                                 </td>
                             </tr>
                         }
@@ -276,8 +361,107 @@ fn PlanList(
                     .collect_view()}
             </tbody>
         </table>
+        </div>
     }
     .into_any()
+}
+
+/// A plan row's actions, each a labelled button, the plan's name in its
+/// accessible name: Check, and for ops Rehearse and Edit, then apart from
+/// them Delete, which asks to be confirmed (Escape or Keep backs out).
+#[component]
+fn PlanActions(
+    plan: SalePlan,
+    writer: bool,
+    form: PlanForm,
+    delete: ServerAction<DeleteSalePlan>,
+    rehearse: ServerAction<StartRehearsal>,
+    confirming: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let name = plan.name.clone();
+    let check = format!("/sales?plan={}", url_encode(&name));
+    let (group_label, check_label) = (format!("Actions on {name}"), format!("Check {name}"));
+    let changes = writer.then(|| {
+        let navigate = use_navigate();
+        let (to_rehearse, to_delete, asked) = (name.clone(), name.clone(), name.clone());
+        let go_to = check.clone();
+        let confirm_button = NodeRef::<leptos::html::Button>::new();
+        let delete_button = NodeRef::<leptos::html::Button>::new();
+        let is_asked = move || confirming.with(|c| c.as_deref() == Some(asked.as_str()));
+        let cancel = move || {
+            confirming.set(None);
+            request_animation_frame(move || {
+                if let Some(button) = delete_button.get() {
+                    let _ = button.focus();
+                }
+            });
+        };
+        view! {
+            <button type="button" class="secondary" data-testid="plan-rehearse"
+                aria-label=format!("Rehearse {name}")
+                disabled=move || rehearse.pending().get()
+                on:click=move |_| {
+                    rehearse.dispatch(StartRehearsal { name: to_rehearse.clone() });
+                    navigate(&go_to, Default::default());
+                }>
+                "Rehearse"
+            </button>
+            <button type="button" class="secondary" data-testid="plan-edit" aria-label=format!("Edit {name}")
+                on:click=move |_| form.fill(&plan)>
+                "Edit"
+            </button>
+            <span class="destructive">
+                {move || {
+                    let name = to_delete.clone();
+                    if is_asked() {
+                        let yes = name.clone();
+                        view! {
+                            <span class="confirm" data-testid="plan-delete-confirm" role="group"
+                                aria-label=format!("Delete {name}?")
+                                on:keydown=move |ev| if ev.key() == "Escape" { cancel() }>
+                                <span>"Delete this plan?"</span>
+                                <button type="button" class="danger" data-testid="plan-delete-yes" node_ref=confirm_button
+                                    on:click=move |_| {
+                                        confirming.set(None);
+                                        delete.dispatch(DeleteSalePlan { name: yes.clone() });
+                                    }>
+                                    "Delete"
+                                </button>
+                                <button type="button" class="secondary" data-testid="plan-delete-no" on:click=move |_| cancel()>
+                                    "Keep"
+                                </button>
+                            </span>
+                        }
+                        .into_any()
+                    } else {
+                        view! {
+                            <button type="button" class="danger-outline" data-testid="plan-delete" node_ref=delete_button
+                                aria-label=format!("Delete {name}…")
+                                on:click=move |_| {
+                                    confirming.set(Some(name.clone()));
+                                    request_animation_frame(move || {
+                                        if let Some(button) = confirm_button.get() {
+                                            let _ = button.focus();
+                                        }
+                                    });
+                                }>
+                                "Delete…"
+                            </button>
+                        }
+                        .into_any()
+                    }
+                }}
+            </span>
+        }
+    });
+    view! {
+        <div class="row-actions" role="group" aria-label=group_label>
+            <a href=check class="button secondary" data-testid="plan-check" aria-label=check_label>
+                "Check"
+            </a>
+            {changes}
+        </div>
+    }
 }
 
 /// Who writes a plan's orders, in a word or two.
@@ -358,8 +542,14 @@ fn PlanEditor(form: PlanForm, save: ServerAction<SaveSalePlan>) -> impl IntoView
                             .collect_view()}
                     </select>
                 </label>
-                <button type="submit" data-testid="plan-save" disabled=move || save.pending().get()>"Save"</button>
-                <button type="button" on:click=move |_| form.clear()>"New"</button>
+                <div class="form-buttons">
+                    <button type="submit" data-testid="plan-save" disabled=move || save.pending().get()>
+                        {move || if form.editing.get().is_some() { "Save the changes" } else { "Save the plan" }}
+                    </button>
+                    <button type="button" class="secondary" data-testid="plan-new" on:click=move |_| form.clear()>
+                        {move || if form.editing.get().is_some() { "Cancel: a new plan instead" } else { "Clear" }}
+                    </button>
+                </div>
             </form>
             {move || match save.value().get() {
                 Some(Err(error)) => Some(view! {
@@ -534,6 +724,7 @@ fn RehearsalPanel(
     plan: String,
     me: Option<Me>,
     rehearse: ServerAction<StartRehearsal>,
+    following: Following,
 ) -> impl IntoView {
     let writer = can(&me, Permission::PlanSales);
     let running = rehearsals.running.clone();
@@ -587,29 +778,58 @@ fn RehearsalPanel(
         .into_any()
     };
     view! {
-        <section aria-labelledby="rehearsal-heading" data-testid="rehearsal">
+        <section aria-labelledby="rehearsal-heading" class="rehearsal" data-testid="rehearsal">
             <h2 id="rehearsal-heading">"Rehearsal"</h2>
             <p class="muted">
                 "The plan's shape, scaled down (about 25 seconds, the peak and the partition limits by the same \
                  factor), through the throttle proxy on a scratch store at the sale day's shard count."
             </p>
             {button}
-            {running.map(|r| view! {
-                <p class="notice" data-testid="rehearsal-running" role="status">
-                    {format!(
-                        "Rehearsing since {} UTC ({} shard(s), {:.1} orders/s at the peak)…",
-                        r.started_at.format("%H:%M:%S"),
-                        r.shape.shards,
-                        r.shape.peak_orders_per_second
-                    )}
-                </p>
-            })}
+            {running.map(|r| view! { <RunningRehearsal running=r following/> })}
             {move || match rehearse.value().get() {
                 Some(Err(error)) => Some(view! { <p class="error" role="alert" data-testid="rehearsal-error">{error.message}</p> }),
                 _ => None,
             }}
             {table}
         </section>
+    }
+}
+
+/// The run under way: what runs, and how far it is, as pushed each second.
+#[component]
+fn RunningRehearsal(running: Rehearsal, following: Following) -> impl IntoView {
+    let Following { progress, status, .. } = following;
+    let seconds = running.shape.seconds();
+    let elapsed = move || progress.with(|p| p.as_ref().map_or(0, |p| p.elapsed_seconds.min(p.seconds)));
+    let where_now = move || match progress.get() {
+        Some(p) if p.elapsed_seconds >= p.seconds => format!("{} s: {}", p.elapsed_seconds, p.phase.as_str()),
+        Some(p) => format!("{} s of {} s: {}", p.elapsed_seconds, p.seconds, p.phase.as_str()),
+        None => "waiting for its progress…".to_string(),
+    };
+    let push = move || match status.get() {
+        LiveStatus::Up => "● Live",
+        LiveStatus::Connecting => "○ Connecting to live updates…",
+        LiveStatus::Down => "Live updates are down: reconnecting, and reading the rehearsal again every few seconds.",
+    };
+    view! {
+        <div class="notice rehearsal-running" data-testid="rehearsal-running">
+            <p role="status">
+                {format!(
+                    "Rehearsing since {} UTC ({} shard(s), {:.1} orders/s at the peak)…",
+                    running.started_at.format("%H:%M:%S"),
+                    running.shape.shards,
+                    running.shape.peak_orders_per_second
+                )}
+            </p>
+            <progress max=seconds value=elapsed aria-label="Rehearsal progress"></progress>
+            <p class="progress-text" data-testid="rehearsal-progress"
+                data-elapsed=move || progress.with(|p| p.as_ref().map(|p| p.elapsed_seconds.to_string()))>
+                {where_now}
+            </p>
+            <p class="live" data-testid="rehearsal-live" data-live=move || format!("{:?}", status.get()).to_ascii_lowercase()>
+                {push}
+            </p>
+        </div>
     }
 }
 

@@ -289,6 +289,93 @@ impl RehearsalShape {
     }
 }
 
+/// Where a run of a shape is, by the seconds since it started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum RehearsalPhase {
+    Ramp,
+    Hold,
+    Decay,
+    /// At the base rate, for the last orders to close.
+    Tail,
+    /// The load is over: the figures are being read and filed.
+    Filing,
+}
+
+impl RehearsalPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RehearsalPhase::Ramp => "ramping up",
+            RehearsalPhase::Hold => "at the peak",
+            RehearsalPhase::Decay => "ramping down",
+            RehearsalPhase::Tail => "at the base rate",
+            RehearsalPhase::Filing => "reading and filing the figures",
+        }
+    }
+}
+
+impl RehearsalShape {
+    /// The phase of the load `elapsed` seconds into the run.
+    pub fn phase_at(&self, elapsed: u64) -> RehearsalPhase {
+        let ends = [
+            (self.ramp_seconds, RehearsalPhase::Ramp),
+            (self.hold_seconds, RehearsalPhase::Hold),
+            (self.decay_seconds, RehearsalPhase::Decay),
+            (self.tail_seconds, RehearsalPhase::Tail),
+        ];
+        let mut end = 0;
+        for (seconds, phase) in ends {
+            end += seconds;
+            if elapsed < end {
+                return phase;
+            }
+        }
+        RehearsalPhase::Filing
+    }
+}
+
+/// A rehearsal under way, as the server running it pushes it each second.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RehearsalProgress {
+    pub plan: String,
+    #[serde(with = "iso_millis")]
+    pub started_at: DateTime<Utc>,
+    /// Seconds since the run started.
+    pub elapsed_seconds: u64,
+    /// The load's planned length (`shape.seconds()`); filing the figures takes a few more.
+    pub seconds: u64,
+    pub phase: RehearsalPhase,
+}
+
+/// What `GET /api/sales/{name}/rehearsal/live` pushes, one JSON object per
+/// server-sent event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum RehearsalEvent {
+    /// The plan's rehearsals as stored: first on every connection, and again
+    /// whenever they change while another server runs the plan's rehearsal.
+    Rehearsals(Box<Rehearsals>),
+    /// The run under way on this server, each second.
+    Progress(RehearsalProgress),
+    /// A run ended, its result filed.
+    Finished(Box<Rehearsal>),
+}
+
+impl RehearsalEvent {
+    /// The plan it concerns (`None`: the snapshot, sent to one connection only).
+    pub fn plan(&self) -> Option<&str> {
+        match self {
+            RehearsalEvent::Rehearsals(_) => None,
+            RehearsalEvent::Progress(p) => Some(&p.plan),
+            RehearsalEvent::Finished(r) => Some(&r.plan),
+        }
+    }
+}
+
 /// What one rehearsed design did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]

@@ -238,6 +238,9 @@ async fn sample(app: &TestApp, route: &Declared, n: &mut u32) -> Request {
             post(format!("/api/sales/{}/rehearsal", rehearsing_plan(app).await), json!({}), StatusCode::CONFLICT)
         }
         ("GET", "/api/sales/{name}/rehearsal") => get(format!("/api/sales/{}/rehearsal", fresh_plan(app, n).await), ok),
+        ("GET", "/api/sales/{name}/rehearsal/live") => {
+            Request { stream: true, ..get(format!("/api/sales/{}/rehearsal/live", fresh_plan(app, n).await), ok) }
+        }
         ("GET", "/api/sales/{name}/outcome") => get(format!("/api/sales/{}/outcome", fresh_plan(app, n).await), ok),
         ("GET", "/api/admin/users") => get("/api/admin/users", ok),
         ("GET", "/api/admin/tokens") => get("/api/admin/tokens", ok),

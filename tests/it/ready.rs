@@ -11,7 +11,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{Duration, Timelike, Utc};
 use common::counters::{consumer, drain};
 use common::{Engine, TestApp, engines, order, outside_client};
-use northwind_ops::model::{Actor, Readiness, Rehearsals, Role, SalePlan, Status, Verdict, Writer};
+use northwind_ops::model::{
+    Actor, Readiness, Rehearsal, RehearsalEvent, RehearsalPhase, Rehearsals, Role, SalePlan, Status, Verdict, Writer,
+};
 use northwind_ops::server::auth::Principal;
 use northwind_ops::server::store::{self, keys};
 use northwind_ops::server::stream::consumer::ConsumerStatus;
@@ -59,6 +61,35 @@ async fn wait_for_rehearsal(app: &TestApp, name: &str) -> Rehearsals {
         assert!(Instant::now() < deadline, "the rehearsal of {name} is still running");
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
+}
+
+/// The plan's rehearsal stream (`/api/sales/{name}/rehearsal/live`): its
+/// events as they arrive, and the task reading them.
+async fn rehearsal_events(
+    app: &TestApp,
+    name: &str,
+) -> (tokio::sync::mpsc::UnboundedReceiver<RehearsalEvent>, tokio::task::JoinHandle<()>) {
+    let url = format!("{}/api/sales/{name}/rehearsal/live", app.base);
+    let mut response = app.http.get(url).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    let reader = tokio::spawn(async move {
+        let mut text = String::new();
+        while let Ok(Some(chunk)) = response.chunk().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            // Events end with a blank line; keep-alives are comment lines.
+            while let Some(end) = text.find("\n\n") {
+                let block: String = text.drain(..end + 2).collect();
+                for data in block.lines().filter_map(|line| line.strip_prefix("data:")) {
+                    let event: RehearsalEvent = serde_json::from_str(data.trim()).expect("a rehearsal event");
+                    if sender.send(event).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    (receiver, reader)
 }
 
 async fn readiness(app: &TestApp, name: &str) -> Readiness {
@@ -203,16 +234,54 @@ async fn too_few_shards_is_a_no_go_until_the_days_count_is_written_then_ready() 
         let after = readiness(&app, "spring").await;
         assert_eq!(after.verdict, Verdict::Ready, "{engine:?}: {after:#?}");
 
-        // A second, from the API in the background: a start while it runs
-        // is a conflict; once done, the first is kept beside it.
+        // A second, from the API in the background, followed on the plan's
+        // stream: what is stored first, then its progress each second, then
+        // its end. A start while it runs is a conflict; once done, the first
+        // is kept beside it.
+        let (mut events, reader) = rehearsal_events(&app, "spring").await;
+        let next = async |events: &mut tokio::sync::mpsc::UnboundedReceiver<RehearsalEvent>| {
+            tokio::time::timeout(std::time::Duration::from_secs(60), events.recv()).await.ok().flatten()
+        };
+        match next(&mut events).await {
+            Some(RehearsalEvent::Rehearsals(stored)) => {
+                assert!(stored.running.is_none(), "{engine:?}: {stored:#?}");
+                assert_eq!(stored.latest.map(|r| r.started_at), Some(first.started_at), "{engine:?}");
+            }
+            other => panic!("{engine:?}: the stored rehearsals first, not {other:?}"),
+        }
         let (status, body) = app.post("/api/sales/spring/rehearsal", json!({})).await;
         assert_eq!(status, 202, "{engine:?}: {body}");
         assert_eq!(body["state"], "running");
+        let started: Rehearsal = serde_json::from_value(body.clone()).unwrap();
         let (status, body) = app.post("/api/sales/spring/rehearsal", json!({})).await;
         assert_eq!(status, 409, "{engine:?}: {body}");
         assert!(body["error"].as_str().unwrap().contains("running already"), "{body}");
         let (status, body) = app.get("/api/sales/spring/rehearsal").await;
         assert_eq!((status, body["running"]["state"].as_str()), (200, Some("running")), "{body}");
+        let pushed = Instant::now();
+        let mut progress = Vec::new();
+        let finished = loop {
+            match next(&mut events).await {
+                Some(RehearsalEvent::Progress(p)) => {
+                    assert_eq!((p.plan.as_str(), p.started_at), ("spring", started.started_at), "{engine:?}: {p:?}");
+                    assert_eq!(p.seconds, started.shape.seconds(), "{engine:?}: {p:?}");
+                    progress.push((p.elapsed_seconds, p.phase));
+                }
+                Some(RehearsalEvent::Finished(done)) => break done,
+                other => panic!("{engine:?}: progress or the end, not {other:?} (after {progress:?})"),
+            }
+        };
+        reader.abort();
+        eprintln!(
+            "{engine:?}: the rehearsal pushed {} progress events, {progress:?}, and its end after {:?}",
+            progress.len(),
+            pushed.elapsed()
+        );
+        assert_eq!(finished.started_at, started.started_at, "{engine:?}: the run started, ended");
+        assert!(finished.verdict.is_some() && finished.finished_at.is_some(), "{engine:?}: {finished:#?}");
+        assert!(progress.len() as u64 >= started.shape.seconds() / 2, "{engine:?}: {progress:?}");
+        assert!(progress.windows(2).all(|w| w[0].0 <= w[1].0), "{engine:?}: the seconds only go up: {progress:?}");
+        assert!(progress.iter().any(|(_, phase)| *phase == RehearsalPhase::Hold), "{engine:?}: {progress:?}");
         let done = wait_for_rehearsal(&app, "spring").await;
         let latest = done.latest.unwrap();
         assert_ne!(latest.started_at, first.started_at, "the second is the latest");

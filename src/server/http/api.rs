@@ -13,8 +13,8 @@ use crate::model::{Access, Permission};
 use crate::model::{AccountView, NewAccount, NewToken, PendingMetrics, PendingOrder, RoleChange};
 use crate::model::{
     AuditListing, AuditParams, BulkReport, BulkRequest, CapacityReport, LiveEvent, Me, NewOrder, Order, OrderPage,
-    PageParams, PendingPage, PendingParams, QualityReport, Readiness, Rehearsal, Rehearsals, SaleOutcome, SalePlan,
-    SalePlanInput, ShardsWritten, StatusChange,
+    PageParams, PendingPage, PendingParams, QualityReport, Readiness, Rehearsal, RehearsalEvent, Rehearsals,
+    SaleOutcome, SalePlan, SalePlanInput, ShardsWritten, StatusChange,
 };
 use crate::model::{ConsumerModeState, ConsumerModeSwitch};
 use crate::server::auth::Principal;
@@ -23,7 +23,7 @@ use crate::server::auth::client::ClientAddr;
 use crate::server::error::{ApiError, ErrorBody};
 use crate::server::http::export;
 use crate::server::http::state::AppState;
-use crate::server::stream::live::{Pushed, Refused};
+use crate::server::stream::live::{Admission, PlanPushed, Pushed, Refused};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
@@ -96,9 +96,14 @@ pub fn routes() -> Routes<AppState> {
         .get("/readyz", Access::Open, ready)
 }
 
-/// The live stream: held open for minutes, so kept out of the request timeout.
+/// The live streams: held open for minutes, so kept out of the request timeout.
 pub fn live_routes() -> Routes<AppState> {
-    Routes::new().get("/api/live", Access::Needs(Permission::ViewOperations), live)
+    let view_operations = Access::Needs(Permission::ViewOperations);
+    Routes::new().get("/api/live", view_operations, live).get(
+        "/api/sales/{name}/rehearsal/live",
+        view_operations,
+        rehearsal_live,
+    )
 }
 
 async fn no_such_route() -> ApiError {
@@ -390,10 +395,7 @@ async fn live(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let Query(params) = params.map_err(bad_query)?;
     let day = state.service.parse_day(params.date.as_deref())?;
-    let admission = state.service.live.admit(client.ip()).map_err(|refused| match refused {
-        Refused::Full => ApiError::Busy(refused.to_string()),
-        Refused::TooManyFromClient => ApiError::TooManyRequests { retry_after_secs: 30, why: refused.to_string() },
-    })?;
+    let admission = admit_live(&state, &client)?;
     // Subscribe and count the day as watched before reading the snapshot, so
     // nothing falls in between; the follower starts from the snapshot's version.
     let receiver = state.service.live.subscribe();
@@ -417,6 +419,89 @@ async fn live(
         .map(move |pushed| {
             // The slot, and the day's watch, are held for as long as the stream is.
             let _held = (&admission, &watching);
+            Ok(Event::default().data(&pushed.json))
+        });
+    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+}
+
+/// A slot for one more live stream from `client`, or why not (503, 429).
+fn admit_live(state: &AppState, client: &ClientAddr) -> Result<Admission, ApiError> {
+    state.service.live.admit(client.ip()).map_err(|refused| match refused {
+        Refused::Full => ApiError::Busy(refused.to_string()),
+        Refused::TooManyFromClient => ApiError::TooManyRequests { retry_after_secs: 30, why: refused.to_string() },
+    })
+}
+
+/// How often a stream re-reads a plan's rehearsals that another server runs.
+const ELSEWHERE_EVERY: Duration = Duration::from_secs(2);
+
+/// A plan's rehearsals, live, as server-sent events
+///
+/// Each event's data is one JSON object with its `type`: the plan's `rehearsals` as stored first
+/// (as `GET /api/sales/{name}/rehearsal` answers), then `progress` each second while this server
+/// runs the plan's rehearsal, and `finished` with the filed record when it ends. A rehearsal another
+/// server runs is re-read every 2 s and sent as `rehearsals` when it changes. On reconnecting, read
+/// the rehearsals again (the first event does). Limits as for `GET /api/live`: over `--max-live`
+/// streams, 503; over `--max-live-per-client` from one address, 429; a stream ends after
+/// `--live-max-minutes`.
+#[utoipa::path(
+    get, path = "/api/sales/{name}/rehearsal/live", tag = "live",
+    params(("name" = String, Path, description = "The sale plan's name")),
+    responses(
+        (status = 200, description = "An event stream; each event's data is one of these", body = RehearsalEvent, content_type = "text/event-stream"),
+        (status = 404, description = "No such plan", body = ErrorBody),
+    )
+)]
+async fn rehearsal_live(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    Path(name): Path<String>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let admission = admit_live(&state, &client)?;
+    // Subscribe before reading, so that an end in between is pushed.
+    let receiver = state.service.live.subscribe_rehearsals();
+    let first = state.service.rehearsals(&name).await?;
+    let elsewhere = first.running.is_some() && !state.service.live.rehearses(&name);
+    let snapshot = |r: &Rehearsals| PlanPushed::of("", &RehearsalEvent::Rehearsals(Box::new(r.clone())));
+    let opening = snapshot(&first);
+    let (service, plan) = (state.service.clone(), name.clone());
+    let updates = BroadcastStream::new(receiver).filter_map(move |received| {
+        let (service, plan) = (service.clone(), plan.clone());
+        async move {
+            match received {
+                Ok(pushed) => (pushed.plan == plan).then_some(pushed),
+                // Fell behind: what is stored now, in place of what was missed.
+                Err(BroadcastStreamRecvError::Lagged(_)) => service.rehearsals(&plan).await.ok().map(|r| snapshot(&r)),
+            }
+        }
+    });
+    // Another server runs it: its progress is pushed there, not here; the
+    // record is re-read until the run ends there (or moves here).
+    let (service, plan) = (state.service.clone(), name.clone());
+    let polled = futures::stream::unfold(elsewhere.then_some(first), move |last| {
+        let (service, plan) = (service.clone(), plan.clone());
+        async move {
+            let mut last = last?;
+            loop {
+                tokio::time::sleep(ELSEWHERE_EVERY).await;
+                let now = service.rehearsals(&plan).await.ok()?;
+                if now != last {
+                    let more = now.running.is_some() && !service.live.rehearses(&plan);
+                    let pushed = snapshot(&now);
+                    return Some((pushed, more.then_some(now)));
+                }
+                last = now;
+            }
+        }
+    });
+    let lifetime = Duration::from_secs(state.limits.live_max_minutes * 60);
+    let events = futures::stream::once(async move { opening })
+        .chain(futures::stream::select(updates, polled))
+        .take_until(state.service.live.closed())
+        .take_until(tokio::time::sleep(lifetime))
+        .map(move |pushed| {
+            // The slot is held for as long as the stream is.
+            let _held = &admission;
             Ok(Event::default().data(&pushed.json))
         });
     Ok(Sse::new(events).keep_alive(KeepAlive::default()))

@@ -4,11 +4,14 @@
 //! service holds a `Rehearser` (the simulation's, handed in by whoever
 //! builds the service for `serve` or `ready --rehearse`), so the service
 //! never depends on the simulation. One rehearsal of a plan at a time, held
-//! by a claim in the table (a second start is a conflict).
+//! by a claim in the table (a second start is a conflict). The run's
+//! progress, each second, and its end are pushed on the live hub for the
+//! Sales pages following the plan.
 
 use super::Service;
 use crate::model::{
-    Permission, Rehearsal, RehearsalFigures, RehearsalShape, RehearsalState, Rehearsals, SalePlan, Verdict,
+    Permission, Rehearsal, RehearsalEvent, RehearsalFigures, RehearsalProgress, RehearsalShape, RehearsalState,
+    Rehearsals, SalePlan, Verdict,
 };
 use crate::server::auth::Principal;
 use crate::server::capacity::readiness;
@@ -114,10 +117,15 @@ impl Service {
         mut rehearsal: Rehearsal,
         rehearser: Arc<dyn Rehearser>,
     ) -> Result<Rehearsal, ApiError> {
+        // Held until the result is filed and pushed: a page that connects
+        // meanwhile is told this instance will push the end.
+        let _rehearsing = self.live.rehearsing(&rehearsal.plan);
+        let progress = self.push_progress(&rehearsal);
         let deadline = rehearsal_deadline(&rehearsal.shape);
         let result = tokio::time::timeout(deadline, rehearser.run(rehearsal.shape.clone()))
             .await
             .unwrap_or_else(|_| Err(format!("the rehearsal did not finish within {} s: stopped", deadline.as_secs())));
+        drop(progress);
         rehearsal.finished_at = Some(Utc::now().trunc_subsecs(3));
         match result {
             Ok(figures) => {
@@ -134,10 +142,25 @@ impl Service {
             }
         }
         tracing::info!(plan = %rehearsal.plan, verdict = ?rehearsal.verdict, reason = %rehearsal.reason, "rehearsal done");
-        if !self.store.finish_rehearsal(&rehearsal).await? {
+        let filed = self.store.finish_rehearsal(&rehearsal).await;
+        // Pushed even when filing failed: the pages re-read what is stored.
+        self.live.send_rehearsal(&RehearsalEvent::Finished(Box::new(rehearsal.clone())));
+        if !filed? {
             tracing::warn!(plan = %rehearsal.plan, "the plan was deleted, or its claim taken over, during the rehearsal");
         }
         Ok(rehearsal)
+    }
+
+    /// Pushes the run's progress each second until the handle is dropped.
+    fn push_progress(&self, running: &Rehearsal) -> tokio_util::task::AbortOnDropHandle<()> {
+        let (live, running) = (self.live.clone(), running.clone());
+        tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                live.send_rehearsal(&RehearsalEvent::Progress(progress_of(&running, Utc::now())));
+            }
+        }))
     }
 
     /// The shard count the sale's days will have (what a rehearsal tries).
@@ -148,6 +171,18 @@ impl Service {
         let recorded = self.store.recorded_shards_now(&days).await?;
         let recorded: Vec<_> = days.iter().map(|d| (*d, recorded.get(d).copied().flatten())).collect();
         Ok(readiness::design_shards(&recorded, needed, self.store.shards()))
+    }
+}
+
+/// Where the `running` rehearsal is at `now`.
+fn progress_of(running: &Rehearsal, now: chrono::DateTime<Utc>) -> RehearsalProgress {
+    let elapsed = (now - running.started_at).num_seconds().max(0) as u64;
+    RehearsalProgress {
+        plan: running.plan.clone(),
+        started_at: running.started_at,
+        elapsed_seconds: elapsed,
+        seconds: running.shape.seconds(),
+        phase: running.shape.phase_at(elapsed),
     }
 }
 
@@ -167,9 +202,8 @@ pub(super) fn stale_before_ms() -> i64 {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_hung_run_is_stopped_well_before_its_claim_goes_stale() {
-        let shape = RehearsalShape {
+    fn shape() -> RehearsalShape {
+        RehearsalShape {
             scale: 0.02,
             shards: 12,
             peak_orders_per_second: 40.0,
@@ -180,9 +214,39 @@ mod tests {
             tail_seconds: 3,
             writers: 32,
             written_by: Default::default(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_hung_run_is_stopped_well_before_its_claim_goes_stale() {
+        let shape = shape();
         let deadline = rehearsal_deadline(&shape);
         assert_eq!(deadline.as_secs(), 23 * 3 + 60);
         assert!(chrono::Duration::from_std(deadline).unwrap() < REHEARSAL_STALE / 2);
+    }
+
+    #[test]
+    fn progress_names_the_phase_the_load_is_in_then_filing() {
+        use crate::model::RehearsalPhase::*;
+        let started_at: chrono::DateTime<Utc> = "2026-11-27T09:00:00Z".parse().unwrap();
+        let running = Rehearsal {
+            plan: "gala".into(),
+            plan_updated_at: started_at,
+            plan_peak_orders_per_second: 2000.0,
+            started_at,
+            finished_at: None,
+            by: "alice".into(),
+            state: RehearsalState::Running,
+            verdict: None,
+            reason: "running".into(),
+            shape: shape(),
+            figures: None,
+        };
+        // Ramp 3 s, hold 10, decay 7, tail 3: 23 s of load.
+        let at = |s: i64| progress_of(&running, started_at + chrono::Duration::seconds(s));
+        let phases: Vec<_> = [0, 2, 3, 12, 13, 19, 20, 22, 23, 40].into_iter().map(|s| at(s).phase).collect();
+        assert_eq!(phases, [Ramp, Ramp, Hold, Hold, Decay, Decay, Tail, Tail, Filing, Filing]);
+        assert_eq!((at(12).elapsed_seconds, at(12).seconds), (12, 23));
+        assert_eq!(at(-5).elapsed_seconds, 0, "a clock a little behind the start's");
     }
 }

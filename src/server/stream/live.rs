@@ -5,8 +5,11 @@
 //! days are watched, and how far this instance has published each of them
 //! (see `follower`), so that a change is pushed once: row by row by the
 //! instance whose consumer applied it, as a `changed` by every other.
+//! Rehearsals under way are pushed on a channel of their own (the Sales
+//! page's `GET /api/sales/{name}/rehearsal/live`, admitted by the same caps),
+//! so the dashboards' connections never see them.
 
-use crate::model::{DayCounts, LiveCounters, LiveEvent};
+use crate::model::{DayCounts, LiveCounters, LiveEvent, RehearsalEvent};
 use chrono::NaiveDate;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -18,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 /// Events buffered per slow subscriber before it is told to resync.
 const BUFFER: usize = 1024;
+/// Rehearsal events buffered per slow subscriber: one a second per run.
+const REHEARSAL_BUFFER: usize = 64;
 
 /// An event as every connection sends it: serialized once when published,
 /// shared by all (with 1,000 dashboards open, serializing per connection
@@ -38,6 +43,21 @@ impl Pushed {
     }
 }
 
+/// A rehearsal's event, serialized once, with the plan it concerns.
+#[derive(Debug)]
+pub struct PlanPushed {
+    pub plan: String,
+    pub json: String,
+}
+
+impl PlanPushed {
+    pub fn of(plan: &str, event: &RehearsalEvent) -> Arc<PlanPushed> {
+        // A RehearsalEvent is plain data: serializing it cannot fail.
+        let json = serde_json::to_string(event).unwrap_or_default();
+        Arc::new(PlanPushed { plan: plan.to_string(), json })
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LiveLimits {
     pub total: usize,
@@ -53,6 +73,9 @@ impl Default for LiveLimits {
 #[derive(Clone)]
 pub struct LiveHub {
     sender: broadcast::Sender<Arc<Pushed>>,
+    rehearsals: broadcast::Sender<Arc<PlanPushed>>,
+    /// The plans whose rehearsal this instance is running.
+    rehearsing: Arc<Mutex<HashMap<String, usize>>>,
     closing: CancellationToken,
     limits: LiveLimits,
     open: Arc<Mutex<Open>>,
@@ -142,6 +165,24 @@ impl Drop for Watching {
     }
 }
 
+/// A rehearsal this instance runs; dropping it stops counting it.
+pub struct Rehearsing {
+    rehearsing: Arc<Mutex<HashMap<String, usize>>>,
+    plan: String,
+}
+
+impl Drop for Rehearsing {
+    fn drop(&mut self) {
+        let mut rehearsing = self.rehearsing.lock();
+        if let Some(n) = rehearsing.get_mut(&self.plan) {
+            *n -= 1;
+            if *n == 0 {
+                rehearsing.remove(&self.plan);
+            }
+        }
+    }
+}
+
 #[derive(Default)]
 struct Open {
     total: usize,
@@ -186,6 +227,8 @@ impl LiveHub {
     pub fn new(limits: LiveLimits) -> Self {
         Self {
             sender: broadcast::channel(BUFFER).0,
+            rehearsals: broadcast::channel(REHEARSAL_BUFFER).0,
+            rehearsing: Arc::default(),
             closing: CancellationToken::new(),
             limits,
             open: Arc::default(),
@@ -246,6 +289,31 @@ impl LiveHub {
         self.sender.subscribe()
     }
 
+    /// Pushes a rehearsal's progress or end to the connections following its plan.
+    pub fn send_rehearsal(&self, event: &RehearsalEvent) {
+        if let Some(plan) = event.plan()
+            && self.rehearsals.receiver_count() > 0
+        {
+            let _ = self.rehearsals.send(PlanPushed::of(plan, event));
+        }
+    }
+
+    pub fn subscribe_rehearsals(&self) -> broadcast::Receiver<Arc<PlanPushed>> {
+        self.rehearsals.subscribe()
+    }
+
+    /// Counts `plan` as rehearsed by this instance for as long as the guard lives.
+    pub fn rehearsing(&self, plan: &str) -> Rehearsing {
+        *self.rehearsing.lock().entry(plan.to_string()).or_default() += 1;
+        Rehearsing { rehearsing: self.rehearsing.clone(), plan: plan.to_string() }
+    }
+
+    /// Whether this instance runs `plan`'s rehearsal (else another may, and
+    /// its progress is not pushed here).
+    pub fn rehearses(&self, plan: &str) -> bool {
+        self.rehearsing.lock().contains_key(plan)
+    }
+
     /// A slot for one more connection from `client`, or why not.
     pub fn admit(&self, client: IpAddr) -> Result<Admission, Refused> {
         let mut open = self.open.lock();
@@ -300,6 +368,39 @@ mod tests {
         drop(first);
         assert_eq!(hub.connected(), 2);
         assert!(hub.admit(a).is_ok());
+    }
+
+    #[test]
+    fn rehearsal_events_reach_their_channel_only_and_runs_are_counted_while_they_last() {
+        use crate::model::{RehearsalEvent, RehearsalPhase, RehearsalProgress};
+        let hub = LiveHub::default();
+        let (mut days, mut rehearsals) = (hub.subscribe(), hub.subscribe_rehearsals());
+        let progress = RehearsalProgress {
+            plan: "gala".into(),
+            started_at: chrono::Utc::now(),
+            elapsed_seconds: 3,
+            seconds: 23,
+            phase: RehearsalPhase::Hold,
+        };
+        hub.send_rehearsal(&RehearsalEvent::Progress(progress));
+        let pushed = rehearsals.try_recv().unwrap();
+        assert_eq!(pushed.plan, "gala");
+        assert!(
+            pushed.json.contains(r#""type":"progress""#) && pushed.json.contains(r#""phase":"hold""#),
+            "{}",
+            pushed.json
+        );
+        assert!(days.try_recv().is_err(), "the dashboards' connections never see it");
+        // A snapshot is one connection's, never broadcast.
+        hub.send_rehearsal(&RehearsalEvent::Rehearsals(Default::default()));
+        assert!(rehearsals.try_recv().is_err());
+
+        let (first, second) = (hub.rehearsing("gala"), hub.rehearsing("gala"));
+        assert!(hub.rehearses("gala") && !hub.rehearses("spring"));
+        drop(first);
+        assert!(hub.rehearses("gala"));
+        drop(second);
+        assert!(!hub.rehearses("gala"));
     }
 
     #[test]

@@ -59,6 +59,7 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
         super::write_sale_shards,
         super::start_rehearsal,
         super::rehearsals,
+        super::rehearsal_live,
         super::sale_outcome,
         super::readiness,
         super::audit,
