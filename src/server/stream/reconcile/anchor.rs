@@ -54,6 +54,17 @@ impl Position {
     }
 }
 
+/// Whether a checkpoint not yet marked finished has applied the whole of
+/// its closed shard: it stands at or past the shard's
+/// `EndingSequenceNumber`, so no record of the shard is after it. An open
+/// shard (no end), or a checkpoint with no position, has not.
+pub fn at_shard_end(checkpoint: &Checkpoint, shard: &StreamShard) -> bool {
+    match (&checkpoint.seq, &shard.end) {
+        (Some(seq), Some(end)) => !checkpoint.finished && compare_seq(seq, end) != Ordering::Less,
+        _ => false,
+    }
+}
+
 /// `keys` cut into snapshots, `group` keys at a time kept together, each
 /// reading at most `room` items (a counter costs its item and its
 /// sub-items: `snapshot_items`); `None` when one group alone does not fit.
@@ -146,7 +157,7 @@ impl Reconciler {
         for _ in 0..SETTLE_TRIES {
             let shards = self.store.stream_shards(&stream_arn).await?;
             let ids: Vec<String> = shards.iter().map(|s| s.id.clone()).collect();
-            let read = self.checkpoints_unless_finished(&stream_arn, &ids).await?;
+            let read = self.checkpoints_unless_finished(&stream_arn, &shards).await?;
             let finished = |id: &String| read.get(id).is_some_and(|c| c.finished);
             // Not started first: the likeliest to stay still if some must
             // be read beside the snapshot rather than in it.
@@ -178,20 +189,34 @@ impl Reconciler {
         Err(ReconcileError::Unsettled(SETTLE_TRIES))
     }
 
-    /// The checkpoints of `ids`, read unless an earlier anchor saw them
+    /// The checkpoints of `shards`, read unless an earlier anchor saw them
     /// finished (then remembered as finished): what the anchor reads before
     /// its snapshots stays about the open shards, however many are listed.
+    /// A closed shard's checkpoint at its end (`at_shard_end`) is finished
+    /// here, and in the store with its expiry: the Lambda form never learns
+    /// that a shard ended, so without this its rolled-over shards'
+    /// checkpoints would be kept, and read, for ever.
     async fn checkpoints_unless_finished(
         &self,
         stream_arn: &str,
-        ids: &[String],
+        shards: &[StreamShard],
     ) -> Result<HashMap<String, Checkpoint>, ReconcileError> {
         let unknown: Vec<String> = {
             let finished = self.finished.lock();
-            ids.iter().filter(|id| !finished.contains(*id)).cloned().collect()
+            shards.iter().filter(|s| !finished.contains(&s.id)).map(|s| s.id.clone()).collect()
         };
         let mut read = self.store.checkpoints_of(stream_arn, &unknown).await?;
-        let listed: HashSet<&String> = ids.iter().collect();
+        for shard in shards {
+            if let Some(checkpoint) = read.get_mut(&shard.id)
+                && at_shard_end(checkpoint, shard)
+            {
+                let seq = checkpoint.seq.as_deref().unwrap_or_default();
+                self.store.finish_checkpoint(stream_arn, &shard.id, seq).await?;
+                tracing::debug!(shard = shard.id, seq, "a closed shard's checkpoint at its end: finished");
+                checkpoint.finished = true;
+            }
+        }
+        let listed: HashSet<&String> = shards.iter().map(|s| &s.id).collect();
         let mut finished = self.finished.lock();
         finished.retain(|id| listed.contains(id));
         finished.extend(read.iter().filter(|(_, c)| c.finished).map(|(id, _)| id.clone()));
@@ -510,6 +535,20 @@ mod tests {
     }
 
     #[test]
+    fn a_checkpoint_at_or_past_its_closed_shards_end_is_finished() {
+        let shard =
+            |end: Option<&str>| StreamShard { id: "s".into(), end: end.map(str::to_string), ..Default::default() };
+        let at = |seq: Option<&str>| Checkpoint { seq: seq.map(str::to_string), ..Checkpoint::default() };
+        assert!(at_shard_end(&at(Some("0100")), &shard(Some("100"))), "at the end, written wider");
+        assert!(at_shard_end(&at(Some("101")), &shard(Some("100"))), "past it");
+        assert!(!at_shard_end(&at(Some("99")), &shard(Some("100"))), "a record left");
+        assert!(!at_shard_end(&at(Some("100")), &shard(None)), "still open");
+        assert!(!at_shard_end(&at(None), &shard(Some("100"))), "not started");
+        let done = Checkpoint { finished: true, ..at(Some("100")) };
+        assert!(!at_shard_end(&done, &shard(Some("100"))), "already marked: nothing to write");
+    }
+
+    #[test]
     fn reading_starts_at_the_earliest_snapshot_position() {
         let (a, b) = (Position::After("0120".into()), Position::After("99".into()));
         assert_eq!(earliest(&[&a, &b, &Position::Finished]).as_deref(), Some("99"));
@@ -518,7 +557,11 @@ mod tests {
 
     #[test]
     fn children_are_read_after_a_parent_read_to_its_close_only() {
-        let shard = |id: &str, parent: Option<&str>| StreamShard { id: id.into(), parent: parent.map(str::to_string) };
+        let shard = |id: &str, parent: Option<&str>| StreamShard {
+            id: id.into(),
+            parent: parent.map(str::to_string),
+            end: None,
+        };
         let listed = vec![shard("p", None), shard("c", Some("p")), shard("o", Some("gone"))];
         let ids = |ended: &HashMap<String, bool>| ready(&listed, ended).into_iter().map(|s| s.id).collect::<Vec<_>>();
         assert_eq!(ids(&HashMap::new()), vec!["p", "o"]);

@@ -17,7 +17,7 @@ mod anchor;
 mod drift;
 mod full;
 
-pub use anchor::{Anchor, Position, StreamRead, compare_seq};
+pub use anchor::{Anchor, Position, StreamRead, at_shard_end, compare_seq};
 pub use drift::{Touched, drift, expected};
 pub use full::{DayOutcome, FullOptions, FullOutcome, scan_rate};
 
