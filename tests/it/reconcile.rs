@@ -8,7 +8,7 @@ use common::counters::{
     Paused, assert_all_exact, assert_exact, assert_pending_exact, consumer, damage, drain, read_batch, write_mix,
 };
 use common::{TestApp, engines, new_order_json};
-use northwind_ops::model::Status;
+use northwind_ops::model::{ReconcileRefusal, Status};
 use northwind_ops::server::sim::wire;
 use northwind_ops::server::store::error::StoreError;
 use northwind_ops::server::store::keys;
@@ -411,6 +411,70 @@ async fn the_lambda_form_in_a_tumbling_window_is_reconciled_and_its_drift_repair
         assert_all_exact(&app, day).await;
         let after = reconciler(&app, "lambda-again").pending(day, true).await.unwrap();
         assert!(after.off.is_empty() && !after.repaired, "{engine:?}: {after:?}");
+        app.stop().await;
+    }
+}
+
+/// Where the anchor cannot be exact, reconciliation refuses, typed, and says
+/// why: a Lambda function without a tumbling window (marker mode) applied
+/// records, which moved no checkpoint. The dry run writes nothing; a run
+/// that would repair records the refusal where the verdicts are shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn marker_mode_is_refused_with_its_reason_and_nothing_is_judged() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let (day, ..) = write_mix(&app).await;
+        let (_, _, records) = lambda_records(&app, 1).await;
+        let lambda = LambdaConsumer::new(app.store.clone());
+        let outcome = lambda.apply(&records).await;
+        assert_eq!((outcome.applied, outcome.failed_from), (records.len(), None), "{engine:?}: {outcome:?}");
+        let damaged = [("pending", 3), ("shard0", 3)];
+        damage(&app, keys::metric_pending_key(day), &damaged).await;
+
+        let dry = reconciler(&app, "dry").pending(day, false).await;
+        let Err(ReconcileError::Refused(why @ ReconcileRefusal::MarkerMode { .. })) = &dry else {
+            panic!("{engine:?}: {dry:?}")
+        };
+        println!("{engine:?}: {}", dry.as_ref().unwrap_err());
+        assert!(verification(&app).await["pendingRefused"].is_null(), "{engine:?}: a dry run records nothing");
+        let refused = reconciler(&app, "fixer").pending(day, true).await;
+        assert!(matches!(&refused, Err(ReconcileError::Refused(w)) if w == why), "{engine:?}: {refused:?}");
+        let shown = verification(&app).await;
+        assert_eq!(shown["pendingRefused"]["reason"]["kind"], json!("marker-mode"), "{shown}");
+        assert!(shown["pendingRefused"]["message"].as_str().unwrap().starts_with("marker mode"), "{shown}");
+        assert!(shown["pending"].is_null(), "{engine:?}: nothing judged: {shown}");
+        let counters = app.store.read_counters(day).await.unwrap();
+        assert_eq!(counters.pending_refused.as_ref().map(|(_, r)| r), Some(why));
+        app.stop().await;
+    }
+}
+
+/// A consumer far behind (a record older than the bound unapplied) is
+/// refused; once it has caught up, the same reconciliation judges, and its
+/// verdict ends the refusal shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_far_behind_is_refused_until_it_catches_up() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let (day, ..) = write_mix(&app).await;
+        let late = consumer(&app.store, "late", 15_000);
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let mut options = ReconcileOptions::new("bounded");
+        options.grace = Duration::from_millis(150);
+        options.far_behind = Duration::from_secs(2);
+        let bounded = Reconciler::new(app.store.clone(), options);
+        let refused = bounded.pending(day, true).await;
+        let Err(ReconcileError::Refused(ReconcileRefusal::FarBehind { behind_secs, bound_secs: 2, .. })) = &refused
+        else {
+            panic!("{engine:?}: {refused:?}")
+        };
+        assert!(*behind_secs >= 2, "{engine:?}: {refused:?}");
+        assert_eq!(verification(&app).await["pendingRefused"]["reason"]["kind"], json!("far-behind"));
+        drain(&late).await;
+        let judged = bounded.pending(day, true).await.unwrap();
+        assert!(judged.off.is_empty() && !judged.repaired, "{engine:?}: {judged:?}");
+        let shown = verification(&app).await;
+        assert!(shown["pendingRefused"].is_null() && shown["pending"]["drift"] == json!(0), "{shown}");
         app.stop().await;
     }
 }

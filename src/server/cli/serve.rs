@@ -13,7 +13,7 @@ use crate::server::store::Store;
 use crate::server::store::error::{StoreError, Unavailable};
 use crate::server::stream::consumer::{Consumer, ConsumerOptions};
 use crate::server::stream::live::{LiveHub, LiveLimits};
-use crate::server::stream::reconcile::{ReconcileOptions, Reconciler};
+use crate::server::stream::reconcile::{ReconcileError, ReconcileOptions, Reconciler};
 use crate::server::stream::{lag, registry};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -121,6 +121,11 @@ pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &Cance
                         tracing::warn!(date = %r.day, drift = r.drift, off = ?r.off, "PENDING counters drifted; repaired")
                     }
                     Ok(r) => crate::server::telemetry::reconciled(r.drift),
+                    // Expected while it lasts (marker mode, a consumer far
+                    // behind): said at info each run, recorded on the counter.
+                    Err(ReconcileError::Refused(why)) => {
+                        tracing::info!(reason = %why, "reconciliation refused: nothing judged or repaired")
+                    }
                     Err(err) => tracing::warn!(error = %err, "reconciliation failed"),
                 }
             }

@@ -5,7 +5,7 @@
 use super::checkpoints::checkpoint_of;
 use super::items::{AddExpression, LEASE_FREE, keyed, lease_names, lease_values};
 use super::{Checkpoint, Item, Store, backoff, key_item};
-use crate::model::iso_millis;
+use crate::model::{ReconcileRefusal, iso_millis};
 use crate::server::store::deltas::Key;
 use crate::server::store::error::{StoreError, unless_condition_failed};
 use crate::server::store::keys::{self, attr};
@@ -245,8 +245,13 @@ impl Store {
             update = update.expression_attribute_values(":one", AttributeValue::N("1".into()));
         }
         if let Some(verdict) = &repair.verdict {
-            update = with_verdict(update, verdict);
-            expression.push_str(" SET #vat = :vat, #vdrift = :vdrift, #vrep = :vrep, #vby = :vby");
+            update = with_verdict(update, verdict)
+                .expression_attribute_names("#refused", attr::RECONCILE_REFUSED)
+                .expression_attribute_names("#refusedAt", attr::RECONCILE_REFUSED_AT);
+            // A verdict ends the last refusal.
+            expression.push_str(
+                " SET #vat = :vat, #vdrift = :vdrift, #vrep = :vrep, #vby = :vby REMOVE #refused, #refusedAt",
+            );
         }
         update = match &repair.seen_repairs {
             Some(seen) => update
@@ -255,6 +260,32 @@ impl Store {
             None => update.condition_expression("attribute_not_exists(#repairs)"),
         };
         Ok(update.update_expression(expression.trim()).build()?)
+    }
+
+    /// Records on a counter item why reconciliation refused to judge it
+    /// (`model::ReconcileRefusal`, as JSON), until a verdict removes it. One
+    /// UpdateItem, no condition: it changes no counter.
+    pub async fn record_refusal(
+        &self,
+        key: &Key,
+        refusal: &ReconcileRefusal,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let json = serde_json::to_string(refusal).map_err(|e| StoreError::Data(e.to_string()))?;
+        let (pk, sk) = key.clone();
+        self.client
+            .update_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .update_expression("SET #refused = :refused, #refusedAt = :at")
+            .expression_attribute_names("#refused", attr::RECONCILE_REFUSED)
+            .expression_attribute_names("#refusedAt", attr::RECONCILE_REFUSED_AT)
+            .expression_attribute_values(":refused", AttributeValue::S(json))
+            .expression_attribute_values(":at", AttributeValue::S(iso_millis::format(&at)))
+            .send()
+            .await?;
+        Ok(())
     }
 
     /// Takes or renews the stream-reader lease; `false` while another
@@ -368,6 +399,12 @@ pub fn verdict_of(item: &Item) -> Option<Verdict> {
         repaired: item.get(attr::VERIFIED_REPAIRED).and_then(|v| v.as_bool().ok()).copied().unwrap_or(false),
         by: item.get(attr::VERIFIED_BY).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default(),
     })
+}
+
+/// The refusal stored on a counter item, if the last reconciliation refused.
+pub fn refused_of(item: &Item) -> Option<(DateTime<Utc>, ReconcileRefusal)> {
+    let at = iso_millis::parse(item.get(attr::RECONCILE_REFUSED_AT)?.as_s().ok()?).ok()?;
+    Some((at, serde_json::from_str(item.get(attr::RECONCILE_REFUSED)?.as_s().ok()?).ok()?))
 }
 
 /// The security event of a round of repairs that changed counters: each

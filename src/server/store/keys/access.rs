@@ -235,10 +235,11 @@ pub const METRICS_ACCESS: [MetricsAccess; 10] = [
         deletes: &[],
     },
     // Counters against the index and the checkpoints, its own lease (given
-    // back with a delete).
+    // back with a delete); the registry and the consumer mode read, to
+    // refuse where a Lambda function applied records with markers.
     MetricsAccess {
         command: "reconcile",
-        reads: &[SHARDS, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, RECONCILE],
+        reads: &[SHARDS, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, RECONCILE, CONSUMERS],
         puts: &RECONCILE_PUTS,
         updates: &RECONCILE_WRITES,
         deletes: &[RECONCILE],

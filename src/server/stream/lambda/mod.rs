@@ -177,14 +177,17 @@ impl LambdaConsumer {
         shard: Option<(&ShardOf, &mut Deltas)>,
         budget: Budget,
     ) -> Outcome {
-        if let Some(beat) = &self.beat {
-            beat.beat(&self.store).await;
-        }
         let mut outcome = Outcome::default();
+        let refused = if records.is_empty() { None } else { self.standing_down().await };
+        if let Some(beat) = &self.beat {
+            // Records applied with markers move no checkpoint: said in the
+            // registry, for reconciliation to refuse to anchor on them.
+            beat.beat(&self.store, shard.is_none() && refused.is_none() && !records.is_empty()).await;
+        }
         if records.is_empty() {
             return outcome;
         }
-        if let Some(why) = self.standing_down().await {
+        if let Some(why) = refused {
             tracing::info!(records = records.len(), "{why}");
             outcome.failed_from = Some(0);
             outcome.error = Some(why);

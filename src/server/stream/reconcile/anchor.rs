@@ -127,6 +127,8 @@ pub struct Anchor {
     pub taken: Vec<Taken>,
     /// When the last snapshot had been read.
     pub at: Instant,
+    /// The same moment, by the clock (what `refusal::far_behind` measures from).
+    pub taken_at: DateTime<Utc>,
 }
 
 /// What the read of the stream after an anchor found.
@@ -137,6 +139,9 @@ pub struct StreamRead {
     pub records: u64,
     /// Records that name no readable order (the consumer skips them too).
     pub unreadable: u64,
+    /// The oldest record after a snapshot's position (unapplied at the
+    /// anchor): its shard and when it was written.
+    pub oldest_unapplied: Option<(String, DateTime<Utc>)>,
 }
 
 impl Reconciler {
@@ -180,10 +185,10 @@ impl Reconciler {
                 }
                 taken.push(Taken { keys: chunk.to_vec(), counters: snapshot.counters, positions });
             }
-            let at = Instant::now();
+            let (at, taken_at) = (Instant::now(), Utc::now());
             let known: HashSet<&String> = ids.iter().collect();
             if self.store.stream_shards(&stream_arn).await?.iter().all(|s| known.contains(&s.id)) {
-                return Ok(Anchor { stream_arn, shards, taken, at });
+                return Ok(Anchor { stream_arn, shards, taken, at, taken_at });
             }
         }
         Err(ReconcileError::Unsettled(SETTLE_TRIES))
@@ -211,8 +216,12 @@ impl Reconciler {
                 && at_shard_end(checkpoint, shard)
             {
                 let seq = checkpoint.seq.as_deref().unwrap_or_default();
-                self.store.finish_checkpoint(stream_arn, &shard.id, seq).await?;
-                tracing::debug!(shard = shard.id, seq, "a closed shard's checkpoint at its end: finished");
+                // Finished whether or not the mark is written: the position
+                // is exact either way, and the next run tries the mark again.
+                match self.store.finish_checkpoint(stream_arn, &shard.id, seq).await {
+                    Ok(_) => tracing::debug!(shard = shard.id, seq, "a closed shard's checkpoint at its end: finished"),
+                    Err(err) => tracing::info!(shard = shard.id, error = %err, "a finished checkpoint not marked"),
+                }
                 checkpoint.finished = true;
             }
         }
@@ -346,7 +355,7 @@ impl Reconciler {
             };
             let mut past_end = false;
             for record in &records {
-                read.note(record, &positions);
+                read.note(shard_id, record, &positions);
                 past_end |= until.is_past(record);
                 last = seq_of(record).or(last);
             }
@@ -436,20 +445,25 @@ impl Until {
     }
 
     fn is_past(&self, record: &Record) -> bool {
-        let at = record.dynamodb().and_then(|d| d.approximate_creation_date_time());
-        at.and_then(|t| DateTime::<Utc>::from_timestamp(t.secs(), t.subsec_nanos())).is_some_and(|t| t > self.after)
+        written_at(record).is_some_and(|t| t > self.after)
     }
 }
 
 impl StreamRead {
     /// Notes a record's order as changed after every snapshot whose position
     /// the record follows, unless an earlier record of it already was.
-    fn note(&mut self, record: &Record, positions: &[&Position]) {
+    fn note(&mut self, shard_id: &str, record: &Record, positions: &[&Position]) {
         self.records += 1;
         let Some(seq) = seq_of(record) else {
             self.unreadable += 1;
             return;
         };
+        if positions.iter().any(|p| p.precedes(&seq))
+            && let Some(written) = written_at(record)
+            && self.oldest_unapplied.as_ref().is_none_or(|(_, oldest)| written < *oldest)
+        {
+            self.oldest_unapplied = Some((shard_id.to_string(), written));
+        }
         let Some((order_id, before)) = state_before(record) else {
             self.unreadable += 1;
             return;
@@ -460,6 +474,12 @@ impl StreamRead {
             }
         }
     }
+}
+
+/// When a record was written, as the stream says (to the second).
+fn written_at(record: &Record) -> Option<DateTime<Utc>> {
+    let at = record.dynamodb().and_then(|d| d.approximate_creation_date_time());
+    at.and_then(|t| DateTime::<Utc>::from_timestamp(t.secs(), t.subsec_nanos()))
 }
 
 fn seq_of(record: &Record) -> Option<String> {

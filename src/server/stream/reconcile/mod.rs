@@ -16,11 +16,13 @@
 mod anchor;
 mod drift;
 mod full;
+pub mod refusal;
 
 pub use anchor::{Anchor, Position, StreamRead, at_shard_end, compare_seq};
 pub use drift::{Touched, drift, expected};
 pub use full::{DayOutcome, FullOptions, FullOutcome, scan_rate};
 
+use crate::model::ReconcileRefusal;
 use crate::server::store::error::StoreError;
 use crate::server::store::keys::{self, attr};
 use crate::server::store::{CounterItem, CounterRepair, Store, Verdict};
@@ -47,11 +49,21 @@ pub struct ReconcileOptions {
     pub lease: Duration,
     /// Runs started over when another reconciliation repairs first.
     pub tries: u32,
+    /// How old a record still unapplied at the anchor may be before the
+    /// consumer counts as far behind and reconciliation refuses
+    /// (`refusal::far_behind`).
+    pub far_behind: Duration,
 }
 
 impl ReconcileOptions {
     pub fn new(owner: impl Into<String>) -> Self {
-        Self { owner: owner.into(), grace: Duration::from_secs(2), lease: Duration::from_secs(60), tries: 5 }
+        Self {
+            owner: owner.into(),
+            grace: Duration::from_secs(2),
+            lease: Duration::from_secs(60),
+            tries: 5,
+            far_behind: refusal::FAR_BEHIND,
+        }
     }
 }
 
@@ -87,6 +99,9 @@ pub enum ReconcileError {
     Unsettled(u32),
     #[error("{0}")]
     Usage(String),
+    /// The anchor cannot be exact here: nothing judged, nothing repaired.
+    #[error("reconciliation refused: {0}")]
+    Refused(ReconcileRefusal),
 }
 
 pub struct Reconciler {
@@ -140,6 +155,16 @@ impl Reconciler {
     /// Checks the PENDING counters of `day` and, with `repair`, undoes the
     /// drift; started over when another reconciliation repairs first.
     pub async fn pending(&self, day: NaiveDate, repair: bool) -> Result<PendingOutcome, ReconcileError> {
+        let result = self.pending_tries(day, repair).await;
+        if repair && let Err(ReconcileError::Refused(why)) = &result {
+            // Shown where the verdicts are (`verification.pendingRefused`);
+            // a dry run writes nothing.
+            self.store.record_refusal(&keys::metric_pending_key(day), why, Utc::now()).await?;
+        }
+        result
+    }
+
+    async fn pending_tries(&self, day: NaiveDate, repair: bool) -> Result<PendingOutcome, ReconcileError> {
         for attempt in 1..=self.options.tries {
             let mut run = self.begin_pending(day).await?;
             run.read_index().await?;
@@ -158,6 +183,7 @@ impl Reconciler {
     /// The first step, the snapshot; the others are `PendingRun`'s. Public
     /// so that tests can put a consumer's moves between the steps.
     pub async fn begin_pending(&self, day: NaiveDate) -> Result<PendingRun<'_>, ReconcileError> {
+        self.refuse_marker_mode().await?;
         let anchor = self.anchor(&[keys::metric_pending_key(day)], 1).await?;
         Ok(PendingRun { reconciler: self, day, anchor, index: Vec::new(), read_end: None, stream: None })
     }
@@ -190,6 +216,26 @@ impl Reconciler {
             self.store.repair_counters(&writes).await?;
         }
         Ok(())
+    }
+
+    /// Refused where a Lambda function applied records guarded by markers
+    /// within the stream's retention (`refusal::marker_mode`).
+    async fn refuse_marker_mode(&self) -> Result<(), ReconcileError> {
+        let (mode, seen) = futures::try_join!(self.store.consumer_mode(), self.store.consumers_with_markers())?;
+        match refusal::marker_mode(&seen, mode.mode, Utc::now()) {
+            Some(why) => Err(ReconcileError::Refused(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Refused where the read after the anchor found a record unapplied
+    /// longer than `far_behind` (`refusal::far_behind`).
+    fn refuse_far_behind(&self, anchor: &Anchor, read: &StreamRead) -> Result<(), ReconcileError> {
+        let oldest = read.oldest_unapplied.as_ref().map(|(shard, at)| (shard.as_str(), *at));
+        match refusal::far_behind(oldest, anchor.taken_at, self.options.far_behind) {
+            Some(why) => Err(ReconcileError::Refused(why)),
+            None => Ok(()),
+        }
     }
 
     fn verdict(&self, drift: i64, repaired: bool) -> Verdict {
@@ -231,7 +277,9 @@ impl PendingRun<'_> {
     /// Reads the stream after the snapshot's positions.
     pub async fn read_stream(&mut self) -> Result<(), ReconcileError> {
         let read_end = self.read_end.ok_or_else(|| ReconcileError::Usage("read the index first".into()))?;
-        self.stream = Some(self.reconciler.read_stream(&self.anchor, read_end).await?);
+        let read = self.reconciler.read_stream(&self.anchor, read_end).await?;
+        self.reconciler.refuse_far_behind(&self.anchor, &read)?;
+        self.stream = Some(read);
         Ok(())
     }
 
