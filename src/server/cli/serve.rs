@@ -105,8 +105,11 @@ pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &Cance
         stop.clone(),
     ));
     if args.reconcile_minutes > 0 {
-        let reconciler = Reconciler::new(service.store.clone(), ReconcileOptions::new(owner_id()));
         let every = std::time::Duration::from_secs(u64::from(args.reconcile_minutes) * 60);
+        let mut options = ReconcileOptions::new(owner_id());
+        // A finding waits two periods (and a margin) for a run to agree.
+        options.confirm_within = 2 * every + std::time::Duration::from_secs(5 * 60);
+        let reconciler = Reconciler::new(service.store.clone(), options);
         let stop = stop.clone();
         tasks.spawn(async move {
             loop {
@@ -115,7 +118,15 @@ pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &Cance
                     _ = tokio::time::sleep(every) => {}
                 }
                 // The verdict is recorded on the counter item, for every instance to show.
-                match reconciler.pending(chrono::Utc::now().date_naive(), true).await {
+                // A repair needs two runs that agree: this one records what
+                // it finds, the next repairs it if it finds the same.
+                match reconciler.pending_confirmed(chrono::Utc::now().date_naive()).await {
+                    Ok(r) if r.awaiting => tracing::info!(
+                        date = %r.day,
+                        drift = r.drift,
+                        off = ?r.off,
+                        "PENDING counters differ; recorded, repaired if the next run finds the same"
+                    ),
                     Ok(r) if !r.off.is_empty() => {
                         crate::server::telemetry::reconciled(r.drift);
                         tracing::warn!(date = %r.day, drift = r.drift, off = ?r.off, "PENDING counters drifted; repaired")

@@ -56,11 +56,15 @@ impl Position {
 
 /// Whether a checkpoint not yet marked finished has applied the whole of
 /// its closed shard: it stands at or past the shard's
-/// `EndingSequenceNumber`, so no record of the shard is after it. An open
-/// shard (no end), or a checkpoint with no position, has not.
-pub fn at_shard_end(checkpoint: &Checkpoint, shard: &StreamShard) -> bool {
+/// `EndingSequenceNumber`, so no record of the shard is after it. A shard
+/// counts as closed only with an end *and* a child listed (`has_child`):
+/// a rollover or a split lists the children with the closed parent, and
+/// the local engines give their one open shard an end too (the last record
+/// so far), which must not finish it. An open shard, or a checkpoint with
+/// no position, has not.
+pub fn at_shard_end(checkpoint: &Checkpoint, shard: &StreamShard, has_child: bool) -> bool {
     match (&checkpoint.seq, &shard.end) {
-        (Some(seq), Some(end)) => !checkpoint.finished && compare_seq(seq, end) != Ordering::Less,
+        (Some(seq), Some(end)) => has_child && !checkpoint.finished && compare_seq(seq, end) != Ordering::Less,
         _ => false,
     }
 }
@@ -211,9 +215,10 @@ impl Reconciler {
             shards.iter().filter(|s| !finished.contains(&s.id)).map(|s| s.id.clone()).collect()
         };
         let mut read = self.store.checkpoints_of(stream_arn, &unknown).await?;
+        let parents: HashSet<&str> = shards.iter().filter_map(|s| s.parent.as_deref()).collect();
         for shard in shards {
             if let Some(checkpoint) = read.get_mut(&shard.id)
-                && at_shard_end(checkpoint, shard)
+                && at_shard_end(checkpoint, shard, parents.contains(shard.id.as_str()))
             {
                 let seq = checkpoint.seq.as_deref().unwrap_or_default();
                 // Finished whether or not the mark is written: the position
@@ -559,13 +564,14 @@ mod tests {
         let shard =
             |end: Option<&str>| StreamShard { id: "s".into(), end: end.map(str::to_string), ..Default::default() };
         let at = |seq: Option<&str>| Checkpoint { seq: seq.map(str::to_string), ..Checkpoint::default() };
-        assert!(at_shard_end(&at(Some("0100")), &shard(Some("100"))), "at the end, written wider");
-        assert!(at_shard_end(&at(Some("101")), &shard(Some("100"))), "past it");
-        assert!(!at_shard_end(&at(Some("99")), &shard(Some("100"))), "a record left");
-        assert!(!at_shard_end(&at(Some("100")), &shard(None)), "still open");
-        assert!(!at_shard_end(&at(None), &shard(Some("100"))), "not started");
+        assert!(at_shard_end(&at(Some("0100")), &shard(Some("100")), true), "at the end, written wider");
+        assert!(at_shard_end(&at(Some("101")), &shard(Some("100")), true), "past it");
+        assert!(!at_shard_end(&at(Some("99")), &shard(Some("100")), true), "a record left");
+        assert!(!at_shard_end(&at(Some("100")), &shard(None), true), "still open");
+        assert!(!at_shard_end(&at(Some("100")), &shard(Some("100")), false), "an end but no child: open");
+        assert!(!at_shard_end(&at(None), &shard(Some("100")), true), "not started");
         let done = Checkpoint { finished: true, ..at(Some("100")) };
-        assert!(!at_shard_end(&done, &shard(Some("100"))), "already marked: nothing to write");
+        assert!(!at_shard_end(&done, &shard(Some("100")), true), "already marked: nothing to write");
     }
 
     #[test]

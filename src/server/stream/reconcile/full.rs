@@ -134,7 +134,7 @@ impl Reconciler {
             plan.verdict = None;
             plans.push(plan);
         }
-        match self.repair(&plans).await {
+        match self.repair(&plans, None).await {
             Ok(()) => outcome.repaired = damaged,
             Err(StoreError::Conflict(_)) => outcome.raced = true,
             Err(err) => return Err(err.into()),
