@@ -42,6 +42,7 @@ pub(super) async fn run_serve(config: &StoreConfig, store: Store, args: &ServeAr
     let service = Service::new(Arc::new(store), Arc::new(cursors), live.clone())
         .with_stuck_after(args.stuck_after_minutes)
         .with_prices(prices)
+        .with_consumer_concurrency(args.consumer_concurrency)
         .with_capacity(crate::server::service::figures::CapacitySettings {
             source: config.capacity_source(),
             ..Default::default()
