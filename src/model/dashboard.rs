@@ -120,6 +120,67 @@ pub struct Verification {
     pub daily: Option<Checked>,
     /// `perMinute.entered` and `perMinute.left`.
     pub per_minute: &'static str,
+    /// The last time reconciliation of `pending` refused to judge, and why
+    /// (`null`: it never did, or judged since).
+    pub pending_refused: Option<Refused>,
+}
+
+/// Why reconciliation would not judge the counters: its anchor (the shard
+/// checkpoints the counters are consistent with) cannot be exact.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum ReconcileRefusal {
+    /// A Lambda function guarding each record with a marker (a mapping
+    /// without a tumbling window) applied records within the stream's
+    /// retention: they moved no shard checkpoint, so the checkpoints do not
+    /// say which records the counters hold.
+    #[serde(rename_all = "camelCase")]
+    MarkerMode {
+        /// The function, as the registry names it.
+        instance: String,
+        #[serde(with = "iso_millis")]
+        seen_at: DateTime<Utc>,
+        /// The recorded consumer mode when refused.
+        mode: ConsumerMode,
+    },
+    /// The consumer is far behind: a record older than the bound had not
+    /// been applied (a stopped or failing consumer, records near their
+    /// 24-hour trim, a range the mapping may give up).
+    #[serde(rename_all = "camelCase")]
+    FarBehind { shard: String, behind_secs: u64, bound_secs: u64 },
+}
+
+impl std::fmt::Display for ReconcileRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReconcileRefusal::MarkerMode { instance, seen_at, mode } => write!(
+                f,
+                "marker mode: the Lambda function {instance} applied records guarded by per-record markers (no \
+                 tumbling window) at {}, within the stream's 24-hour retention, so the shard checkpoints do not \
+                 say what the counters hold (consumer mode {mode}); give the mapping a tumbling window and wait a \
+                 day",
+                seen_at.format("%Y-%m-%d %H:%M:%S UTC")
+            ),
+            ReconcileRefusal::FarBehind { shard, behind_secs, bound_secs } => write!(
+                f,
+                "the consumer is far behind: a record of shard {shard} written {behind_secs} s ago is not applied \
+                 (the bound is {bound_secs} s); reconcile once it has caught up"
+            ),
+        }
+    }
+}
+
+/// A refusal as recorded on the counter item.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Refused {
+    #[serde(with = "iso_millis")]
+    pub at: DateTime<Utc>,
+    pub reason: ReconcileRefusal,
+    /// The reason in words.
+    pub message: String,
 }
 
 /// A reconciliation's verdict.

@@ -159,6 +159,22 @@ fn reconcile_checks_a_store_and_says_what_it_needs() {
     let (code, _, stderr) = run(&["reconcile", "--full", "--read-share", "2"]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("--read-share"), "{stderr}");
+    // A Lambda function that applied records with markers: refused, and why,
+    // a dry run too.
+    let tables = ["--orders-table", orders.as_str(), "--metrics-table", metrics.as_str()];
+    let config = common::store_config(&common::Engine::DynamoDbLocal(local.clone()), dir.path(), &tables);
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let (store, _) = northwind_ops::server::store::connect(&config).await.unwrap();
+        store.record_consumer_with_markers("lambda", "orders-consumer", chrono::Utc::now()).await.unwrap();
+    });
+    for dry in [&["--dry-run"][..], &[]] {
+        let (code, stdout, stderr) = run(&[&["reconcile", "--grace-ms", "100"][..], dry].concat());
+        assert_eq!(code, Some(1), "{stdout}{stderr}");
+        assert!(
+            stderr.contains("reconciliation refused: marker mode: the Lambda function orders-consumer"),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]

@@ -8,7 +8,7 @@ use common::counters::{
     Paused, assert_all_exact, assert_exact, assert_pending_exact, consumer, damage, drain, read_batch, write_mix,
 };
 use common::{TestApp, engines, new_order_json};
-use northwind_ops::model::Status;
+use northwind_ops::model::{ReconcileRefusal, Status};
 use northwind_ops::server::sim::wire;
 use northwind_ops::server::store::error::StoreError;
 use northwind_ops::server::store::keys;
@@ -411,6 +411,168 @@ async fn the_lambda_form_in_a_tumbling_window_is_reconciled_and_its_drift_repair
         assert_all_exact(&app, day).await;
         let after = reconciler(&app, "lambda-again").pending(day, true).await.unwrap();
         assert!(after.off.is_empty() && !after.repaired, "{engine:?}: {after:?}");
+        app.stop().await;
+    }
+}
+
+/// Where the anchor cannot be exact, reconciliation refuses, typed, and says
+/// why: a Lambda function without a tumbling window (marker mode) applied
+/// records, which moved no checkpoint. The dry run writes nothing; a run
+/// that would repair records the refusal where the verdicts are shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn marker_mode_is_refused_with_its_reason_and_nothing_is_judged() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let (day, ..) = write_mix(&app).await;
+        let (_, _, records) = lambda_records(&app, 1).await;
+        let lambda = LambdaConsumer::new(app.store.clone());
+        let outcome = lambda.apply(&records).await;
+        assert_eq!((outcome.applied, outcome.failed_from), (records.len(), None), "{engine:?}: {outcome:?}");
+        let damaged = [("pending", 3), ("shard0", 3)];
+        damage(&app, keys::metric_pending_key(day), &damaged).await;
+
+        let dry = reconciler(&app, "dry").pending(day, false).await;
+        let Err(ReconcileError::Refused(why @ ReconcileRefusal::MarkerMode { .. })) = &dry else {
+            panic!("{engine:?}: {dry:?}")
+        };
+        println!("{engine:?}: {}", dry.as_ref().unwrap_err());
+        assert!(verification(&app).await["pendingRefused"].is_null(), "{engine:?}: a dry run records nothing");
+        let refused = reconciler(&app, "fixer").pending(day, true).await;
+        assert!(matches!(&refused, Err(ReconcileError::Refused(w)) if w == why), "{engine:?}: {refused:?}");
+        let shown = verification(&app).await;
+        assert_eq!(shown["pendingRefused"]["reason"]["kind"], json!("marker-mode"), "{shown}");
+        assert!(shown["pendingRefused"]["message"].as_str().unwrap().starts_with("marker mode"), "{shown}");
+        assert!(shown["pending"].is_null(), "{engine:?}: nothing judged: {shown}");
+        let counters = app.store.read_counters(day).await.unwrap();
+        assert_eq!(counters.pending_refused.as_ref().map(|(_, r)| r), Some(why));
+        app.stop().await;
+    }
+}
+
+/// A consumer far behind (a record older than the bound unapplied) is
+/// refused; once it has caught up, the same reconciliation judges, and its
+/// verdict ends the refusal shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_far_behind_is_refused_until_it_catches_up() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let (day, ..) = write_mix(&app).await;
+        let late = consumer(&app.store, "late", 15_000);
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let mut options = ReconcileOptions::new("bounded");
+        options.grace = Duration::from_millis(150);
+        options.far_behind = Duration::from_secs(2);
+        let bounded = Reconciler::new(app.store.clone(), options);
+        let refused = bounded.pending(day, true).await;
+        let Err(ReconcileError::Refused(ReconcileRefusal::FarBehind { behind_secs, bound_secs: 2, .. })) = &refused
+        else {
+            panic!("{engine:?}: {refused:?}")
+        };
+        assert!(*behind_secs >= 2, "{engine:?}: {refused:?}");
+        assert_eq!(verification(&app).await["pendingRefused"]["reason"]["kind"], json!("far-behind"));
+        drain(&late).await;
+        let judged = bounded.pending(day, true).await.unwrap();
+        assert!(judged.off.is_empty() && !judged.repaired, "{engine:?}: {judged:?}");
+        let shown = verification(&app).await;
+        assert!(shown["pendingRefused"].is_null() && shown["pending"]["drift"] == json!(0), "{shown}");
+        app.stop().await;
+    }
+}
+
+/// `serve`'s periodic reconciliation repairs only on the second of two runs
+/// that agree: a damaged counter is recorded by the first run, untouched,
+/// and repaired by the next, which finds the same damage at a later anchor
+/// (orders written and applied in between). A difference that changes
+/// between runs is recorded anew, not applied; one gone by the next run is
+/// dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_counter_is_repaired_only_by_the_second_of_two_runs_that_agree() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let (day, ..) = write_mix(&app).await;
+        let applying = consumer(&app.store, "applying", 15_000);
+        drain(&applying).await;
+        let periodic = reconciler(&app, "periodic");
+        let damaged = [("pending", 3), ("shard1", 3)];
+        damage(&app, keys::metric_pending_key(day), &damaged).await;
+
+        let first = periodic.pending_confirmed(day).await.unwrap();
+        assert_eq!((&first.off, first.repaired, first.awaiting), (&off(&damaged), false, true), "{engine:?}");
+        let left = app.store.counter_differences(day).await;
+        assert!(left.iter().any(|d| d.contains("pending")), "{engine:?}: the first run changes nothing: {left:?}");
+        let shown = verification(&app).await;
+        assert_eq!((&shown["pending"]["drift"], &shown["pending"]["repaired"]), (&json!(3), &json!(false)));
+        create(&app, "between", 10).await;
+        drain(&applying).await;
+        let second = periodic.pending_confirmed(day).await.unwrap();
+        assert_eq!((&second.off, second.repaired, second.awaiting), (&off(&damaged), true, false), "{engine:?}");
+        assert_all_exact(&app, day).await;
+
+        // More damage after a first finding: the second run's differs.
+        damage(&app, keys::metric_pending_key(day), &[("pending", 2), ("shard0", 2)]).await;
+        let found = periodic.pending_confirmed(day).await.unwrap();
+        assert!(found.awaiting && !found.repaired, "{engine:?}: {found:?}");
+        damage(&app, keys::metric_pending_key(day), &[("pending", 1), ("shard0", 1)]).await;
+        let changed = periodic.pending_confirmed(day).await.unwrap();
+        assert_eq!((&changed.off, changed.awaiting), (&off(&[("pending", 3), ("shard0", 3)]), true), "{engine:?}");
+        let agreed = periodic.pending_confirmed(day).await.unwrap();
+        assert!(agreed.repaired, "{engine:?}: {agreed:?}");
+        assert_all_exact(&app, day).await;
+
+        // Damage undone before the next run: nothing to agree with, nothing applied.
+        damage(&app, keys::metric_pending_key(day), &[("pending", -4), ("shard2", -4)]).await;
+        assert!(periodic.pending_confirmed(day).await.unwrap().awaiting, "{engine:?}");
+        damage(&app, keys::metric_pending_key(day), &[("pending", 4), ("shard2", 4)]).await;
+        let gone = periodic.pending_confirmed(day).await.unwrap();
+        assert!(gone.off.is_empty() && !gone.repaired && !gone.awaiting, "{engine:?}: {gone:?}");
+        let again = periodic.pending_confirmed(day).await.unwrap();
+        assert!(again.off.is_empty() && !again.repaired, "{engine:?}: {again:?}");
+        assert_all_exact(&app, day).await;
+        app.stop().await;
+    }
+}
+
+/// A count that was right is never changed by runs that raced the
+/// consumer: orders are written between the runs and during them while the
+/// consumer is behind, and no run finds (or records) a difference; the
+/// counter's `repairs` count stays absent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_right_count_is_never_changed_by_runs_that_race_the_consumer() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let (day, ..) = write_mix(&app).await;
+        let racing = consumer(&app.store, "racing", 15_000);
+        drain(&racing).await;
+        let periodic = reconciler(&app, "periodic");
+        for round in 0..4 {
+            create(&app, &format!("race{round}"), 8).await;
+            confirm(&app, &format!("race{round}-000")).await;
+            if round % 2 == 0 {
+                // Part of it applied: the consumer is mid-way.
+                racing.poll().await.unwrap();
+            }
+            let until = Instant::now() + Duration::from_millis(800);
+            let writing = tokio::spawn(keep_writing(app.http.clone(), app.base.clone(), format!("w{round}"), until));
+            let run = periodic.pending_confirmed(day).await.unwrap();
+            writing.await.unwrap();
+            assert!(run.off.is_empty() && !run.repaired && !run.awaiting, "{engine:?}, round {round}: {run:?}");
+        }
+        drain(&racing).await;
+        assert_all_exact(&app, day).await;
+        let item = app
+            .store
+            .client()
+            .get_item()
+            .table_name(&app.config.metrics_table)
+            .key(keys::PK, aws_sdk_dynamodb::types::AttributeValue::S(keys::metric_pending_key(day).0))
+            .key(keys::SK, aws_sdk_dynamodb::types::AttributeValue::S(keys::metric_pending_key(day).1))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item
+            .unwrap();
+        assert!(!item.contains_key(keys::attr::REPAIRS), "{engine:?}: never repaired: {item:?}");
         app.stop().await;
     }
 }

@@ -1691,3 +1691,95 @@ async fn the_simulated_stream_splits_and_rolls_over_on_schedule() {
     assert!(stats.rollovers >= 1, "{stats:?}");
     tables.stop().await;
 }
+
+// ---- The Lambda form's rolled-over shards ----------------------------------
+
+/// Open shards and rollovers of the Lambda form's run.
+const LAMBDA_ROLL_SHARDS: u32 = 4;
+const LAMBDA_ROLLOVERS: usize = 3;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lambda_forms_rolled_over_shards_are_finished_and_reconciliation_reads_only_the_open_ones() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    for engine in common::engines() {
+        lambda_rollovers(&engine).await;
+    }
+}
+
+/// The Lambda form (the template's mapping, a tumbling window: checkpoints)
+/// through rollovers, each after the mapping has taken the round's writes:
+/// its events never say a shard ended, so its closed shards' checkpoints
+/// stay unfinished until reconciliation sees them at their shards'
+/// `EndingSequenceNumber` and finishes them, with their expiry. The next
+/// pass reads the open shards' checkpoints only (before the snapshot and
+/// in it), and a fresh reconciler reads no closed shard's twice.
+async fn lambda_rollovers(engine: &Engine) {
+    let tables = Tables::new(engine).await;
+    let limits = Limits { reads_per_shard_second: 0, describes_per_second: 0, ..Limits::default() };
+    let sim = tables.sim(LAMBDA_ROLL_SHARDS, limits).await;
+    let settings = MappingSettings::deployed().unwrap();
+    let function = function_for(&tables, &settings, "lambda-rollovers");
+    let letters = Arc::new(DeadLetters::new(Some(tables.dir.path().join("dead-letters.jsonl"))));
+    let store = tables.through(&sim).await;
+    let mapping = Mapping::start(store.clone(), settings, function, letters);
+    let mut written = 0;
+    for round in 0..=LAMBDA_ROLLOVERS {
+        if round > 0 {
+            sim.rollover(None).unwrap();
+        }
+        written += first_half(&tables.store, &format!("lr{round}"), 40).await as u64;
+        through_mapping(&mapping, written).await;
+    }
+    // The last round's records are in the open shards; one more rollover
+    // and writes would leave them to the next run.
+    let day = Utc::now().date_naive();
+    let (_, off) = settle(&tables, || true).await;
+    assert!(off.is_empty(), "{engine:?}: the Lambda form is not exact: {off:?}");
+    let arn = store.stream_arn().await.unwrap().unwrap();
+    let shards = store.stream_shards(&arn).await.unwrap();
+    let open = shards.iter().filter(|s| s.end.is_none()).count();
+    let closed = shards.len() - open;
+    assert_eq!((open, closed), (LAMBDA_ROLL_SHARDS as usize, LAMBDA_ROLL_SHARDS as usize * LAMBDA_ROLLOVERS));
+    let before = tables.store.checkpoints(&arn).await.unwrap();
+    let unfinished = before.values().filter(|c| !c.finished).count();
+    assert_eq!(before.values().filter(|c| c.finished).count(), 0, "{engine:?}: the Lambda form finishes none itself");
+
+    let mut options = ReconcileOptions::new("lambda-reconciler");
+    options.grace = Duration::from_secs(1);
+    let reconciler = Reconciler::new(store.clone(), options.clone());
+    let mut reads = Vec::new();
+    for _ in 0..2 {
+        let before = store.checkpoint_items_read();
+        let dry = reconciler.pending(day, false).await.unwrap();
+        reads.push(store.checkpoint_items_read() - before);
+        assert!(dry.off.is_empty() && !dry.repaired, "{engine:?}: {dry:?}");
+    }
+    let after = tables.store.checkpoints(&arn).await.unwrap();
+    let finished: HashSet<&String> = after.iter().filter(|(_, c)| c.finished).map(|(id, _)| id).collect();
+    let closed_ids: HashSet<&String> = shards.iter().filter(|s| s.end.is_some()).map(|s| &s.id).collect();
+    assert_eq!(finished, closed_ids, "{engine:?}: every closed shard's checkpoint finished, no open one's");
+    assert_finished_expire(&tables, &arn).await;
+    assert_eq!(reads[1], 2 * open as u64, "{engine:?}: a later pass reads the open shards' checkpoints, twice");
+    // Another process (a `reconcile` run) learns which are finished from
+    // the checkpoints themselves: none is marked again.
+    let fresh = Reconciler::new(store.clone(), options);
+    let before = store.checkpoint_items_read();
+    fresh.pending(day, false).await.unwrap();
+    let first_read = store.checkpoint_items_read() - before;
+    let before = store.checkpoint_items_read();
+    fresh.pending(day, false).await.unwrap();
+    let second_read = store.checkpoint_items_read() - before;
+    assert_eq!(second_read, 2 * open as u64, "{engine:?}");
+    let stats = mapping.stop(Duration::from_secs(5)).await;
+    println!(
+        "{engine:?}, the Lambda form: {written} records through {} rollovers of {LAMBDA_ROLL_SHARDS} shards \
+         ({} listed, {open} open); {unfinished} checkpoints unfinished before reconciliation, {} finished by it; \
+         checkpoint items read by its passes {reads:?}, by a fresh reconciler's {first_read} then {second_read}; \
+         {stats}",
+        LAMBDA_ROLLOVERS,
+        shards.len(),
+        finished.len(),
+    );
+    sim.stop().await;
+    tables.stop().await;
+}

@@ -13,7 +13,7 @@ use crate::server::store::Store;
 use crate::server::store::error::{StoreError, Unavailable};
 use crate::server::stream::consumer::{Consumer, ConsumerOptions};
 use crate::server::stream::live::{LiveHub, LiveLimits};
-use crate::server::stream::reconcile::{ReconcileOptions, Reconciler};
+use crate::server::stream::reconcile::{ReconcileError, ReconcileOptions, Reconciler};
 use crate::server::stream::{lag, registry};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -42,6 +42,7 @@ pub(super) async fn run_serve(config: &StoreConfig, store: Store, args: &ServeAr
     let service = Service::new(Arc::new(store), Arc::new(cursors), live.clone())
         .with_stuck_after(args.stuck_after_minutes)
         .with_prices(prices)
+        .with_consumer_concurrency(args.consumer_concurrency)
         .with_capacity(crate::server::service::figures::CapacitySettings {
             source: config.capacity_source(),
             ..Default::default()
@@ -105,8 +106,11 @@ pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &Cance
         stop.clone(),
     ));
     if args.reconcile_minutes > 0 {
-        let reconciler = Reconciler::new(service.store.clone(), ReconcileOptions::new(owner_id()));
         let every = std::time::Duration::from_secs(u64::from(args.reconcile_minutes) * 60);
+        let mut options = ReconcileOptions::new(owner_id());
+        // A finding waits two periods (and a margin) for a run to agree.
+        options.confirm_within = 2 * every + std::time::Duration::from_secs(5 * 60);
+        let reconciler = Reconciler::new(service.store.clone(), options);
         let stop = stop.clone();
         tasks.spawn(async move {
             loop {
@@ -115,12 +119,25 @@ pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &Cance
                     _ = tokio::time::sleep(every) => {}
                 }
                 // The verdict is recorded on the counter item, for every instance to show.
-                match reconciler.pending(chrono::Utc::now().date_naive(), true).await {
+                // A repair needs two runs that agree: this one records what
+                // it finds, the next repairs it if it finds the same.
+                match reconciler.pending_confirmed(chrono::Utc::now().date_naive()).await {
+                    Ok(r) if r.awaiting => tracing::info!(
+                        date = %r.day,
+                        drift = r.drift,
+                        off = ?r.off,
+                        "PENDING counters differ; recorded, repaired if the next run finds the same"
+                    ),
                     Ok(r) if !r.off.is_empty() => {
                         crate::server::telemetry::reconciled(r.drift);
                         tracing::warn!(date = %r.day, drift = r.drift, off = ?r.off, "PENDING counters drifted; repaired")
                     }
                     Ok(r) => crate::server::telemetry::reconciled(r.drift),
+                    // Expected while it lasts (marker mode, a consumer far
+                    // behind): said at info each run, recorded on the counter.
+                    Err(ReconcileError::Refused(why)) => {
+                        tracing::info!(reason = %why, "reconciliation refused: nothing judged or repaired")
+                    }
                     Err(err) => tracing::warn!(error = %err, "reconciliation failed"),
                 }
             }

@@ -45,6 +45,13 @@ pub struct ServeArgs {
     #[arg(long, env = "NORTHWIND_PRICES_FILE")]
     pub prices: Option<PathBuf>,
 
+    /// The concurrency the Lambda consumer may use (its reserved concurrency,
+    /// or the account's unreserved pool), for the Sales readiness: its
+    /// mapping runs up to open shards × ParallelizationFactor invocations at
+    /// once [default: unknown; an account's default pool of 1000 is assumed]
+    #[arg(long, env = "NORTHWIND_CONSUMER_CONCURRENCY")]
+    pub consumer_concurrency: Option<u32>,
+
     /// Create the tables when they are missing (needs dynamodb:CreateTable);
     /// without it, serve only checks them
     #[arg(long, env = "NORTHWIND_PROVISION")]

@@ -6,7 +6,7 @@ use super::Service;
 use super::checks::parse_date;
 use crate::model::{
     CapacityReport, Checked, ConsumerSeen, Freshness, LiveCounters, LiveFigures, PendingMetrics, PerMinute,
-    QualityReport, Verification,
+    QualityReport, Refused, Verification,
 };
 use crate::server::capacity::history;
 use crate::server::capacity::report;
@@ -178,6 +178,11 @@ impl Service {
                 pending: counters.pending_verdict.as_ref().map(Checked::from),
                 daily: counters.daily_verdict.as_ref().map(Checked::from),
                 per_minute: "not verifiable: history",
+                pending_refused: counters.pending_refused.as_ref().map(|(at, reason)| Refused {
+                    at: *at,
+                    reason: reason.clone(),
+                    message: reason.to_string(),
+                }),
             },
             live: self.live_figures(),
         })

@@ -74,6 +74,9 @@ pub struct Service {
     stuck_after: chrono::Duration,
     /// What the capacity-mode advisor prices with.
     prices: Prices,
+    /// The concurrency the Lambda consumer may use, when configured
+    /// (`--consumer-concurrency`), for the Sales readiness.
+    consumer_concurrency: Option<u32>,
     /// Where the capacity figures come from, and the advisor's window.
     capacity: figures::CapacitySettings,
     /// The advisor's verdicts, worked out at most once a minute.
@@ -98,6 +101,7 @@ impl Service {
             dashboards_cleared: Arc::new(AtomicU64::new(0)),
             stuck_after: chrono::Duration::minutes(30),
             prices: Prices::default(),
+            consumer_concurrency: None,
             capacity: figures::CapacitySettings::default(),
             advice: moka::future::Cache::builder().max_capacity(4).time_to_live(Duration::from_secs(60)).build(),
             rehearser: None,
@@ -117,6 +121,12 @@ impl Service {
     /// Where capacity figures come from (`--capacity-source`).
     pub fn with_capacity(mut self, capacity: figures::CapacitySettings) -> Self {
         self.capacity = capacity;
+        self
+    }
+
+    /// The concurrency the Lambda consumer may use (`--consumer-concurrency`).
+    pub fn with_consumer_concurrency(mut self, concurrency: Option<u32>) -> Self {
+        self.consumer_concurrency = concurrency;
         self
     }
 

@@ -304,6 +304,7 @@ impl Service {
             rehearsal: rehearsals.latest.as_ref(),
             rehearsal_running: rehearsals.running.is_some(),
             consumer_mode: Some(&mode),
+            consumer_concurrency: self.consumer_concurrency,
         }))
     }
 

@@ -195,6 +195,35 @@ impl Store {
         Ok(unless_condition_failed(result)?.is_some())
     }
 
+    /// Marks a checkpoint finished, with its expiry (`FINISHED_KEPT_SECS`),
+    /// where it stands at `seq`: the closed shard's last record (its
+    /// `EndingSequenceNumber`) or past it, so nothing in the shard is left
+    /// to apply. For the Lambda form, whose events never say a shard ended:
+    /// reconciliation, which lists the shards, finishes them. Conditioned on
+    /// the sequence number, so it never moves a checkpoint; whether it was
+    /// still there (a finished one is left as it is).
+    pub async fn finish_checkpoint(&self, stream_arn: &str, shard_id: &str, seq: &str) -> Result<bool, StoreError> {
+        let (pk, sk) = keys::checkpoint_key(stream_arn, shard_id);
+        let expires = chrono::Utc::now().timestamp() + FINISHED_KEPT_SECS;
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .update_expression("SET #finished = :finished, #expires = :expires")
+            .condition_expression("#seq = :seq AND attribute_not_exists(#finished)")
+            .expression_attribute_names("#seq", attr::SEQ)
+            .expression_attribute_names("#finished", attr::FINISHED)
+            .expression_attribute_names("#expires", attr::EXPIRES_AT)
+            .expression_attribute_values(":seq", AttributeValue::S(seq.to_string()))
+            .expression_attribute_values(":finished", AttributeValue::Bool(true))
+            .expression_attribute_values(":expires", AttributeValue::N(expires.to_string()))
+            .send()
+            .await;
+        Ok(unless_condition_failed(result)?.is_some())
+    }
+
     /// Records on a shard's checkpoint item that records after its
     /// checkpoint were trimmed before they were read (`trimmedAt`).
     pub async fn mark_trimmed(

@@ -51,6 +51,16 @@ pub mod attr {
     pub const VERIFIED_DRIFT: &str = "verifiedDrift";
     pub const VERIFIED_REPAIRED: &str = "verifiedRepaired";
     pub const VERIFIED_BY: &str = "verifiedBy";
+    /// Counter items: why the last reconciliation refused to judge them
+    /// (`model::ReconcileRefusal` as JSON, with `reconcileRefusedAt`), until one judges them.
+    pub const RECONCILE_REFUSED: &str = "reconcileRefused";
+    pub const RECONCILE_REFUSED_AT: &str = "reconcileRefusedAt";
+    /// A reconciliation's finding waiting for the next run to agree
+    /// (`keys::reconcile_finding_key`): what it would change, with its anchor, as JSON.
+    pub const FINDING: &str = "finding";
+    /// The consumer registry: when a Lambda function last applied records
+    /// guarded by per-record markers (no tumbling window).
+    pub const MARKERS_AT: &str = "markersAt";
     /// A day's PENDING counter item: raised by every consumer transaction
     /// that changes any of the day's counters, so that every instance can
     /// see, with one small read, that something changed.
@@ -162,6 +172,7 @@ const AUDIT_ACTOR: &str = "AUDIT#ACTOR#";
 pub const AUDIT_SHARDS: u32 = 10;
 const RECONCILE: &str = "RECONCILE#";
 const READER_SK: &str = "READER";
+const FINDING_SK: &str = "FINDING#";
 const CAPACITY: &str = "CAPACITY#";
 const CAPACITY_UNITS: &str = "UNITS#";
 const CAPACITY_THROTTLES: &str = "THROTTLES#";
@@ -459,6 +470,13 @@ pub fn is_state_attribute(name: &str) -> bool {
 /// Streams serves at most two readers per shard: the consumer and it).
 pub fn reconcile_reader_key(stream_arn: &str) -> (String, String) {
     (format!("{RECONCILE}{stream_arn}"), READER_SK.to_string())
+}
+
+/// A reconciliation's finding about counter item `counter`, anchored on
+/// the stream `stream_arn`, waiting for the next run to agree before it is
+/// repaired (beside the reader lease).
+pub fn reconcile_finding_key(stream_arn: &str, (pk, sk): &(String, String)) -> (String, String) {
+    (format!("{RECONCILE}{stream_arn}"), format!("{FINDING_SK}{pk}#{sk}"))
 }
 
 /// The stream consumer's lease and checkpoint of one stream shard.

@@ -1,7 +1,7 @@
 //! Reading the counters the stream consumer keeps, with the verdicts of the
 //! last reconciliations.
 
-use super::reconcile::{Verdict, verdict_of};
+use super::reconcile::{Verdict, refused_of, verdict_of};
 use super::{Item, Store};
 use crate::model::{DayCounts, Status};
 use crate::server::store::deltas::Key;
@@ -30,6 +30,9 @@ pub struct Counters {
     pub pending_verdict: Option<Verdict>,
     /// What the last full reconciliation (`created`, per status, per minute) found.
     pub daily_verdict: Option<Verdict>,
+    /// Why the last reconciliation of the PENDING counters refused, and when
+    /// (until one judges them).
+    pub pending_refused: Option<(chrono::DateTime<chrono::Utc>, crate::model::ReconcileRefusal)>,
     /// The PENDING item's `version` (see `attr::VERSION`).
     pub version: i64,
 }
@@ -242,6 +245,7 @@ fn counters(day: NaiveDate, pending: Summed, daily: Summed, minutes: Vec<Item>, 
         left_per_minute: per_minute('l'),
         pending_verdict: pending.main.as_ref().and_then(verdict_of),
         daily_verdict: daily.main.as_ref().and_then(verdict_of),
+        pending_refused: pending.main.as_ref().and_then(refused_of),
         version: pending.number(attr::VERSION),
     }
 }

@@ -48,7 +48,8 @@ pub use pending::ReadPlan;
 pub use pending::{Pace, PendingFilter, PendingRead};
 pub use provision::{IndexSpec, ProvisionReport, TableCapacity, TableDef, WarmThroughput, order_indexes};
 pub use reconcile::{
-    CounterItem, CounterRepair, ReadCapacity, ScanPage, Snapshot, TRANSACT_GET_MAX, Verdict, snapshot_items,
+    CounterItem, CounterRepair, FindingWrite, ReadCapacity, ScanPage, Snapshot, TRANSACT_GET_MAX, Verdict,
+    snapshot_items,
 };
 pub use recount::{DayScan, Recount};
 pub use registry::ConsumerEntry;

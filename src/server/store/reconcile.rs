@@ -5,13 +5,13 @@
 use super::checkpoints::checkpoint_of;
 use super::items::{AddExpression, LEASE_FREE, keyed, lease_names, lease_values};
 use super::{Checkpoint, Item, Store, backoff, key_item};
-use crate::model::iso_millis;
+use crate::model::{ReconcileRefusal, iso_millis};
 use crate::server::store::deltas::Key;
 use crate::server::store::error::{StoreError, unless_condition_failed};
 use crate::server::store::keys::{self, attr};
 use aws_sdk_dynamodb::operation::transact_get_items::TransactGetItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, BillingMode, Get, ReturnConsumedCapacity, TransactGetItem, TransactWriteItem, Update,
+    AttributeValue, BillingMode, Delete, Get, Put, ReturnConsumedCapacity, TransactGetItem, TransactWriteItem, Update,
 };
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
@@ -65,6 +65,15 @@ pub struct CounterRepair {
     /// Increments; a non-empty list counts as one repair.
     pub adds: Vec<(String, i64)>,
     pub verdict: Option<Verdict>,
+}
+
+/// A reconciliation's finding about one counter item, written with a
+/// round of repairs: put (`json`), or deleted (`None`).
+#[derive(Clone, Debug)]
+pub struct FindingWrite {
+    pub stream_arn: String,
+    pub counter: Key,
+    pub json: Option<String>,
 }
 
 /// What a reconciliation found, as stored on the counter item.
@@ -201,6 +210,17 @@ impl Store {
     /// another reconciliation repaired first. `ADD` commutes with the
     /// consumer's increments, which never touch `repairs`.
     pub async fn repair_counters(&self, repairs: &[CounterRepair]) -> Result<(), StoreError> {
+        self.repair_counters_with(repairs, None).await
+    }
+
+    /// `repair_counters`, with a finding put or deleted in the same
+    /// transaction (`keys::reconcile_finding_key`): a finding recorded with
+    /// its verdict, or removed by the repair that agreed with it.
+    pub async fn repair_counters_with(
+        &self,
+        repairs: &[CounterRepair],
+        finding: Option<&FindingWrite>,
+    ) -> Result<(), StoreError> {
         let mut transaction = self.client.transact_write_items();
         let mut writes = 0;
         for repair in repairs.iter().filter(|r| !r.adds.is_empty() || r.verdict.is_some()) {
@@ -209,6 +229,9 @@ impl Store {
         }
         if writes == 0 {
             return Ok(());
+        }
+        if let Some(finding) = finding {
+            transaction = transaction.transact_items(self.finding_write(finding)?);
         }
         // The changes made, in the trail, in the same transaction: no repair
         // without its record.
@@ -245,8 +268,13 @@ impl Store {
             update = update.expression_attribute_values(":one", AttributeValue::N("1".into()));
         }
         if let Some(verdict) = &repair.verdict {
-            update = with_verdict(update, verdict);
-            expression.push_str(" SET #vat = :vat, #vdrift = :vdrift, #vrep = :vrep, #vby = :vby");
+            update = with_verdict(update, verdict)
+                .expression_attribute_names("#refused", attr::RECONCILE_REFUSED)
+                .expression_attribute_names("#refusedAt", attr::RECONCILE_REFUSED_AT);
+            // A verdict ends the last refusal.
+            expression.push_str(
+                " SET #vat = :vat, #vdrift = :vdrift, #vrep = :vrep, #vby = :vby REMOVE #refused, #refusedAt",
+            );
         }
         update = match &repair.seen_repairs {
             Some(seen) => update
@@ -255,6 +283,59 @@ impl Store {
             None => update.condition_expression("attribute_not_exists(#repairs)"),
         };
         Ok(update.update_expression(expression.trim()).build()?)
+    }
+
+    /// The finding recorded about counter item `counter` anchored on
+    /// `stream_arn`, as written (JSON), read strongly consistent.
+    pub async fn reconcile_finding(&self, stream_arn: &str, counter: &Key) -> Result<Option<String>, StoreError> {
+        let item = self.metric_item(keys::reconcile_finding_key(stream_arn, counter), true).await?;
+        Ok(item.and_then(|item| item.get(attr::FINDING).and_then(|v| v.as_s().ok()).cloned()))
+    }
+
+    fn finding_write(&self, finding: &FindingWrite) -> Result<TransactWriteItem, StoreError> {
+        let (pk, sk) = keys::reconcile_finding_key(&finding.stream_arn, &finding.counter);
+        Ok(match &finding.json {
+            Some(json) => {
+                let item = Item::from([(attr::FINDING.to_string(), AttributeValue::S(json.clone()))]);
+                let put =
+                    Put::builder().table_name(&self.metrics_table).set_item(Some(keyed((pk, sk), item))).build()?;
+                TransactWriteItem::builder().put(put).build()
+            }
+            None => {
+                let delete = Delete::builder()
+                    .table_name(&self.metrics_table)
+                    .key(keys::PK, AttributeValue::S(pk))
+                    .key(keys::SK, AttributeValue::S(sk))
+                    .build()?;
+                TransactWriteItem::builder().delete(delete).build()
+            }
+        })
+    }
+
+    /// Records on a counter item why reconciliation refused to judge it
+    /// (`model::ReconcileRefusal`, as JSON), until a verdict removes it. One
+    /// UpdateItem, no condition: it changes no counter.
+    pub async fn record_refusal(
+        &self,
+        key: &Key,
+        refusal: &ReconcileRefusal,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let json = serde_json::to_string(refusal).map_err(|e| StoreError::Data(e.to_string()))?;
+        let (pk, sk) = key.clone();
+        self.client
+            .update_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .update_expression("SET #refused = :refused, #refusedAt = :at")
+            .expression_attribute_names("#refused", attr::RECONCILE_REFUSED)
+            .expression_attribute_names("#refusedAt", attr::RECONCILE_REFUSED_AT)
+            .expression_attribute_values(":refused", AttributeValue::S(json))
+            .expression_attribute_values(":at", AttributeValue::S(iso_millis::format(&at)))
+            .send()
+            .await?;
+        Ok(())
     }
 
     /// Takes or renews the stream-reader lease; `false` while another
@@ -368,6 +449,12 @@ pub fn verdict_of(item: &Item) -> Option<Verdict> {
         repaired: item.get(attr::VERIFIED_REPAIRED).and_then(|v| v.as_bool().ok()).copied().unwrap_or(false),
         by: item.get(attr::VERIFIED_BY).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default(),
     })
+}
+
+/// The refusal stored on a counter item, if the last reconciliation refused.
+pub fn refused_of(item: &Item) -> Option<(DateTime<Utc>, ReconcileRefusal)> {
+    let at = iso_millis::parse(item.get(attr::RECONCILE_REFUSED_AT)?.as_s().ok()?).ok()?;
+    Some((at, serde_json::from_str(item.get(attr::RECONCILE_REFUSED)?.as_s().ok()?).ok()?))
 }
 
 /// The security event of a round of repairs that changed counters: each

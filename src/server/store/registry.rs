@@ -25,22 +25,60 @@ impl Store {
     /// Records that `instance` consumes in `mode` as of `at` (one small
     /// UpdateItem: the heartbeat).
     pub async fn record_consumer(&self, mode: &str, instance: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.heartbeat(mode, instance, at, false).await
+    }
+
+    /// A heartbeat that also says the consumer applies records guarded by
+    /// per-record markers (`markersAt`): a Lambda function without a
+    /// tumbling window, whose records move no shard checkpoint.
+    pub async fn record_consumer_with_markers(
+        &self,
+        mode: &str,
+        instance: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.heartbeat(mode, instance, at, true).await
+    }
+
+    async fn heartbeat(&self, mode: &str, instance: &str, at: DateTime<Utc>, markers: bool) -> Result<(), StoreError> {
         let (pk, sk) = keys::consumer_key(mode, instance);
-        self.client
+        let seen = AttributeValue::N(at.timestamp_millis().to_string());
+        let mut update = self
+            .client
             .update_item()
             .table_name(&self.metrics_table)
             .key(keys::PK, AttributeValue::S(pk))
             .key(keys::SK, AttributeValue::S(sk))
-            .update_expression("SET #mode = :mode, #seen = :seen, #expires = :expires")
             .expression_attribute_names("#mode", attr::MODE)
             .expression_attribute_names("#seen", attr::SEEN_AT)
             .expression_attribute_names("#expires", attr::EXPIRES_AT)
             .expression_attribute_values(":mode", AttributeValue::S(mode.to_string()))
-            .expression_attribute_values(":seen", AttributeValue::N(at.timestamp_millis().to_string()))
-            .expression_attribute_values(":expires", AttributeValue::N((at.timestamp() + KEEP_SECS).to_string()))
-            .send()
-            .await?;
+            .expression_attribute_values(":seen", seen)
+            .expression_attribute_values(":expires", AttributeValue::N((at.timestamp() + KEEP_SECS).to_string()));
+        let mut expression = "SET #mode = :mode, #seen = :seen, #expires = :expires".to_string();
+        if markers {
+            expression.push_str(", #markers = :seen");
+            update = update.expression_attribute_names("#markers", attr::MARKERS_AT);
+        }
+        update.update_expression(expression).send().await?;
         Ok(())
+    }
+
+    /// The registry's consumers that last applied records guarded by
+    /// markers, and when: (mode, instance, `markersAt`).
+    pub async fn consumers_with_markers(&self) -> Result<Vec<(String, String, DateTime<Utc>)>, StoreError> {
+        let items = self.metrics_partition(keys::consumers_pk().to_string(), true).await?;
+        let mut seen = Vec::new();
+        for item in items {
+            let sk = item.get(keys::SK).and_then(|v| v.as_s().ok());
+            let at = item.get(attr::MARKERS_AT).and_then(|v| v.as_n().ok()).and_then(|n| n.parse::<i64>().ok());
+            if let Some(((mode, instance), at)) = sk.and_then(|sk| keys::parse_consumer_sk(sk)).zip(at)
+                && let Some(at) = DateTime::from_timestamp_millis(at)
+            {
+                seen.push((mode.to_string(), instance.to_string(), at));
+            }
+        }
+        Ok(seen)
     }
 
     /// Takes `instance` out of the registry: it stopped consuming (its peers

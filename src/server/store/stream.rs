@@ -5,11 +5,14 @@ use crate::server::store::error::StoreError;
 use aws_sdk_dynamodbstreams::error::ProvideErrorMetadata;
 use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
 
-/// One shard of the stream, and the shard it was split from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One shard of the stream, the shard it was split from, and for a closed
+/// shard its `EndingSequenceNumber`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StreamShard {
     pub id: String,
     pub parent: Option<String>,
+    /// The last sequence number of a closed shard (`None` while open).
+    pub end: Option<String>,
 }
 
 /// What one GetRecords answered.
@@ -44,13 +47,10 @@ impl Store {
                 .send()
                 .await?;
             let Some(description) = out.stream_description else { break };
-            shards.extend(
-                description
-                    .shards
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter_map(|s| Some(StreamShard { id: s.shard_id?, parent: s.parent_shard_id })),
-            );
+            shards.extend(description.shards.unwrap_or_default().into_iter().filter_map(|s| {
+                let end = s.sequence_number_range.as_ref().and_then(|r| r.ending_sequence_number.clone());
+                Some(StreamShard { id: s.shard_id?, parent: s.parent_shard_id, end })
+            }));
             start = description.last_evaluated_shard_id;
             if start.is_none() {
                 break;

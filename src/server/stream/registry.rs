@@ -181,10 +181,13 @@ pub fn audit_mode_switch(before: &ConsumerModeState, after: &ConsumerModeState, 
 }
 
 /// A Lambda environment's heartbeat in the registry: at most one write per
-/// `HEARTBEAT`, however many batches it handles.
+/// `HEARTBEAT`, however many batches it handles, and at once when it first
+/// applies records guarded by markers (reconciliation refuses to judge
+/// counters such records moved without a checkpoint: `reconcile::refusal`).
 pub struct LambdaBeat {
     instance: String,
-    last: Mutex<Option<Instant>>,
+    /// When it last beat, and whether that beat said markers.
+    last: Mutex<Option<(Instant, bool)>>,
 }
 
 impl LambdaBeat {
@@ -195,17 +198,22 @@ impl LambdaBeat {
         Self { instance: instance.unwrap_or_else(|| LAMBDA.to_string()), last: Mutex::new(None) }
     }
 
-    /// Records the heartbeat when one is due. A failure is logged, never the
-    /// batch's: the records are applied all the same.
-    pub async fn beat(&self, store: &Store) {
+    /// Records the heartbeat when one is due; `markers`: this batch's
+    /// records are applied guarded by markers. A failure is logged, never
+    /// the batch's: the records are applied all the same.
+    pub async fn beat(&self, store: &Store, markers: bool) {
         {
             let mut last = self.last.lock();
-            if last.is_some_and(|at| at.elapsed() < HEARTBEAT) {
+            if last.is_some_and(|(at, said)| at.elapsed() < HEARTBEAT && (said || !markers)) {
                 return;
             }
-            *last = Some(Instant::now());
+            *last = Some((Instant::now(), markers));
         }
-        if let Err(err) = store.record_consumer(LAMBDA, &self.instance, Utc::now()).await {
+        let result = match markers {
+            true => store.record_consumer_with_markers(LAMBDA, &self.instance, Utc::now()).await,
+            false => store.record_consumer(LAMBDA, &self.instance, Utc::now()).await,
+        };
+        if let Err(err) = result {
             tracing::warn!(error = %err, "the consumer registry: the Lambda consumer's heartbeat failed");
             *self.last.lock() = None;
         }

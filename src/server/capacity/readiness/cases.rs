@@ -96,6 +96,7 @@ impl Case {
             rehearsal,
             rehearsal_running: false,
             consumer_mode: None,
+            consumer_concurrency: None,
         }
     }
 

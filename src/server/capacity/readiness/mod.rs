@@ -157,6 +157,9 @@ pub struct Inputs<'a> {
     /// The recorded consumer mode (which form counts), shown beside the
     /// consumer's rate; `None` when not read.
     pub consumer_mode: Option<&'a crate::model::ConsumerModeState>,
+    /// The concurrency the Lambda consumer may use (`--consumer-concurrency`:
+    /// its reserved concurrency, or the account's unreserved pool), when known.
+    pub consumer_concurrency: Option<u32>,
 }
 
 impl Inputs<'_> {

@@ -97,10 +97,24 @@ const SERVE_READS: [&str; 18] = [
 /// The web tier alone (`serve --no-consumer`, as the stack runs it):
 /// accounts, sessions, tokens, bulk reports, sale plans, the shard counts
 /// (written ahead for a sale too), reconciliation's repairs and lease, the
-/// capacity it consumed. No checkpoint, heat, quality or registry write:
+/// capacity it consumed, and a closed shard's checkpoint at its end marked
+/// finished (`Store::finish_checkpoint`, conditioned on where it stands: it
+/// never moves one). No other checkpoint, heat, quality or registry write:
 /// those are the consumer's.
-const WEB_UPDATES: [&str; 11] =
-    [SHARDS, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, RECONCILE, CAPACITY, USERS, TOKENS, SESSION, BULK, SALES];
+const WEB_UPDATES: [&str; 12] = [
+    SHARDS,
+    METRIC_PENDING,
+    METRIC_DAY,
+    METRIC_MINUTES,
+    CHECKPOINT,
+    RECONCILE,
+    CAPACITY,
+    USERS,
+    TOKENS,
+    SESSION,
+    BULK,
+    SALES,
+];
 /// ... and the audit trail, appended to.
 const WEB_PUTS: [&str; 14] = [
     SHARDS,
@@ -181,7 +195,9 @@ const REPLAY_WRITES: [&str; 9] =
     [APPLIED, CHECKPOINT, RANGES, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CAPACITY, HEAT, QUALITY];
 const CONSUME_UPDATES: [&str; 8] =
     [METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, CAPACITY, HEAT, QUALITY, CONSUMERS];
-const RECONCILE_WRITES: [&str; 5] = [METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, RECONCILE, CAPACITY];
+/// Reconciliation's updates: repairs, its lease and verdicts, and a closed
+/// shard's checkpoint at its end marked finished (the Lambda form's).
+const RECONCILE_WRITES: [&str; 6] = [METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, RECONCILE, CAPACITY];
 /// ... and a repair's record in the audit trail (appended).
 const RECONCILE_PUTS: [&str; 7] =
     [METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, RECONCILE, CAPACITY, AUDIT_DAY, AUDIT_ACTOR];
@@ -247,10 +263,11 @@ pub const METRICS_ACCESS: [MetricsAccess; 10] = [
         deletes: &[],
     },
     // Counters against the index and the checkpoints, its own lease (given
-    // back with a delete).
+    // back with a delete); the registry and the consumer mode read, to
+    // refuse where a Lambda function applied records with markers.
     MetricsAccess {
         command: "reconcile",
-        reads: &[SHARDS, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, RECONCILE],
+        reads: &[SHARDS, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, CHECKPOINT, RECONCILE, CONSUMERS],
         puts: &RECONCILE_PUTS,
         updates: &RECONCILE_WRITES,
         deletes: &[RECONCILE],

@@ -619,7 +619,7 @@ mod tests {
     use super::*;
 
     fn shard(id: &str, parent: Option<&str>) -> StreamShard {
-        StreamShard { id: id.into(), parent: parent.map(str::to_string) }
+        StreamShard { id: id.into(), parent: parent.map(str::to_string), end: None }
     }
 
     #[test]

@@ -184,14 +184,18 @@ impl LambdaConsumer {
     }
 
     async fn apply_guarded(&self, records: &[Delivered], given: Given<'_>, budget: Budget) -> Outcome {
-        if let Some(beat) = &self.beat {
-            beat.beat(&self.store).await;
-        }
         let mut outcome = Outcome::default();
+        let refused = if records.is_empty() { None } else { self.standing_down().await };
+        if let Some(beat) = &self.beat {
+            // Records applied with markers move no checkpoint: said in the
+            // registry, for reconciliation to refuse to anchor on them.
+            let markers = matches!(given, Given::Markers);
+            beat.beat(&self.store, markers && refused.is_none() && !records.is_empty()).await;
+        }
         if records.is_empty() {
             return outcome;
         }
-        if let Some(why) = self.standing_down().await {
+        if let Some(why) = refused {
             tracing::info!(records = records.len(), "{why}");
             outcome.failed_from = Some(0);
             outcome.error = Some(why);

@@ -54,6 +54,21 @@ impl Position {
     }
 }
 
+/// Whether a checkpoint not yet marked finished has applied the whole of
+/// its closed shard: it stands at or past the shard's
+/// `EndingSequenceNumber`, so no record of the shard is after it. A shard
+/// counts as closed only with an end *and* a child listed (`has_child`):
+/// a rollover or a split lists the children with the closed parent, and
+/// the local engines give their one open shard an end too (the last record
+/// so far), which must not finish it. An open shard, or a checkpoint with
+/// no position, has not.
+pub fn at_shard_end(checkpoint: &Checkpoint, shard: &StreamShard, has_child: bool) -> bool {
+    match (&checkpoint.seq, &shard.end) {
+        (Some(seq), Some(end)) => has_child && !checkpoint.finished && compare_seq(seq, end) != Ordering::Less,
+        _ => false,
+    }
+}
+
 /// `keys` cut into snapshots, `group` keys at a time kept together, each
 /// reading at most `room` items (a counter costs its item and its
 /// sub-items: `snapshot_items`); `None` when one group alone does not fit.
@@ -116,6 +131,8 @@ pub struct Anchor {
     pub taken: Vec<Taken>,
     /// When the last snapshot had been read.
     pub at: Instant,
+    /// The same moment, by the clock (what `refusal::far_behind` measures from).
+    pub taken_at: DateTime<Utc>,
 }
 
 /// What the read of the stream after an anchor found.
@@ -126,6 +143,9 @@ pub struct StreamRead {
     pub records: u64,
     /// Records that name no readable order (the consumer skips them too).
     pub unreadable: u64,
+    /// The oldest record after a snapshot's position (unapplied at the
+    /// anchor): its shard and when it was written.
+    pub oldest_unapplied: Option<(String, DateTime<Utc>)>,
 }
 
 impl Reconciler {
@@ -146,7 +166,7 @@ impl Reconciler {
         for _ in 0..SETTLE_TRIES {
             let shards = self.store.stream_shards(&stream_arn).await?;
             let ids: Vec<String> = shards.iter().map(|s| s.id.clone()).collect();
-            let read = self.checkpoints_unless_finished(&stream_arn, &ids).await?;
+            let read = self.checkpoints_unless_finished(&stream_arn, &shards).await?;
             let finished = |id: &String| read.get(id).is_some_and(|c| c.finished);
             // Not started first: the likeliest to stay still if some must
             // be read beside the snapshot rather than in it.
@@ -169,29 +189,48 @@ impl Reconciler {
                 }
                 taken.push(Taken { keys: chunk.to_vec(), counters: snapshot.counters, positions });
             }
-            let at = Instant::now();
+            let (at, taken_at) = (Instant::now(), Utc::now());
             let known: HashSet<&String> = ids.iter().collect();
             if self.store.stream_shards(&stream_arn).await?.iter().all(|s| known.contains(&s.id)) {
-                return Ok(Anchor { stream_arn, shards, taken, at });
+                return Ok(Anchor { stream_arn, shards, taken, at, taken_at });
             }
         }
         Err(ReconcileError::Unsettled(SETTLE_TRIES))
     }
 
-    /// The checkpoints of `ids`, read unless an earlier anchor saw them
+    /// The checkpoints of `shards`, read unless an earlier anchor saw them
     /// finished (then remembered as finished): what the anchor reads before
     /// its snapshots stays about the open shards, however many are listed.
+    /// A closed shard's checkpoint at its end (`at_shard_end`) is finished
+    /// here, and in the store with its expiry: the Lambda form never learns
+    /// that a shard ended, so without this its rolled-over shards'
+    /// checkpoints would be kept, and read, for ever.
     async fn checkpoints_unless_finished(
         &self,
         stream_arn: &str,
-        ids: &[String],
+        shards: &[StreamShard],
     ) -> Result<HashMap<String, Checkpoint>, ReconcileError> {
         let unknown: Vec<String> = {
             let finished = self.finished.lock();
-            ids.iter().filter(|id| !finished.contains(*id)).cloned().collect()
+            shards.iter().filter(|s| !finished.contains(&s.id)).map(|s| s.id.clone()).collect()
         };
         let mut read = self.store.checkpoints_of(stream_arn, &unknown).await?;
-        let listed: HashSet<&String> = ids.iter().collect();
+        let parents: HashSet<&str> = shards.iter().filter_map(|s| s.parent.as_deref()).collect();
+        for shard in shards {
+            if let Some(checkpoint) = read.get_mut(&shard.id)
+                && at_shard_end(checkpoint, shard, parents.contains(shard.id.as_str()))
+            {
+                let seq = checkpoint.seq.as_deref().unwrap_or_default();
+                // Finished whether or not the mark is written: the position
+                // is exact either way, and the next run tries the mark again.
+                match self.store.finish_checkpoint(stream_arn, &shard.id, seq).await {
+                    Ok(_) => tracing::debug!(shard = shard.id, seq, "a closed shard's checkpoint at its end: finished"),
+                    Err(err) => tracing::info!(shard = shard.id, error = %err, "a finished checkpoint not marked"),
+                }
+                checkpoint.finished = true;
+            }
+        }
+        let listed: HashSet<&String> = shards.iter().map(|s| &s.id).collect();
         let mut finished = self.finished.lock();
         finished.retain(|id| listed.contains(id));
         finished.extend(read.iter().filter(|(_, c)| c.finished).map(|(id, _)| id.clone()));
@@ -321,7 +360,7 @@ impl Reconciler {
             };
             let mut past_end = false;
             for record in &records {
-                read.note(record, &positions);
+                read.note(shard_id, record, &positions);
                 past_end |= until.is_past(record);
                 last = seq_of(record).or(last);
             }
@@ -411,20 +450,25 @@ impl Until {
     }
 
     fn is_past(&self, record: &Record) -> bool {
-        let at = record.dynamodb().and_then(|d| d.approximate_creation_date_time());
-        at.and_then(|t| DateTime::<Utc>::from_timestamp(t.secs(), t.subsec_nanos())).is_some_and(|t| t > self.after)
+        written_at(record).is_some_and(|t| t > self.after)
     }
 }
 
 impl StreamRead {
     /// Notes a record's order as changed after every snapshot whose position
     /// the record follows, unless an earlier record of it already was.
-    fn note(&mut self, record: &Record, positions: &[&Position]) {
+    fn note(&mut self, shard_id: &str, record: &Record, positions: &[&Position]) {
         self.records += 1;
         let Some(seq) = seq_of(record) else {
             self.unreadable += 1;
             return;
         };
+        if positions.iter().any(|p| p.precedes(&seq))
+            && let Some(written) = written_at(record)
+            && self.oldest_unapplied.as_ref().is_none_or(|(_, oldest)| written < *oldest)
+        {
+            self.oldest_unapplied = Some((shard_id.to_string(), written));
+        }
         let Some((order_id, before)) = state_before(record) else {
             self.unreadable += 1;
             return;
@@ -435,6 +479,12 @@ impl StreamRead {
             }
         }
     }
+}
+
+/// When a record was written, as the stream says (to the second).
+fn written_at(record: &Record) -> Option<DateTime<Utc>> {
+    let at = record.dynamodb().and_then(|d| d.approximate_creation_date_time());
+    at.and_then(|t| DateTime::<Utc>::from_timestamp(t.secs(), t.subsec_nanos()))
 }
 
 fn seq_of(record: &Record) -> Option<String> {
@@ -510,6 +560,21 @@ mod tests {
     }
 
     #[test]
+    fn a_checkpoint_at_or_past_its_closed_shards_end_is_finished() {
+        let shard =
+            |end: Option<&str>| StreamShard { id: "s".into(), end: end.map(str::to_string), ..Default::default() };
+        let at = |seq: Option<&str>| Checkpoint { seq: seq.map(str::to_string), ..Checkpoint::default() };
+        assert!(at_shard_end(&at(Some("0100")), &shard(Some("100")), true), "at the end, written wider");
+        assert!(at_shard_end(&at(Some("101")), &shard(Some("100")), true), "past it");
+        assert!(!at_shard_end(&at(Some("99")), &shard(Some("100")), true), "a record left");
+        assert!(!at_shard_end(&at(Some("100")), &shard(None), true), "still open");
+        assert!(!at_shard_end(&at(Some("100")), &shard(Some("100")), false), "an end but no child: open");
+        assert!(!at_shard_end(&at(None), &shard(Some("100")), true), "not started");
+        let done = Checkpoint { finished: true, ..at(Some("100")) };
+        assert!(!at_shard_end(&done, &shard(Some("100")), true), "already marked: nothing to write");
+    }
+
+    #[test]
     fn reading_starts_at_the_earliest_snapshot_position() {
         let (a, b) = (Position::After("0120".into()), Position::After("99".into()));
         assert_eq!(earliest(&[&a, &b, &Position::Finished]).as_deref(), Some("99"));
@@ -518,7 +583,11 @@ mod tests {
 
     #[test]
     fn children_are_read_after_a_parent_read_to_its_close_only() {
-        let shard = |id: &str, parent: Option<&str>| StreamShard { id: id.into(), parent: parent.map(str::to_string) };
+        let shard = |id: &str, parent: Option<&str>| StreamShard {
+            id: id.into(),
+            parent: parent.map(str::to_string),
+            end: None,
+        };
         let listed = vec![shard("p", None), shard("c", Some("p")), shard("o", Some("gone"))];
         let ids = |ended: &HashMap<String, bool>| ready(&listed, ended).into_iter().map(|s| s.id).collect::<Vec<_>>();
         assert_eq!(ids(&HashMap::new()), vec!["p", "o"]);

@@ -86,9 +86,11 @@ impl Reconciler {
         let keys: Vec<Key> = days.iter().flat_map(|d| day_keys(*d)).collect();
         // Each item is judged against the snapshot that read it, so a day's
         // items need not share one.
+        self.refuse_marker_mode().await?;
         let anchor = self.anchor(&keys, 1).await?;
         let scan = self.scan(options).await?;
         let stream = self.read_stream(&anchor, Utc::now()).await?;
+        self.refuse_far_behind(&anchor, &stream)?;
         let judged = judge(&anchor.taken, &stream.touched, &scan.orders);
         let mut outcomes = Vec::new();
         for day in days {
@@ -132,7 +134,7 @@ impl Reconciler {
             plan.verdict = None;
             plans.push(plan);
         }
-        match self.repair(&plans).await {
+        match self.repair(&plans, None).await {
             Ok(()) => outcome.repaired = damaged,
             Err(StoreError::Conflict(_)) => outcome.raced = true,
             Err(err) => return Err(err.into()),

@@ -13,17 +13,21 @@
 //! docs/architecture.md ("How does reconciliation keep the counters
 //! exact?") gives the whole argument.
 
+mod agreement;
 mod anchor;
 mod drift;
 mod full;
+pub mod refusal;
 
-pub use anchor::{Anchor, Position, StreamRead, compare_seq};
+pub use agreement::{CONFIRM_WITHIN, Finding, agrees};
+pub use anchor::{Anchor, Position, StreamRead, at_shard_end, compare_seq};
 pub use drift::{Touched, drift, expected};
 pub use full::{DayOutcome, FullOptions, FullOutcome, scan_rate};
 
+use crate::model::ReconcileRefusal;
 use crate::server::store::error::StoreError;
 use crate::server::store::keys::{self, attr};
-use crate::server::store::{CounterItem, CounterRepair, Store, Verdict};
+use crate::server::store::{CounterItem, CounterRepair, FindingWrite, Store, Verdict};
 use crate::server::stream::counters::{Key, pending_counters};
 use chrono::{DateTime, NaiveDate, Utc};
 use futures::future::try_join_all;
@@ -47,11 +51,39 @@ pub struct ReconcileOptions {
     pub lease: Duration,
     /// Runs started over when another reconciliation repairs first.
     pub tries: u32,
+    /// How old a record still unapplied at the anchor may be before the
+    /// consumer counts as far behind and reconciliation refuses
+    /// (`refusal::far_behind`).
+    pub far_behind: Duration,
+    /// How long after a run's finding the next run may agree with it and
+    /// repair (`Repair::Confirmed`).
+    pub confirm_within: Duration,
+}
+
+/// What a run may change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repair {
+    /// A dry run: judges, writes nothing.
+    No,
+    /// Repairs what it finds at once (`reconcile` without `--dry-run`: a
+    /// person's explicit call).
+    Now,
+    /// Records what it finds and changes nothing; repairs a difference only
+    /// when it agrees with the previous run's recorded finding
+    /// (`agreement::agrees`): `serve`'s periodic run.
+    Confirmed,
 }
 
 impl ReconcileOptions {
     pub fn new(owner: impl Into<String>) -> Self {
-        Self { owner: owner.into(), grace: Duration::from_secs(2), lease: Duration::from_secs(60), tries: 5 }
+        Self {
+            owner: owner.into(),
+            grace: Duration::from_secs(2),
+            lease: Duration::from_secs(60),
+            tries: 5,
+            far_behind: refusal::FAR_BEHIND,
+            confirm_within: CONFIRM_WITHIN,
+        }
     }
 }
 
@@ -87,6 +119,9 @@ pub enum ReconcileError {
     Unsettled(u32),
     #[error("{0}")]
     Usage(String),
+    /// The anchor cannot be exact here: nothing judged, nothing repaired.
+    #[error("reconciliation refused: {0}")]
+    Refused(ReconcileRefusal),
 }
 
 pub struct Reconciler {
@@ -113,6 +148,9 @@ pub struct PendingOutcome {
     pub touched: usize,
     pub records: u64,
     pub repaired: bool,
+    /// A difference recorded, not repaired: the next run repairs it if it
+    /// finds the same (`Repair::Confirmed`).
+    pub awaiting: bool,
     /// Runs it took (another reconciliation repairing first starts one over).
     pub tries: u32,
 }
@@ -140,11 +178,34 @@ impl Reconciler {
     /// Checks the PENDING counters of `day` and, with `repair`, undoes the
     /// drift; started over when another reconciliation repairs first.
     pub async fn pending(&self, day: NaiveDate, repair: bool) -> Result<PendingOutcome, ReconcileError> {
+        self.pending_with(day, if repair { Repair::Now } else { Repair::No }).await
+    }
+
+    /// Checks the PENDING counters of `day`; repairs a difference only when
+    /// the previous run found the same at a comparable anchor, else records
+    /// it for the next run (`Repair::Confirmed`).
+    pub async fn pending_confirmed(&self, day: NaiveDate) -> Result<PendingOutcome, ReconcileError> {
+        self.pending_with(day, Repair::Confirmed).await
+    }
+
+    pub async fn pending_with(&self, day: NaiveDate, repair: Repair) -> Result<PendingOutcome, ReconcileError> {
+        let result = self.pending_tries(day, repair).await;
+        if repair != Repair::No
+            && let Err(ReconcileError::Refused(why)) = &result
+        {
+            // Shown where the verdicts are (`verification.pendingRefused`);
+            // a dry run writes nothing.
+            self.store.record_refusal(&keys::metric_pending_key(day), why, Utc::now()).await?;
+        }
+        result
+    }
+
+    async fn pending_tries(&self, day: NaiveDate, repair: Repair) -> Result<PendingOutcome, ReconcileError> {
         for attempt in 1..=self.options.tries {
             let mut run = self.begin_pending(day).await?;
             run.read_index().await?;
             run.read_stream().await?;
-            match run.finish(repair).await {
+            match run.finish_with(repair).await {
                 Err(ReconcileError::Store(StoreError::Conflict(why))) => {
                     tracing::info!(%day, why, "reconciliation raced another; starting over");
                 }
@@ -158,6 +219,7 @@ impl Reconciler {
     /// The first step, the snapshot; the others are `PendingRun`'s. Public
     /// so that tests can put a consumer's moves between the steps.
     pub async fn begin_pending(&self, day: NaiveDate) -> Result<PendingRun<'_>, ReconcileError> {
+        self.refuse_marker_mode().await?;
         let anchor = self.anchor(&[keys::metric_pending_key(day)], 1).await?;
         Ok(PendingRun { reconciler: self, day, anchor, index: Vec::new(), read_end: None, stream: None })
     }
@@ -166,7 +228,7 @@ impl Reconciler {
     /// per item, each round conditioned on the `repairs` count the previous
     /// rounds left. A `Conflict` in a later round leaves the earlier rounds
     /// in place: each is a correct delta by itself.
-    async fn repair(&self, plans: &[Plan]) -> Result<(), StoreError> {
+    async fn repair(&self, plans: &[Plan], finding: Option<FindingWrite>) -> Result<(), StoreError> {
         let rounds = plans.iter().map(|p| p.adds.len().div_ceil(MAX_REPAIR_ATTRIBUTES)).max().unwrap_or(0).max(1);
         for round in 0..rounds {
             let writes: Vec<CounterRepair> = plans
@@ -187,9 +249,30 @@ impl Reconciler {
                     }
                 })
                 .collect();
-            self.store.repair_counters(&writes).await?;
+            let last = round + 1 == rounds;
+            self.store.repair_counters_with(&writes, finding.as_ref().filter(|_| last)).await?;
         }
         Ok(())
+    }
+
+    /// Refused where a Lambda function applied records guarded by markers
+    /// within the stream's retention (`refusal::marker_mode`).
+    async fn refuse_marker_mode(&self) -> Result<(), ReconcileError> {
+        let (mode, seen) = futures::try_join!(self.store.consumer_mode(), self.store.consumers_with_markers())?;
+        match refusal::marker_mode(&seen, mode.mode, Utc::now()) {
+            Some(why) => Err(ReconcileError::Refused(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Refused where the read after the anchor found a record unapplied
+    /// longer than `far_behind` (`refusal::far_behind`).
+    fn refuse_far_behind(&self, anchor: &Anchor, read: &StreamRead) -> Result<(), ReconcileError> {
+        let oldest = read.oldest_unapplied.as_ref().map(|(shard, at)| (shard.as_str(), *at));
+        match refusal::far_behind(oldest, anchor.taken_at, self.options.far_behind) {
+            Some(why) => Err(ReconcileError::Refused(why)),
+            None => Ok(()),
+        }
     }
 
     fn verdict(&self, drift: i64, repaired: bool) -> Verdict {
@@ -231,13 +314,24 @@ impl PendingRun<'_> {
     /// Reads the stream after the snapshot's positions.
     pub async fn read_stream(&mut self) -> Result<(), ReconcileError> {
         let read_end = self.read_end.ok_or_else(|| ReconcileError::Usage("read the index first".into()))?;
-        self.stream = Some(self.reconciler.read_stream(&self.anchor, read_end).await?);
+        let read = self.reconciler.read_stream(&self.anchor, read_end).await?;
+        self.reconciler.refuse_far_behind(&self.anchor, &read)?;
+        self.stream = Some(read);
         Ok(())
     }
 
     /// Judges the counter and, with `repair`, undoes the drift and records
     /// the verdict; a `Conflict` when another reconciliation repaired first.
     pub async fn finish(self, repair: bool) -> Result<PendingOutcome, ReconcileError> {
+        self.finish_with(if repair { Repair::Now } else { Repair::No }).await
+    }
+
+    /// Judges the counter and does what `repair` says: nothing, repair now,
+    /// or record the finding and repair only one the previous run agrees
+    /// with. The verdict, the repair and the finding (recorded, or removed
+    /// once repaired or no longer found) go in one transaction, conditioned
+    /// on the `repairs` count the snapshot saw.
+    pub async fn finish_with(self, repair: Repair) -> Result<PendingOutcome, ReconcileError> {
         let stream = self.stream.as_ref().ok_or_else(|| ReconcileError::Usage("read the stream first".into()))?;
         let key = keys::metric_pending_key(self.day);
         let (taken, touched) = (&self.anchor.taken[0], &stream.touched[0]);
@@ -248,15 +342,39 @@ impl PendingRun<'_> {
         let expected = expected(read, touched, std::slice::from_ref(&key));
         let off = drift(&counter.values, expected.get(&key));
         let total = off.get(attr::PENDING).copied().unwrap_or(0);
-        let repaired = repair && !off.is_empty();
-        if repair && (counter.exists || repaired) {
+        let found = Finding {
+            at: Utc::now(),
+            stream_arn: self.anchor.stream_arn.clone(),
+            repairs: counter.repairs,
+            off: off.clone(),
+            anchor: Finding::anchor_of(&taken.positions),
+        };
+        let (repaired, awaiting) = match repair {
+            Repair::No => (false, false),
+            Repair::Now => (!off.is_empty(), false),
+            Repair::Confirmed if off.is_empty() => (false, false),
+            Repair::Confirmed => {
+                let previous = self.reconciler.store.reconcile_finding(&found.stream_arn, &key).await?;
+                let previous = previous.and_then(|json| serde_json::from_str::<Finding>(&json).ok());
+                let agreed = previous.is_some_and(|p| agrees(&p, &found, self.reconciler.options.confirm_within));
+                (agreed, !agreed)
+            }
+        };
+        if repair != Repair::No && (counter.exists || !off.is_empty()) {
             let verdict = self.reconciler.verdict(total, repaired);
             let mut plan = Plan::undo(key.clone(), counter, &off, verdict);
             if repaired {
                 // A repair is a change too: every instance's dashboards show it.
                 plan.adds.push((attr::VERSION.to_string(), 1));
+            } else {
+                plan.adds.clear();
             }
-            self.reconciler.repair(&[plan]).await?;
+            let json = awaiting
+                .then(|| serde_json::to_string(&found))
+                .transpose()
+                .map_err(|e| ReconcileError::Usage(format!("a finding that does not serialize: {e}")))?;
+            let finding = FindingWrite { stream_arn: found.stream_arn.clone(), counter: key.clone(), json };
+            self.reconciler.repair(&[plan], Some(finding)).await?;
         }
         let pending = counter.values.get(attr::PENDING).copied().unwrap_or(0);
         Ok(PendingOutcome {
@@ -269,6 +387,7 @@ impl PendingRun<'_> {
             touched: touched.len(),
             records: stream.records,
             repaired,
+            awaiting,
             tries: 1,
         })
     }
