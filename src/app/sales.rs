@@ -243,6 +243,7 @@ fn PlanList(
                 ("Ramp / hold / decay (min)", false),
                 ("Item bytes", true),
                 ("Orders written by", false),
+                ("Consumer (measured)", false),
                 ("", false),
             ]/>
             <tbody>
@@ -265,6 +266,7 @@ fn PlanList(
                                 <td>{format!("{} / {} / {}", plan.ramp_minutes, plan.hold_minutes, plan.decay_minutes)}</td>
                                 <td class="num">{plan.item_bytes}</td>
                                 <td data-testid="plan-row-writer">{writer_text(plan.writer)}</td>
+                                <td data-testid="plan-row-consumer">{crate::model::consumer_summary(&plan)}</td>
                                 <td>
                                     <a href=check data-testid="plan-check">"Check"</a>
                                     " "

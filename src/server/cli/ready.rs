@@ -90,6 +90,17 @@ pub fn rehearsal_text(rehearsal: &Rehearsal) -> String {
             "  write p99 {p99}; dashboard reads {} answered, {} failed\n",
             f.dashboard_answered, f.dashboard_failed
         ));
+        match &f.consumer {
+            Some(c) => out.push_str(&format!(
+                "  consumer (in-process): {:.0} records/s while behind ({} records{}), change → counter p50 {} /                  p95 {}; recorded with the plan\n",
+                c.records_per_second,
+                c.backlog_records,
+                if c.caught_up { "" } else { ", never caught up" },
+                c.lag_p50_ms.map_or("unknown".into(), |ms| format!("{ms:.0} ms")),
+                c.lag_p95_ms.map_or("unknown".into(), |ms| format!("{ms:.0} ms")),
+            )),
+            None => out.push_str("  consumer: applied nothing, not measured\n"),
+        }
     }
     out
 }
