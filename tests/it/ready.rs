@@ -343,6 +343,53 @@ async fn a_plans_rehearsal_measures_its_consumer_and_the_check_uses_it() {
     }
 }
 
+/// BENCHMARKS.md's "predicted beside metered": for plans of 300, 2,000 and
+/// 10,000 orders a second, from another service and through the console,
+/// each figure the checks predict beside what the scaled rehearsal metered,
+/// printed as the table's rows; none may be off by more than 15%.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn six_plans_rehearsed_meter_what_the_checks_predict() {
+    for engine in engines() {
+        let app = TestApp::spawn(engine.clone()).await;
+        let mut gaps = Vec::new();
+        for peak in [300.0, 2_000.0, 10_000.0] {
+            for writer in [Writer::Service, Writer::Console] {
+                let name = format!("p{peak}-{}", writer.as_str());
+                let mut plan = plan_json(&name, peak, None);
+                plan["writer"] = json!(writer.as_str());
+                let (status, body) = app.post("/api/sales", plan).await;
+                assert_eq!(status, 201, "{engine:?}: {body}");
+                let rehearsal = app.service.run_rehearsal(&name, &ops()).await.unwrap();
+                let checked = readiness(&app, &name).await;
+                let check = checked.checks.iter().find(|c| c.id == "rehearsal").unwrap();
+                let compared: Vec<String> = check
+                    .figures
+                    .iter()
+                    .filter(|f| f.label.contains("predicted → metered"))
+                    .map(|f| format!("{} {}", f.label.split(':').next().unwrap_or_default(), f.value))
+                    .collect();
+                assert_eq!(compared.len(), 4, "{engine:?} {name}: {check:#?}");
+                gaps.extend(compared.iter().filter(|c| c.contains("GAP")).map(|c| format!("{name}: {c}")));
+                let consumer = checked.checks.iter().find(|c| c.id == "consumer").unwrap();
+                let figures = rehearsal.figures.clone().unwrap();
+                eprintln!(
+                    "ROW {engine:?} | {peak} | {} | scale {} at {} shards | {:.1} of {:.1} orders/s, {} throttled | {} | {}",
+                    writer.as_str(),
+                    rehearsal.shape.scale,
+                    rehearsal.shape.shards,
+                    figures.achieved_orders_per_second,
+                    figures.target_orders_per_second.unwrap_or(0.0),
+                    figures.throttled,
+                    compared.join(" | "),
+                    consumer.reason
+                );
+            }
+        }
+        assert!(gaps.is_empty(), "{engine:?}: over 15% off: {gaps:#?}");
+        app.stop().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hot_customer_is_a_no_go_naming_it() {
     for engine in engines() {
