@@ -89,6 +89,19 @@ pub(super) fn consumer_check(inputs: &Inputs<'_>, prewarm: Option<&[Prewarm]>) -
             _ => "unknown: no batch applied once caught up".into(),
         };
         figures.push(figure("change → counter once caught up, p50 / p95", lag));
+        // The verdict weighs the whole stream against what the run's few
+        // shards applied (conservative); a shard's share is beside it, for
+        // a consumer that reads the peak's shards side by side.
+        figures.push(sourced(
+            "records a second a stream shard: measured → the peak's",
+            format!(
+                "{} → {} ({} shard(s) at the peak)",
+                num((m.records_per_second / f64::from(m.stream_shards.max(1))).round()),
+                num((needed / f64::from(shards.max(1))).round()),
+                shards
+            ),
+            "the measured rate over the rehearsal's stream shards; the peak's records over its stream shards",
+        ));
     }
     let Some(measured) = rate.records_per_second() else {
         let reason = "unknown: the consumer's rate was never measured for this plan (its rehearsal measures it)";
@@ -171,6 +184,8 @@ mod tests {
         );
         let rate = consumer.figures.iter().find(|f| f.label.starts_with("records a second")).unwrap();
         assert!(rate.source.as_deref().unwrap().starts_with("measured: the plan's rehearsal"), "{rate:?}");
+        let share = consumer.figures.iter().find(|f| f.label.contains("a stream shard")).unwrap();
+        assert!(share.value.starts_with("150 → "), "{share:?}");
         case.plan.consumer_measured = Some(measured(1_000.0));
         assert_eq!(verdict_of(&case.assess(), "consumer"), Verdict::Ready);
         assert_eq!(scale_fraction(1.0), "1");
