@@ -1299,6 +1299,7 @@ async fn rehearsal(counters: bool, out: &mut String) {
     } else {
         let options = rehearse::RehearseOptions {
             designs: args.designs.clone(),
+            consumer_after: None,
             scale: args.scale(),
             load: rehearse::flash_sale(&args),
             read_every: Duration::from_millis(args.read_every_ms),

@@ -335,6 +335,7 @@ fn PlanList(
                 ("Ramp / hold / decay (min)", false),
                 ("Item bytes", true),
                 ("Orders written by", false),
+                ("Consumer (measured)", false),
                 ("Actions", false),
             ]/>
             <tbody>
@@ -352,6 +353,9 @@ fn PlanList(
                                 </td>
                                 <td class="num" data-label="Item bytes">{cells.item_bytes}</td>
                                 <td data-testid="plan-row-writer" data-label="Orders written by">{writer_text(cells.writer)}</td>
+                                <td data-testid="plan-row-consumer" data-label="Consumer (measured)">
+                                    {crate::model::consumer_summary(&cells)}
+                                </td>
                                 <td class="row-actions-cell">
                                     <PlanActions plan writer form delete rehearse confirming/>
                                 </td>

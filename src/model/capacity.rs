@@ -169,6 +169,16 @@ pub struct ShardPlan {
     /// The day's shard count as recorded.
     pub current_shards: u32,
     pub steps: Vec<String>,
+    /// Whose writes the plan is sized as (the Sales plans' default: another
+    /// service's plain writes), and where its figures come from.
+    #[serde(default)]
+    pub writer: Writer,
+    #[serde(default)]
+    pub source: String,
+    /// The shards the same minute would need through this console (its
+    /// transactions bill each index write twice).
+    #[serde(default)]
+    pub console_shards: u32,
 }
 
 /// The capacity-mode advisor's verdict on one table or index.

@@ -75,6 +75,11 @@ pub struct SalePlan {
     /// another service.
     #[serde(default)]
     pub writer: Writer,
+    /// What the plan's last rehearsal measured of the stream consumer,
+    /// recorded by the rehearsal (never by the plan form; kept when the
+    /// plan is edited). The consumer check prefers it to the figure above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer_measured: Option<ConsumerMeasurement>,
     #[serde(with = "iso_millis")]
     pub updated_at: DateTime<Utc>,
     pub updated_by: String,
@@ -91,6 +96,7 @@ impl SalePlan {
             && [self.ramp_minutes, self.hold_minutes, self.decay_minutes].iter().all(|m| *m <= MAX_PHASE_MINUTES)
             && (1..=MAX_ITEM_BYTES).contains(&self.item_bytes)
             && self.consumer_records_per_second.is_none_or(rate_ok)
+            && self.consumer_measured.as_ref().is_none_or(|m| rate_ok(m.records_per_second))
     }
 
     /// When the sale is over: start, ramp, hold and decay.
@@ -404,6 +410,64 @@ pub struct RehearsalFigures {
     /// and closed in the run. A run recorded before: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metered: Vec<MeteredUnits>,
+    /// What the stream consumer (in-process form) sustained on the run's
+    /// stream. A run recorded before, or one whose consumer applied
+    /// nothing: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer: Option<ConsumerMeasurement>,
+}
+
+impl ConsumerMeasurement {
+    /// "1,766 records/s on 2026-12-07 (scale 1/10)": the plans table's cell.
+    pub fn summary(&self) -> String {
+        format!(
+            "{:.0} records/s on {} (scale {}){}",
+            self.records_per_second,
+            self.measured_at.format("%Y-%m-%d"),
+            scale_fraction(self.scale),
+            if self.caught_up { "" } else { ", never caught up" }
+        )
+    }
+}
+
+/// A rehearsal's scale as a fraction of the plan: "1/50", or "1" as planned.
+pub fn scale_fraction(scale: f64) -> String {
+    if scale > 0.0 && scale < 1.0 { format!("1/{:.0}", 1.0 / scale) } else { "1".into() }
+}
+
+/// What a plans table shows of the consumer's rate: measured, or not yet.
+pub fn consumer_summary(plan: &SalePlan) -> String {
+    plan.consumer_measured.as_ref().map_or_else(|| "not measured: rehearse".to_string(), ConsumerMeasurement::summary)
+}
+
+/// The stream consumer measured in a plan's rehearsal: the in-process
+/// consumer started on the run's stream once a backlog had built up (at
+/// the end of the hold), so what it applies a second until it has caught up
+/// is what it can apply, not what the scaled-down load offered it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ConsumerMeasurement {
+    /// Records a second applied while it had a backlog.
+    pub records_per_second: f64,
+    /// Records applied in all, and of them while it had a backlog.
+    pub records: u64,
+    pub backlog_records: u64,
+    /// Whether it caught up with the stream before the run ended (if not,
+    /// the rate is over the whole run, still behind).
+    pub caught_up: bool,
+    /// Change → counter once caught up: from a record's change to its
+    /// counters applied (the newest record of each batch), milliseconds.
+    /// The stream stamps a change to the second, so these are to a second
+    /// (a lag of 0.5 s reads 0 to 1 s).
+    pub lag_p50_ms: Option<f64>,
+    pub lag_p95_ms: Option<f64>,
+    /// The simulated stream's shard count.
+    pub stream_shards: u32,
+    /// The run's rate against the plan's (1 when run as it is).
+    pub scale: f64,
+    #[serde(with = "iso_millis")]
+    pub measured_at: DateTime<Utc>,
 }
 
 /// Write units a change one table or index took in a rehearsal.

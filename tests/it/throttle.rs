@@ -300,6 +300,7 @@ async fn the_rehearsal_throttles_the_one_partition_design_and_not_the_sharded_on
     let args = rehearse_args(&[&flags[..], &["--writers", "8", "--quiet"]].concat());
     let options = RehearseOptions {
         designs: args.designs.clone(),
+        consumer_after: None,
         scale: args.scale(),
         load: rehearse::flash_sale(&args),
         read_every: std::time::Duration::from_millis(args.read_every_ms),

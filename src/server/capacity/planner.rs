@@ -85,11 +85,6 @@ impl PlanInput {
         }
     }
 
-    /// As the app writes: every index write in a transaction.
-    pub fn for_app(peak_orders_per_second: f64, index_item_bytes: u32) -> Self {
-        Self::for_writer(peak_orders_per_second, index_item_bytes, Writer::Console)
-    }
-
     /// As `writer` writes: in transactions through this console, plain
     /// writes from another service.
     pub fn for_writer(peak_orders_per_second: f64, index_item_bytes: u32, writer: Writer) -> Self {
@@ -399,7 +394,7 @@ mod tests {
     #[test]
     fn the_apps_transactions_double_the_index_writes() {
         // 1000/s × 2 writes × 1 WCU × 2 = 4000 WCU/s × 1.5 / 1000 = 6 shards.
-        let plan = plan(&PlanInput::for_app(1000.0, 400)).unwrap();
+        let plan = plan(&PlanInput::for_writer(1000.0, 400, Writer::Console)).unwrap();
         assert_close(plan.wcu_per_second_at_peak, 4000.0);
         assert_eq!(plan.shards, 6);
         assert!(

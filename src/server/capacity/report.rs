@@ -4,12 +4,13 @@
 //! access, no clock.
 
 use super::advisor::{self, Prices, Verdict};
+use super::costs;
 use super::history::{self, Window};
 use super::planner::{self, PlanInput};
 use super::sources::Figures;
 use crate::model::{
     AccessUse, AdviceWindow, CapacityReport, HeatMinute, HotKeyMinute, HotShard, ModeAdvice, RecentUnits,
-    ResourceUnits, ShardHeat, ShardPlan, ThrottleCount, UnitsMinute,
+    ResourceUnits, ShardHeat, ShardPlan, ThrottleCount, UnitsMinute, Writer,
 };
 use crate::server::rules::PARTITION_WRITE_UNITS;
 use crate::server::store::config::CapacitySource;
@@ -219,7 +220,11 @@ fn heat(day: &HeatDay, units_per_write: u32) -> ShardHeat {
     }
 }
 
-/// The planner at the day's busiest minute of orders entering PENDING.
+/// The planner at the day's busiest minute of orders entering PENDING,
+/// sized by writer as a Sales plan's checks size it (`planner::plan` over
+/// the GSI2 entry `costs` computes): as another service writes the orders
+/// (the plans' default, plain writes), beside what this console's
+/// transactions would need.
 fn plan(entered_per_minute: &[i64], current_shards: u32) -> Option<ShardPlan> {
     let (minute, &peak) = entered_per_minute.iter().enumerate().max_by_key(|(m, n)| (**n, std::cmp::Reverse(*m)))?;
     if peak <= 0 {
@@ -227,8 +232,13 @@ fn plan(entered_per_minute: &[i64], current_shards: u32) -> Option<ShardPlan> {
     }
     let peak_orders_per_second = peak as f64 / 60.0;
     let index_item_bytes = typical_entry_bytes(current_shards.max(1))?;
-    // As `plan` does: the app writes every index entry in a transaction.
-    let plan = planner::plan(&PlanInput::for_app(peak_orders_per_second, index_item_bytes)).ok()?;
+    let sized = |writer| planner::plan(&PlanInput::for_writer(peak_orders_per_second, index_item_bytes, writer)).ok();
+    let writer = Writer::default();
+    let plan = sized(writer)?;
+    let console = sized(Writer::Console)?;
+    let mut steps = vec![format!("Sized as the orders' writer: {}.", writer.describe())];
+    steps.extend(plan.steps);
+    steps.push(format!("Through this console instead ({}): {} shards.", Writer::Console.describe(), console.shards));
     Some(ShardPlan {
         peak_orders_per_second,
         peak_minute: minute as u16,
@@ -236,7 +246,10 @@ fn plan(entered_per_minute: &[i64], current_shards: u32) -> Option<ShardPlan> {
         shards: plan.shards,
         capped: plan.capped,
         current_shards,
-        steps: plan.steps,
+        steps,
+        writer,
+        source: format!("{}; the orders' writer assumed: {}", costs::COMPUTED, writer.describe()),
+        console_shards: console.shards,
     })
 }
 
@@ -325,15 +338,35 @@ mod tests {
         );
     }
 
+    fn sale_plan() -> crate::model::SalePlan {
+        serde_json::from_value(serde_json::json!({
+            "name": "gala", "peakOrdersPerSecond": 1.0, "start": "2026-12-08T09:00:00Z",
+            "rampMinutes": 10, "holdMinutes": 30, "decayMinutes": 20, "itemBytes": 700,
+            "updatedAt": "2026-12-07T09:00:00Z", "updatedBy": "alice"
+        }))
+        .unwrap()
+    }
+
     #[test]
     fn the_plan_is_for_the_busiest_minute() {
         let mut entered = vec![0i64; 1440];
         entered[615] = 60_000;
         let plan = plan(&entered, 10).unwrap();
         assert_eq!((plan.peak_minute, plan.peak_orders_per_second), (615, 1000.0));
-        // 1,000 orders/s × 2 index writes × 2 WCU (1 WCU, doubled in a
-        // transaction) × 1.5 headroom / 1,000 = 6 shards.
-        assert_eq!(plan.shards, 6);
+        // Another service's plain writes: 1,000 orders/s × 2 index writes ×
+        // 1 WCU × 1.5 headroom / 1,000 = 3 shards; through the console each
+        // is doubled in a transaction: 6. As a Sales plan sizes them.
+        assert_eq!((plan.writer, plan.shards, plan.console_shards), (Writer::Service, 3, 6));
+        let sale = |writer| {
+            crate::server::capacity::readiness::shards_needed(
+                &crate::model::SalePlan { peak_orders_per_second: 1000.0, writer, ..sale_plan() },
+                plan.index_item_bytes,
+            )
+            .unwrap()
+        };
+        assert_eq!((sale(Writer::Service), sale(Writer::Console)), (plan.shards, plan.console_shards));
+        assert!(plan.source.starts_with("assumed: computed from the key design"), "{}", plan.source);
+        assert!(plan.steps[0].contains("another service"), "{:?}", plan.steps);
         assert!(plan.steps.iter().any(|s| s.starts_with("shards = ceil(")), "{:?}", plan.steps);
         assert!(super::plan(&[0; 1440], 10).is_none(), "no orders, no plan");
     }

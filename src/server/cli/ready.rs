@@ -90,6 +90,17 @@ pub fn rehearsal_text(rehearsal: &Rehearsal) -> String {
             "  write p99 {p99}; dashboard reads {} answered, {} failed\n",
             f.dashboard_answered, f.dashboard_failed
         ));
+        match &f.consumer {
+            Some(c) => out.push_str(&format!(
+                "  consumer (in-process): {:.0} records/s while behind ({} records{}), change → counter p50 {} /                  p95 {}; recorded with the plan\n",
+                c.records_per_second,
+                c.backlog_records,
+                if c.caught_up { "" } else { ", never caught up" },
+                c.lag_p50_ms.map_or("unknown".into(), |ms| format!("{ms:.0} ms")),
+                c.lag_p95_ms.map_or("unknown".into(), |ms| format!("{ms:.0} ms")),
+            )),
+            None => out.push_str("  consumer: applied nothing, not measured\n"),
+        }
     }
     out
 }
@@ -134,4 +145,75 @@ pub fn text(readiness: &Readiness) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ConsumerMeasurement, RehearsalFigures, RehearsalShape, RehearsalState};
+
+    #[test]
+    fn a_rehearsals_text_says_what_the_consumer_applied() {
+        let at = "2026-12-07T20:00:00Z".parse().unwrap();
+        let consumer = ConsumerMeasurement {
+            records_per_second: 1_766.4,
+            records: 900,
+            backlog_records: 640,
+            caught_up: true,
+            lag_p50_ms: Some(480.0),
+            lag_p95_ms: Some(990.0),
+            stream_shards: 1,
+            scale: 0.02,
+            measured_at: at,
+        };
+        let figures = RehearsalFigures {
+            target_orders_per_second: Some(24.0),
+            achieved_orders_per_second: 24.0,
+            created: 190,
+            failed: 0,
+            throttled: 0,
+            throttles: vec![],
+            write_p50_ms: Some(4.0),
+            write_p99_ms: Some(30.0),
+            dashboard_answered: 40,
+            dashboard_failed: 0,
+            dashboard_p99_ms: Some(20.0),
+            dashboard_readable: true,
+            metered: vec![],
+            consumer: Some(consumer),
+        };
+        let mut rehearsal = Rehearsal {
+            plan: "gala".into(),
+            plan_updated_at: at,
+            plan_peak_orders_per_second: 2000.0,
+            started_at: at,
+            finished_at: Some(at),
+            by: "alice".into(),
+            state: RehearsalState::Done,
+            verdict: Some(Verdict::Ready),
+            reason: "held".into(),
+            shape: RehearsalShape {
+                scale: 0.02,
+                shards: 10,
+                peak_orders_per_second: 40.0,
+                base_orders_per_second: 4.0,
+                ramp_seconds: 3,
+                hold_seconds: 10,
+                decay_seconds: 7,
+                tail_seconds: 3,
+                writers: 32,
+                written_by: Default::default(),
+            },
+            figures: Some(figures),
+        };
+        let text = rehearsal_text(&rehearsal);
+        assert!(
+            text.contains(
+                "consumer (in-process): 1766 records/s while behind (640 records), change → counter p50 480 ms"
+            ),
+            "{text}"
+        );
+        rehearsal.figures.as_mut().unwrap().consumer = None;
+        assert!(rehearsal_text(&rehearsal).contains("consumer: applied nothing, not measured"));
+    }
 }

@@ -45,6 +45,7 @@ pub(super) async fn run_rehearse(base: &StoreConfig, args: &RehearseArgs) -> Res
     }
     let options = rehearse::RehearseOptions {
         designs: args.designs.clone(),
+        consumer_after: None,
         scale: args.scale(),
         load: rehearse::flash_sale(args),
         read_every: std::time::Duration::from_millis(args.read_every_ms),

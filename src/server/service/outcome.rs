@@ -256,6 +256,7 @@ mod tests {
             item_bytes: 700,
             consumer_records_per_second: None,
             writer: Default::default(),
+            consumer_measured: None,
             updated_at: "2026-11-20T09:00:00Z".parse().unwrap(),
             updated_by: "alice".into(),
         }

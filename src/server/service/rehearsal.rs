@@ -10,8 +10,8 @@
 
 use super::Service;
 use crate::model::{
-    Permission, Rehearsal, RehearsalEvent, RehearsalFigures, RehearsalProgress, RehearsalShape, RehearsalState,
-    Rehearsals, SalePlan, Verdict,
+    ConsumerMeasurement, Permission, Rehearsal, RehearsalEvent, RehearsalFigures, RehearsalProgress, RehearsalShape,
+    RehearsalState, Rehearsals, SalePlan, Verdict,
 };
 use crate::server::auth::Principal;
 use crate::server::capacity::readiness;
@@ -129,6 +129,7 @@ impl Service {
         rehearsal.finished_at = Some(Utc::now().trunc_subsecs(3));
         match result {
             Ok(figures) => {
+                self.record_consumer(&rehearsal.plan, figures.consumer.as_ref()).await;
                 let (verdict, reason) = readiness::rehearsal_verdict(&figures);
                 rehearsal.state = RehearsalState::Done;
                 rehearsal.verdict = Some(verdict);
@@ -161,6 +162,19 @@ impl Service {
                 live.send_rehearsal(&RehearsalEvent::Progress(progress_of(&running, Utc::now())));
             }
         }))
+    }
+
+    /// Records what the run measured of the consumer with the plan, where
+    /// the consumer check reads it (a plan deleted meanwhile: nothing). A
+    /// failure is logged: the run's result is still filed (it holds the
+    /// figure too), and its claim freed.
+    async fn record_consumer(&self, plan: &str, measured: Option<&ConsumerMeasurement>) {
+        let Some(measured) = measured else { return };
+        match self.store.record_consumer_measurement(plan, measured).await {
+            Ok(true) => tracing::info!(plan, records_per_second = measured.records_per_second, "consumer measured"),
+            Ok(false) => tracing::warn!(plan, "the plan was deleted during the rehearsal: its consumer's rate is lost"),
+            Err(err) => tracing::warn!(plan, error = %err, "the consumer's measured rate could not be recorded"),
+        }
     }
 
     /// The shard count the sale's days will have (what a rehearsal tries).

@@ -103,6 +103,7 @@ pub fn parse_plan(input: &SalePlanInput, now: DateTime<Utc>, by: &str) -> Result
         item_bytes,
         consumer_records_per_second: consumer,
         writer,
+        consumer_measured: None,
         updated_at: now,
         updated_by: by.to_string(),
     })
@@ -195,7 +196,10 @@ impl Service {
             Some(Value::String(given)) if given == name => {}
             Some(_) => return Err(bad("name", "cannot be changed: create a plan under the new name")),
         }
-        let plan = parse_plan(&input, Utc::now(), &by.actor.name)?;
+        let mut plan = parse_plan(&input, Utc::now(), &by.actor.name)?;
+        // The form does not carry what a rehearsal measured: an edit keeps it
+        // (the consumer's rate does not depend on the plan's figures).
+        plan.consumer_measured = self.store.get_sale_plan(name).await?.and_then(|p| p.consumer_measured);
         self.store.save_sale_plan(&plan, false).await?;
         self.record(AuditKind::SalePlanChanged, by, &plan.name, Some(plan_summary(&plan))).await;
         Ok(plan)

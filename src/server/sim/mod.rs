@@ -4,6 +4,7 @@
 //! (`streams`), a local Lambda event source mapping (`lambda`), and the
 //! rehearsals that run them.
 
+pub mod consumer_rate;
 pub mod counters_rehearsal;
 pub mod lambda;
 pub mod loadgen;

@@ -166,6 +166,7 @@ pub fn figures(report: &DesignReport, base: &StoreConfig) -> RehearsalFigures {
         dashboard_p99_ms: report.reads.latency.as_ref().map(|l| ms(l.p99)),
         dashboard_readable: report.reads.readable(),
         metered: metered(report, base),
+        consumer: report.consumer.clone(),
     }
 }
 
@@ -177,8 +178,14 @@ impl Rehearser for ProxyRehearser {
     fn run(&self, shape: RehearsalShape) -> RehearsalRun {
         let (base, read_every) = (self.base.clone(), self.budget.read_every);
         Box::pin(async move {
-            let options =
-                RehearseOptions { designs: vec![shape.shards], scale: shape.scale, load: load(&shape), read_every };
+            let options = RehearseOptions {
+                designs: vec![shape.shards],
+                scale: shape.scale,
+                load: load(&shape),
+                read_every,
+                // At the end of the hold, the run's changes so far waiting.
+                consumer_after: Some(Duration::from_secs(shape.ramp_seconds + shape.hold_seconds)),
+            };
             let reports = rehearse::rehearse(&base, &options).await.map_err(|e| e.to_string())?;
             reports.first().map(|r| figures(r, &base)).ok_or_else(|| "the rehearsal ran no design".to_string())
         })
@@ -200,6 +207,7 @@ mod tests {
             item_bytes: 700,
             consumer_records_per_second: None,
             writer: Default::default(),
+            consumer_measured: None,
             updated_at: "2026-11-20T09:00:00Z".parse().unwrap(),
             updated_by: "alice".into(),
         }

@@ -11,8 +11,10 @@
 //! writes' latency from due to stored, and whether the dashboard stayed
 //! readable (every read answered, and how fast).
 
+use crate::model::ConsumerMeasurement;
 use crate::server::capacity::planner::MAX_SHARDS;
 use crate::server::rules::{PARTITION_READ_UNITS, PARTITION_WRITE_UNITS};
+use crate::server::sim::consumer_rate::ConsumerRun;
 use crate::server::sim::loadgen::{self, LoadReport, LoadgenArgs, Percentiles, Profile, WriteMode};
 use crate::server::sim::report::Comparison;
 use crate::server::sim::throttle::parse_scale;
@@ -128,6 +130,9 @@ pub struct RehearseOptions {
     pub load: LoadgenArgs,
     /// How often the dashboard reader asks for the first page.
     pub read_every: Duration,
+    /// Start the stream consumer this far into the load and measure it
+    /// (`consumer_rate`); `None`: no consumer runs.
+    pub consumer_after: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -152,6 +157,8 @@ pub struct DesignReport {
     /// What the proxy refused and charged.
     pub proxy: Tally,
     pub reads: ReadReport,
+    /// What the stream consumer applied, when one ran.
+    pub consumer: Option<ConsumerMeasurement>,
 }
 
 /// The dashboard reader's figures.
@@ -224,8 +231,8 @@ async fn one_design(base: &StoreConfig, shards: u32, options: &RehearseOptions) 
     let outcome = through_proxy(&config, &direct, &embedded.endpoint(), options).await;
     drop(direct);
     embedded.shutdown().await;
-    let (load, proxy, reads) = outcome?;
-    Ok(DesignReport { shards, load, proxy, reads })
+    let (load, proxy, reads, consumer) = outcome?;
+    Ok(DesignReport { shards, load, proxy, reads, consumer })
 }
 
 /// Provisions, starts the proxy in front of `upstream`, and runs the load
@@ -235,8 +242,12 @@ async fn through_proxy(
     direct: &Store,
     upstream: &str,
     options: &RehearseOptions,
-) -> Result<(LoadReport, Tally, ReadReport), RehearseError> {
+) -> Result<(LoadReport, Tally, ReadReport, Option<ConsumerMeasurement>), RehearseError> {
     direct.provision(Some(TableCapacity::OnDemand)).await?;
+    let consumer = match options.consumer_after {
+        Some(after) => Some(ConsumerRun::start(config, upstream, after).await?),
+        None => None,
+    };
     let stop_proxy = CancellationToken::new();
     let proxy_options = ProxyOptions {
         upstream: upstream.to_string(),
@@ -257,10 +268,14 @@ async fn through_proxy(
     let load = loadgen::run(proxied.clone(), &options.load).await;
     stop_reading.cancel();
     let reads = reader.await.unwrap_or_default();
+    let consumer = match consumer {
+        Some(run) => run.finish(options.scale).await,
+        None => None,
+    };
     drop(proxied);
     stop_proxy.cancel();
     let tally = proxy.await.map_err(|e| ThrottleError::Serve(std::io::Error::other(e)))??;
-    Ok((load?, tally, reads))
+    Ok((load?, tally, reads, consumer))
 }
 
 /// Asks for the dashboard's first page of today's PENDING orders every

@@ -109,6 +109,9 @@ pub mod attr {
     pub const REHEARSAL_SINCE: &str = "runningSince";
     pub const REHEARSAL_LATEST: &str = "latest";
     pub const REHEARSAL_PREVIOUS: &str = "previous";
+    /// A plan's item: what its rehearsal measured of the stream consumer
+    /// (`model::SalePlan::consumer_measured`'s serde name).
+    pub const CONSUMER_MEASURED: &str = "consumerMeasured";
     /// Audit records: what a record records (`model::AuditKind`; none on
     /// order changes written before kinds existed), and the other serde
     /// names of `model::AuditEntry` and `model::SecurityEvent` as the

@@ -5,7 +5,7 @@
 
 use super::items::keyed;
 use super::{Item, Store};
-use crate::model::{Rehearsal, Rehearsals, SalePlan};
+use crate::model::{ConsumerMeasurement, Rehearsal, Rehearsals, SalePlan};
 use crate::server::store::error::{StoreError, Unavailable, unless_condition_failed};
 use crate::server::store::keys::{self, attr};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -69,6 +69,30 @@ impl Store {
             None if create => Err(StoreError::Conflict(format!("a sale plan named {:?} exists already", plan.name))),
             None => Err(StoreError::NotFound(format!("no sale plan named {:?}", plan.name))),
         }
+    }
+
+    /// Records what a rehearsal measured of the consumer on the plan's
+    /// item, beside the figures its form saved (`false`: no such plan,
+    /// nothing written).
+    pub async fn record_consumer_measurement(
+        &self,
+        name: &str,
+        measured: &ConsumerMeasurement,
+    ) -> Result<bool, StoreError> {
+        let (pk, sk) = keys::sale_plan_key(name);
+        let update = self
+            .client
+            .update_item()
+            .table_name(&self.metrics_table)
+            .key(keys::PK, AttributeValue::S(pk))
+            .key(keys::SK, AttributeValue::S(sk))
+            .update_expression("SET #measured = :measured")
+            .condition_expression("attribute_exists(PK)")
+            .expression_attribute_names("#measured", attr::CONSUMER_MEASURED)
+            .expression_attribute_values(":measured", serde_dynamo::to_attribute_value(measured)?)
+            .send()
+            .await;
+        Ok(unless_condition_failed(update)?.is_some())
     }
 
     pub async fn get_sale_plan(&self, name: &str) -> Result<Option<SalePlan>, StoreError> {
@@ -286,4 +310,35 @@ fn read_plan(mut item: Item) -> Option<SalePlan> {
     item.remove(keys::PK);
     item.remove(keys::SK);
     serde_dynamo::from_item::<_, SalePlan>(item).ok().filter(SalePlan::within_limits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ConsumerMeasurement;
+
+    #[test]
+    fn the_measured_consumer_is_written_under_the_name_a_plan_reads_it_by() {
+        let measured = ConsumerMeasurement {
+            records_per_second: 900.0,
+            records: 3_000,
+            backlog_records: 1_500,
+            caught_up: true,
+            lag_p50_ms: Some(200.0),
+            lag_p95_ms: None,
+            stream_shards: 1,
+            scale: 0.02,
+            measured_at: "2026-12-07T20:00:00Z".parse().unwrap(),
+        };
+        let plan: SalePlan = serde_json::from_value(serde_json::json!({
+            "name": "gala", "peakOrdersPerSecond": 2000.0, "start": "2026-12-08T09:00:00Z",
+            "rampMinutes": 10, "holdMinutes": 30, "decayMinutes": 20, "itemBytes": 700,
+            "updatedAt": "2026-12-07T09:00:00Z", "updatedBy": "alice"
+        }))
+        .unwrap();
+        let mut item: Item = serde_dynamo::to_item(&plan).unwrap();
+        item.insert(attr::CONSUMER_MEASURED.into(), serde_dynamo::to_attribute_value(&measured).unwrap());
+        let read = read_plan(item).expect("a plan with its measure reads");
+        assert_eq!(read.consumer_measured, Some(measured));
+    }
 }

@@ -15,6 +15,7 @@ pub(super) fn plan(peak: f64) -> SalePlan {
         item_bytes: 700,
         consumer_records_per_second: Some(peak * 4.0),
         writer: crate::model::Writer::Service,
+        consumer_measured: None,
         updated_at: "2026-11-20T09:00:00Z".parse().unwrap(),
         updated_by: "alice".into(),
     }
@@ -130,6 +131,7 @@ pub(super) fn figures(throttled: u64, achieved: f64) -> RehearsalFigures {
         dashboard_p99_ms: Some(20.0),
         dashboard_readable: true,
         metered: vec![],
+        consumer: None,
     }
 }
 

@@ -1,15 +1,75 @@
 //! `consumer`: the stream records a second the sale makes against what the
-//! consumer was measured to apply, and, when the Lambda form counts, the
-//! invocations its mapping runs at once against the concurrency it may use.
+//! consumer was measured to apply: by the plan's rehearsal (recorded with
+//! the plan), else a figure entered on the plan by hand before rehearsals
+//! measured it; and, when the Lambda form counts, the invocations its
+//! mapping runs at once against the concurrency it may use.
 
-use super::{Inputs, RECORDS_PER_ORDER, check, figure, num, stream_shards_at_peak};
-use crate::model::{ConsumerMode, Figure, Fix, ReadinessCheck, Verdict};
+use super::fixes::shell_quote;
+use super::{Inputs, RECORDS_PER_ORDER, check, figure, num, sourced, stream_shards_at_peak};
+use crate::model::{ConsumerMeasurement, ConsumerMode, Figure, Fix, ReadinessCheck, SalePlan, Verdict, scale_fraction};
 use crate::server::capacity::planner::{DEFAULT_HEADROOM, Prewarm};
 use crate::server::deploy::template::PARALLELIZATION_FACTOR;
 
 /// What an account's unreserved pool is unless it was raised: AWS's
 /// default concurrency limit of a Region, shared by every function.
 pub const ASSUMED_ACCOUNT_CONCURRENCY: u32 = 1000;
+
+/// Where the consumer's rate comes from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum ConsumerRate<'a> {
+    /// The plan's rehearsal measured it.
+    Measured(&'a ConsumerMeasurement),
+    /// Someone entered it on the plan (`consumerRecordsPerSecond`).
+    Entered(f64),
+    Unknown,
+}
+
+impl ConsumerRate<'_> {
+    /// A measurement wins over a figure entered by hand.
+    pub(super) fn of(plan: &SalePlan) -> ConsumerRate<'_> {
+        match (&plan.consumer_measured, plan.consumer_records_per_second) {
+            (Some(measured), _) => ConsumerRate::Measured(measured),
+            (None, Some(entered)) => ConsumerRate::Entered(entered),
+            (None, None) => ConsumerRate::Unknown,
+        }
+    }
+
+    fn records_per_second(&self) -> Option<f64> {
+        match self {
+            ConsumerRate::Measured(m) => Some(m.records_per_second),
+            ConsumerRate::Entered(rate) => Some(*rate),
+            ConsumerRate::Unknown => None,
+        }
+    }
+
+    /// "measured N records/s on <date> (scale 1/k)", or how else it is known.
+    pub(super) fn described(&self) -> String {
+        match self {
+            ConsumerRate::Measured(m) => format!(
+                "measured {} records/s on {} (scale {})",
+                num(m.records_per_second),
+                m.measured_at.format("%Y-%m-%d %H:%M UTC"),
+                scale_fraction(m.scale)
+            ),
+            ConsumerRate::Entered(rate) => format!("{} records/s, entered on the plan (not measured)", num(*rate)),
+            ConsumerRate::Unknown => "unknown: never measured".into(),
+        }
+    }
+
+    fn source(&self) -> String {
+        match self {
+            ConsumerRate::Measured(m) => format!(
+                "measured: the plan's rehearsal, the in-process consumer on its stream ({} shard(s)) from the end \
+                 of the hold, {} records applied while it had a backlog of the run's changes{}",
+                m.stream_shards,
+                m.backlog_records,
+                if m.caught_up { "" } else { "; it never caught up, so this is its rate still behind" }
+            ),
+            ConsumerRate::Entered(_) => "entered on the plan by hand: run the rehearsal to measure it".into(),
+            ConsumerRate::Unknown => "the plan's rehearsal measures it".into(),
+        }
+    }
+}
 
 pub(super) fn consumer_check(inputs: &Inputs<'_>, prewarm: Option<&[Prewarm]>) -> ReadinessCheck {
     let mut checked = rate_check(inputs, prewarm);
@@ -88,51 +148,63 @@ fn rate_check(inputs: &Inputs<'_>, prewarm: Option<&[Prewarm]>) -> ReadinessChec
     if let Some(mode) = inputs.consumer_mode {
         figures.push(figure("consumer mode (the form that counts)", mode.described()));
     }
+    let rate = ConsumerRate::of(plan);
     let measure = Fix {
-        text: "measure what the consumer applies at this peak, then record it on the plan \
-               (consumerRecordsPerSecond)"
-            .into(),
-        command: Some(format!(
-            "northwind-ops rehearse --counters --peak {} --scale 1.0",
-            num(plan.peak_orders_per_second)
-        )),
+        text: "run the plan's rehearsal: it measures what the consumer applies and records it with the plan".into(),
+        command: Some(format!("northwind-ops ready --plan {} --rehearse", shell_quote(&plan.name))),
         parameter: None,
-        action: None,
+        action: Some("rehearse".into()),
     };
-    let Some(measured) = plan.consumer_records_per_second else {
-        figures.push(figure("records a second the consumer applies (measured)", "unknown: never measured"));
-        let reason = "unknown: the consumer's rate was never measured for this plan".to_string();
-        return check(ID, TITLE, Verdict::Act, reason, figures, Some(measure));
+    figures.push(sourced("records a second the consumer applies", rate.described(), rate.source()));
+    if let ConsumerRate::Measured(m) = rate {
+        let lag = match (m.lag_p50_ms, m.lag_p95_ms) {
+            (Some(p50), Some(p95)) => format!("{} ms / {} ms", num(p50), num(p95)),
+            _ => "unknown: no batch applied once caught up".into(),
+        };
+        figures.push(figure("change → counter once caught up, p50 / p95", lag));
+        // The verdict weighs the whole stream against what the run's few
+        // shards applied (conservative); a shard's share is beside it, for
+        // a consumer that reads the peak's shards side by side.
+        figures.push(sourced(
+            "records a second a stream shard: measured → the peak's",
+            format!(
+                "{} → {} ({} shard(s) at the peak)",
+                num((m.records_per_second / f64::from(m.stream_shards.max(1))).round()),
+                num((needed / f64::from(shards.max(1))).round()),
+                shards
+            ),
+            "the measured rate over the rehearsal's stream shards; the peak's records over its stream shards",
+        ));
+    }
+    let Some(measured) = rate.records_per_second() else {
+        let reason = "unknown: the consumer's rate was never measured for this plan (its rehearsal measures it)";
+        return check(ID, TITLE, Verdict::Act, reason.to_string(), figures, Some(measure));
     };
-    figures.push(figure("records a second the consumer applies (measured)", num(measured)));
     let headroom = needed * (1.0 + DEFAULT_HEADROOM);
     figures.push(figure("wanted, with headroom", num(headroom)));
+    let said = format!("consumer: {}", rate.described());
     if measured < needed {
         let reason = format!(
-            "the consumer applies {} records a second, under the peak's {}: the counters and the live \
-             dashboard would fall behind",
-            num(measured),
+            "{said}, under the peak's {} records/s: the counters and the live dashboard would fall behind",
             num(needed)
         );
         let fix = Fix {
-            text: format!("reserve at least one consumer per stream shard at the peak ({shards}) and measure again"),
+            text: format!("reserve at least one consumer per stream shard at the peak ({shards}) and rehearse again"),
             command: measure.command.clone(),
             parameter: Some(format!("ConsumerConcurrency={}", shards.max(10))),
-            action: None,
+            action: Some("rehearse".into()),
         };
         return check(ID, TITLE, Verdict::NoGo, reason, figures, Some(fix));
     }
     if measured < headroom {
         let reason = format!(
-            "the consumer applies {} records a second: enough for the peak's {}, without the headroom of {}",
-            num(measured),
+            "{said}: enough for the peak's {} records/s, without the headroom of {}",
             num(needed),
             num(headroom)
         );
         return check(ID, TITLE, Verdict::Act, reason, figures, Some(measure));
     }
-    let reason =
-        format!("the consumer applies {} records a second, over {} with headroom", num(measured), num(headroom));
+    let reason = format!("{said}, over the peak's {} records/s with headroom ({})", num(needed), num(headroom));
     check(ID, TITLE, Verdict::Ready, reason, figures, None)
 }
 
@@ -140,6 +212,20 @@ fn rate_check(inputs: &Inputs<'_>, prewarm: Option<&[Prewarm]>) -> ReadinessChec
 mod tests {
     use super::super::cases::{Case, verdict_of};
     use super::*;
+
+    fn measured(rate: f64) -> ConsumerMeasurement {
+        ConsumerMeasurement {
+            records_per_second: rate,
+            records: 2_400,
+            backlog_records: 1_100,
+            caught_up: true,
+            lag_p50_ms: Some(180.0),
+            lag_p95_ms: Some(420.0),
+            stream_shards: 1,
+            scale: 0.02,
+            measured_at: "2026-12-07T20:15:00Z".parse().unwrap(),
+        }
+    }
 
     #[test]
     fn a_consumer_never_measured_is_unknown_and_a_slow_one_a_no_go() {
@@ -149,10 +235,35 @@ mod tests {
         let consumer = readiness.checks.iter().find(|c| c.id == "consumer").unwrap();
         assert_eq!(consumer.verdict, Verdict::Act);
         assert!(consumer.reason.starts_with("unknown"), "{}", consumer.reason);
+        assert_eq!(consumer.fix.as_ref().unwrap().action.as_deref(), Some("rehearse"), "the rehearsal measures it");
         case.plan.consumer_records_per_second = Some(150.0);
         assert_eq!(verdict_of(&case.assess(), "consumer"), Verdict::NoGo);
         case.plan.consumer_records_per_second = Some(250.0);
         assert_eq!(verdict_of(&case.assess(), "consumer"), Verdict::Act, "no headroom");
+    }
+
+    #[test]
+    fn a_measured_rate_wins_over_one_entered_and_says_when_and_at_what_scale() {
+        let mut case = Case::new(100.0, Some(10));
+        case.plan.consumer_records_per_second = Some(10_000.0);
+        case.plan.consumer_measured = Some(measured(150.0));
+        let readiness = case.assess();
+        let consumer = readiness.checks.iter().find(|c| c.id == "consumer").unwrap();
+        assert_eq!(consumer.verdict, Verdict::NoGo, "the measure, not the hand's figure: {consumer:#?}");
+        assert!(
+            consumer.reason.starts_with("consumer: measured 150 records/s on 2026-12-07 20:15 UTC (scale 1/50)"),
+            "{}",
+            consumer.reason
+        );
+        let rate = consumer.figures.iter().find(|f| f.label.starts_with("records a second")).unwrap();
+        assert!(rate.source.as_deref().unwrap().starts_with("measured: the plan's rehearsal"), "{rate:?}");
+        let share = consumer.figures.iter().find(|f| f.label.contains("a stream shard")).unwrap();
+        assert!(share.value.starts_with("150 → "), "{share:?}");
+        case.plan.consumer_measured = Some(measured(1_000.0));
+        assert_eq!(verdict_of(&case.assess(), "consumer"), Verdict::Ready);
+        assert_eq!(scale_fraction(1.0), "1");
+        assert_eq!(scale_fraction(0.2), "1/5");
+        assert_eq!(crate::model::consumer_summary(&case.plan), "1000 records/s on 2026-12-07 (scale 1/50)");
     }
 
     #[test]

@@ -66,7 +66,9 @@ pub const PREDICTION_GAP: f64 = 0.15;
 /// Each table's and index's write units a change, as predicted
 /// (`costs`) beside what the rehearsal's proxy metered, the gap flagged
 /// over `PREDICTION_GAP`. The metrics table's prediction is the audit
-/// records only: the rehearsal runs no stream consumer.
+/// records only: the rehearsal's stream consumer writes past the proxy
+/// (its rate is the consumer check's figure, its counters the counters
+/// check's).
 fn predicted_and_metered(sizing: &Sizing, metered: &[MeteredUnits]) -> Vec<Figure> {
     metered
         .iter()
@@ -84,7 +86,8 @@ fn predicted_and_metered(sizing: &Sizing, metered: &[MeteredUnits]) -> Vec<Figur
                 format!("{}: write units a change, predicted → metered", m.resource),
                 format!("{} → {} ({:.0}%){flag}", num2(predicted), num2(m.units_per_change), gap * 100.0),
                 if m.resource == "metrics table" {
-                    "predicted: the audit records (no consumer runs in the rehearsal); metered: the throttle proxy"
+                    "predicted: the audit records (the rehearsal's consumer writes past the proxy); metered: the \
+                     throttle proxy"
                 } else {
                     "predicted: the plan's costs; metered: the throttle proxy, over the orders created and closed"
                 },
