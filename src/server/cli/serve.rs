@@ -110,6 +110,8 @@ pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &Cance
         let mut options = ReconcileOptions::new(owner_id());
         // A finding waits two periods (and a margin) for a run to agree.
         options.confirm_within = 2 * every + std::time::Duration::from_secs(5 * 60);
+        // The web tier's role writes no checkpoint (docs/security.md).
+        options.mark_finished = !args.no_consumer;
         let reconciler = Reconciler::new(service.store.clone(), options);
         let stop = stop.clone();
         tasks.spawn(async move {

@@ -97,24 +97,11 @@ const SERVE_READS: [&str; 18] = [
 /// The web tier alone (`serve --no-consumer`, as the stack runs it):
 /// accounts, sessions, tokens, bulk reports, sale plans, the shard counts
 /// (written ahead for a sale too), reconciliation's repairs and lease, the
-/// capacity it consumed, and a closed shard's checkpoint at its end marked
-/// finished (`Store::finish_checkpoint`, conditioned on where it stands: it
-/// never moves one). No other checkpoint, heat, quality or registry write:
-/// those are the consumer's.
-const WEB_UPDATES: [&str; 12] = [
-    SHARDS,
-    METRIC_PENDING,
-    METRIC_DAY,
-    METRIC_MINUTES,
-    CHECKPOINT,
-    RECONCILE,
-    CAPACITY,
-    USERS,
-    TOKENS,
-    SESSION,
-    BULK,
-    SALES,
-];
+/// capacity it consumed. No checkpoint, heat, quality or registry write:
+/// those are the consumer's (its reconciliation remembers a closed shard's
+/// checkpoint at its end as finished in memory, `mark_finished`).
+const WEB_UPDATES: [&str; 11] =
+    [SHARDS, METRIC_PENDING, METRIC_DAY, METRIC_MINUTES, RECONCILE, CAPACITY, USERS, TOKENS, SESSION, BULK, SALES];
 /// ... and the audit trail, appended to.
 const WEB_PUTS: [&str; 14] = [
     SHARDS,

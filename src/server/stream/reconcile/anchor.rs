@@ -223,9 +223,13 @@ impl Reconciler {
                 let seq = checkpoint.seq.as_deref().unwrap_or_default();
                 // Finished whether or not the mark is written: the position
                 // is exact either way, and the next run tries the mark again.
-                match self.store.finish_checkpoint(stream_arn, &shard.id, seq).await {
-                    Ok(_) => tracing::debug!(shard = shard.id, seq, "a closed shard's checkpoint at its end: finished"),
-                    Err(err) => tracing::info!(shard = shard.id, error = %err, "a finished checkpoint not marked"),
+                if self.options.mark_finished {
+                    match self.store.finish_checkpoint(stream_arn, &shard.id, seq).await {
+                        Ok(_) => {
+                            tracing::debug!(shard = shard.id, seq, "a closed shard's checkpoint at its end: finished")
+                        }
+                        Err(err) => tracing::info!(shard = shard.id, error = %err, "a finished checkpoint not marked"),
+                    }
                 }
                 checkpoint.finished = true;
             }

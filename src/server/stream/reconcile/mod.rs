@@ -58,6 +58,12 @@ pub struct ReconcileOptions {
     /// How long after a run's finding the next run may agree with it and
     /// repair (`Repair::Confirmed`).
     pub confirm_within: Duration,
+    /// Whether a closed shard's checkpoint found at its end is marked
+    /// finished in the store (so that it expires). Off for the web tier
+    /// alone (`serve --no-consumer`), whose role writes no checkpoint:
+    /// there it is remembered as finished in memory only, which keeps its
+    /// passes as cheap; the consumer's roles and `reconcile` mark it.
+    pub mark_finished: bool,
 }
 
 /// What a run may change.
@@ -83,6 +89,7 @@ impl ReconcileOptions {
             tries: 5,
             far_behind: refusal::FAR_BEHIND,
             confirm_within: CONFIRM_WITHIN,
+            mark_finished: true,
         }
     }
 }
