@@ -156,37 +156,42 @@ fn rate_check(inputs: &Inputs<'_>, prewarm: Option<&[Prewarm]>) -> ReadinessChec
         action: Some("rehearse".into()),
     };
     figures.push(sourced("records a second the consumer applies", rate.described(), rate.source()));
-    if let ConsumerRate::Measured(m) = rate {
-        let lag = match (m.lag_p50_ms, m.lag_p95_ms) {
-            (Some(p50), Some(p95)) => format!("{} ms / {} ms", num(p50), num(p95)),
-            _ => "unknown: no batch applied once caught up".into(),
-        };
-        figures.push(figure("change → counter once caught up, p50 / p95", lag));
-        // The verdict weighs the whole stream against what the run's few
-        // shards applied (conservative); a shard's share is beside it, for
-        // a consumer that reads the peak's shards side by side.
-        figures.push(sourced(
-            "records a second a stream shard: measured → the peak's",
-            format!(
-                "{} → {} ({} shard(s) at the peak)",
-                num((m.records_per_second / f64::from(m.stream_shards.max(1))).round()),
-                num((needed / f64::from(shards.max(1))).round()),
-                shards
-            ),
-            "the measured rate over the rehearsal's stream shards; the peak's records over its stream shards",
-        ));
-    }
-    let Some(measured) = rate.records_per_second() else {
-        let reason = "unknown: the consumer's rate was never measured for this plan (its rehearsal measures it)";
-        return check(ID, TITLE, Verdict::Act, reason.to_string(), figures, Some(measure));
+    // What is compared: a measured rate per stream shard (both forms read
+    // a stream's shards side by side: the Lambda one batch per shard at
+    // once, the in-process consumer every shard each pass, and DynamoDB
+    // Streams caps each shard's reads, not the stream's); a rate entered
+    // by hand is the whole stream's.
+    let (have, want, per) = match rate {
+        ConsumerRate::Measured(m) => {
+            let lag = match (m.lag_p50_ms, m.lag_p95_ms) {
+                (Some(p50), Some(p95)) => format!("{} ms / {} ms", num(p50), num(p95)),
+                _ => "unknown: no batch applied once caught up".into(),
+            };
+            figures.push(figure("change → counter once caught up, p50 / p95", lag));
+            let (have, want) =
+                (m.records_per_second / f64::from(m.stream_shards.max(1)), needed / f64::from(shards.max(1)));
+            figures.push(sourced(
+                "records a second a stream shard: measured → the peak's",
+                format!("{} → {} ({} shard(s) at the peak)", num(have.round()), num(want.round()), shards),
+                "the measured rate over the rehearsal's stream shards; the peak's records over its stream shards",
+            ));
+            (have, want, " a stream shard")
+        }
+        ConsumerRate::Entered(rate) => (rate, needed, ""),
+        ConsumerRate::Unknown => {
+            let reason = "unknown: the consumer's rate was never measured for this plan (its rehearsal measures it)";
+            return check(ID, TITLE, Verdict::Act, reason.to_string(), figures, Some(measure));
+        }
     };
-    let headroom = needed * (1.0 + DEFAULT_HEADROOM);
-    figures.push(figure("wanted, with headroom", num(headroom)));
+    let headroom = want * (1.0 + DEFAULT_HEADROOM);
+    figures.push(figure(format!("wanted{per}, with headroom"), num(headroom.round())));
     let said = format!("consumer: {}", rate.described());
-    if measured < needed {
+    let peak = format!("the peak's {} records/s{per}", num(want.round()));
+    if have < want {
         let reason = format!(
-            "{said}, under the peak's {} records/s: the counters and the live dashboard would fall behind",
-            num(needed)
+            "{said} ({}{per}), under {peak} ({} shard(s)): the counters and the live dashboard would fall behind",
+            num(have.round()),
+            shards
         );
         let fix = Fix {
             text: format!("reserve at least one consumer per stream shard at the peak ({shards}) and rehearse again"),
@@ -196,15 +201,11 @@ fn rate_check(inputs: &Inputs<'_>, prewarm: Option<&[Prewarm]>) -> ReadinessChec
         };
         return check(ID, TITLE, Verdict::NoGo, reason, figures, Some(fix));
     }
-    if measured < headroom {
-        let reason = format!(
-            "{said}: enough for the peak's {} records/s, without the headroom of {}",
-            num(needed),
-            num(headroom)
-        );
+    if have < headroom {
+        let reason = format!("{said}: enough for {peak}, without the headroom of {}", num(headroom.round()));
         return check(ID, TITLE, Verdict::Act, reason, figures, Some(measure));
     }
-    let reason = format!("{said}, over the peak's {} records/s with headroom ({})", num(needed), num(headroom));
+    let reason = format!("{said}, over {peak} with headroom ({})", num(headroom.round()));
     check(ID, TITLE, Verdict::Ready, reason, figures, None)
 }
 
