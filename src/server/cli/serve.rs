@@ -109,21 +109,17 @@ pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &Cance
         let every = std::time::Duration::from_secs(u64::from(args.reconcile_minutes) * 60);
         let stop = stop.clone();
         tasks.spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = tokio::time::sleep(every) => {}
-                }
-                // The verdict is recorded on the counter item, for every instance to show.
-                match reconciler.pending(chrono::Utc::now().date_naive(), true).await {
+            reconciler
+                .every(every, stop, |outcome| match outcome {
+                    // The verdict is recorded on the counter item, for every instance to show.
                     Ok(r) if !r.off.is_empty() => {
                         crate::server::telemetry::reconciled(r.drift);
                         tracing::warn!(date = %r.day, drift = r.drift, off = ?r.off, "PENDING counters drifted; repaired")
                     }
                     Ok(r) => crate::server::telemetry::reconciled(r.drift),
                     Err(err) => tracing::warn!(error = %err, "reconciliation failed"),
-                }
-            }
+                })
+                .await
         });
     }
 }
