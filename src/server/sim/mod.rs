@@ -5,6 +5,7 @@
 //! rehearsals that run them.
 
 pub mod counters_rehearsal;
+pub mod day_rehearsal;
 pub mod lambda;
 pub mod loadgen;
 pub mod orders;
