@@ -110,7 +110,7 @@ pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &Cance
         let stop = stop.clone();
         tasks.spawn(async move {
             reconciler
-                .every(every, stop, |outcome| match outcome {
+                .every(every, stop, |outcome, _| match outcome {
                     // The verdict is recorded on the counter item, for every instance to show.
                     Ok(r) if !r.off.is_empty() => {
                         crate::server::telemetry::reconciled(r.drift);

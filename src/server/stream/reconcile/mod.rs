@@ -31,18 +31,26 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A periodic run refused for throughput is run again this many times, the
-/// pause growing by `THROTTLED_PAUSE` each time (45 s in all, inside a
-/// minute's period), before it counts as failed: a stream shard's five
-/// GetRecords a second are shared with the consumers (and the Lambda
-/// mapping, where both forms run), a stream's ten DescribeStream calls a
-/// second with every reader, and a throttled metrics table refuses its
-/// writes; any of them failed the whole run, until the next period.
+/// A periodic run refused for throughput or timed out is run again this
+/// many times, the pause growing by `THROTTLED_PAUSE` each time (45 s in
+/// all, inside a minute's period), before it counts as failed: a stream
+/// shard's five GetRecords a second are shared with the consumers (and the
+/// Lambda mapping, where both forms run), a stream's ten DescribeStream
+/// calls a second with every reader, a throttled metrics table refuses its
+/// writes, and a busy store answers late; any of them failed the whole run,
+/// until the next period.
 const THROTTLED_RUNS: u32 = 5;
 const THROTTLED_PAUSE: Duration = Duration::from_secs(3);
 
-fn is_throttled(outcome: &Result<PendingOutcome, ReconcileError>) -> bool {
-    matches!(outcome, Err(ReconcileError::Store(err)) if err.is_throttled())
+fn is_transient(outcome: &Result<PendingOutcome, ReconcileError>) -> bool {
+    use crate::server::store::error::Unavailable;
+    matches!(
+        outcome,
+        Err(ReconcileError::Store(StoreError::Unavailable {
+            kind: Unavailable::Throttled | Unavailable::TimedOut,
+            ..
+        }))
+    )
 }
 
 /// Increments one repair write makes to one item (DynamoDB limits an update
@@ -154,32 +162,37 @@ impl Reconciler {
     /// `serve`'s periodic reconciliation: every `every` (the first run one
     /// `every` after the start), today's PENDING counters checked and
     /// repaired, until `stop`; each run's result handed to `seen` (serve
-    /// logs it; the day rehearsal, `sim::day_rehearsal`, records it). A run
-    /// refused for throughput is run again after a pause (`THROTTLED_RUNS`).
+    /// logs it; the day rehearsal, `sim::day_rehearsal`, records it) with
+    /// the runs it took: one refused for throughput or timed out is run
+    /// again after a pause (`THROTTLED_RUNS`).
     pub async fn every(
         &self,
         every: Duration,
         stop: tokio_util::sync::CancellationToken,
-        mut seen: impl FnMut(&Result<PendingOutcome, ReconcileError>),
+        mut seen: impl FnMut(&Result<PendingOutcome, ReconcileError>, u32),
     ) {
         loop {
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tokio::time::sleep(every) => {}
             }
-            let mut outcome = self.pending(Utc::now().date_naive(), true).await;
+            let (mut outcome, mut runs) = (self.pending(Utc::now().date_naive(), true).await, 1);
             for again in 1..=THROTTLED_RUNS {
-                if !is_throttled(&outcome) {
+                if !is_transient(&outcome) {
                     break;
                 }
-                tracing::info!(again, "reconciliation refused for throughput; running it again after a pause");
+                tracing::info!(
+                    again,
+                    "reconciliation refused for throughput or timed out; running it again after a pause"
+                );
                 tokio::select! {
                     _ = stop.cancelled() => break,
                     _ = tokio::time::sleep(THROTTLED_PAUSE * again) => {}
                 }
                 outcome = self.pending(Utc::now().date_naive(), true).await;
+                runs += 1;
             }
-            seen(&outcome);
+            seen(&outcome, runs);
         }
     }
 
