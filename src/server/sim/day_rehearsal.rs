@@ -45,7 +45,7 @@ use crate::server::stream::lambda::LambdaConsumer;
 use crate::server::stream::reconcile::{ReconcileOptions, Reconciler};
 use crate::server::stream::registry;
 use crate::server::stream::replay;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 use rand::SeedableRng;
 use std::path::{Path, PathBuf};
@@ -163,7 +163,9 @@ pub struct Reconciled {
     /// Shards listed since the run before (the first: since the start): a
     /// run reads a newly finished shard's checkpoint once, to learn so.
     pub new_listed: usize,
-    /// Checkpoint items the run read.
+    /// Runs it took (one refused for throughput or timed out is run again).
+    pub runs: u32,
+    /// Checkpoint items the run read (in all its runs).
     pub checkpoint_reads: u64,
     /// What it found off (empty: exact) and whether it repaired; or why it
     /// could not run.
@@ -178,6 +180,11 @@ pub type Families = std::collections::BTreeMap<String, f64>;
 pub struct Replays {
     pub ranges: usize,
     pub records: u64,
+    /// Of those, the ranges and records given up while the mode was
+    /// `lambda` (by the message's time): the rest were given up while the
+    /// function stood down, records `serve` counted.
+    pub lambda_ranges: usize,
+    pub lambda_records: u64,
     pub applied: usize,
     pub already: usize,
     pub failed: Vec<String>,
@@ -245,7 +252,7 @@ impl DayReport {
         // (twice; again for a snapshot taken again) and once each shard
         // finished since the run before, never every listed one.
         for run in &self.reconciled {
-            if run.checkpoint_reads > (6 * run.open + run.new_listed) as u64 {
+            if run.checkpoint_reads > (run.runs as usize * 6 * run.open + run.new_listed) as u64 {
                 failed.push(format!(
                     "reconciliation at {:.0} s read {} checkpoint items with {} open of {} listed",
                     run.at, run.checkpoint_reads, run.open, run.listed
@@ -358,11 +365,11 @@ async fn run_on(engine: &Engine, scratch: &Path, options: &DayOptions) -> Result
     let stop_reconciling = CancellationToken::new();
     let reconciler_store = connect().await?;
     let reconciler = Reconciler::new(reconciler_store.clone(), ReconcileOptions::new("day-reconciler"));
-    let sale_started = Instant::now();
+    let (sale_started, sale_started_at) = (Instant::now(), Utc::now());
     let reconciling = async {
         let (mut read_before, mut listed_before) = (0, options.shards as usize);
         reconciler
-            .every(options.reconcile_every, stop_reconciling.clone(), |outcome| {
+            .every(options.reconcile_every, stop_reconciling.clone(), |outcome, runs| {
                 let stats = sim.stats();
                 let reads = reconciler_store.checkpoint_items_read();
                 let listed = stats.open_shards + stats.closed_shards;
@@ -371,6 +378,7 @@ async fn run_on(engine: &Engine, scratch: &Path, options: &DayOptions) -> Result
                     listed,
                     open: stats.open_shards,
                     new_listed: listed.saturating_sub(listed_before),
+                    runs,
                     checkpoint_reads: reads - read_before,
                     outcome: match outcome {
                         Ok(r) => Ok((r.off.iter().map(|(k, v)| format!("{k} {v:+}")).collect(), r.repaired)),
@@ -458,8 +466,17 @@ async fn run_on(engine: &Engine, scratch: &Path, options: &DayOptions) -> Result
 
     // Every range given up, replayed as `replay` does (no in-process
     // consumer is live now: they stopped and left the registry).
-    let letters: Vec<String> = letters.messages().iter().map(|m| m.to_string()).collect();
-    let replays = replay_all(&engine.direct, &letters.join("\n"), connect().await?).await;
+    let messages = letters.messages();
+    let text: Vec<String> = messages.iter().map(|m| m.to_string()).collect();
+    let mut replays = replay_all(&engine.direct, &text.join("\n"), connect().await?).await;
+    let lambda_phase = (sale_started_at + options.lambda_at)..(sale_started_at + options.serve_at);
+    for message in &messages {
+        let at = message["timestamp"].as_str().and_then(|t| DateTime::parse_from_rfc3339(t).ok());
+        if at.is_some_and(|at| lambda_phase.contains(&at.with_timezone(&Utc))) {
+            replays.lambda_ranges += 1;
+            replays.lambda_records += message["DDBStreamBatchInfo"]["batchSize"].as_u64().unwrap_or(0);
+        }
+    }
     let off_after_replay = engine.direct.counter_differences(today).await;
 
     let stream = sim.stop().await;
@@ -682,14 +699,13 @@ pub fn comparison(options: &DayOptions, reports: &[DayReport]) -> Comparison {
         format!("{} / {refused} / {}", r.reconciled.len(), repairs.count())
     });
     table.row(
-        "checkpoint items read per reconciliation (shards listed, open, listed since the run before)",
+        "checkpoint items read per reconciliation (shards listed, open, listed since the run before; runs if more than one)",
         reports,
         |r| {
-            list(
-                r.reconciled
-                    .iter()
-                    .map(|run| format!("{} ({}, {}, {})", run.checkpoint_reads, run.listed, run.open, run.new_listed)),
-            )
+            list(r.reconciled.iter().map(|run| {
+                let runs = if run.runs > 1 { format!("; {} runs", run.runs) } else { String::new() };
+                format!("{} ({}, {}, {}{runs})", run.checkpoint_reads, run.listed, run.open, run.new_listed)
+            }))
         },
     );
     table.row("why a run was refused", reports, |r| {
@@ -730,8 +746,11 @@ pub fn comparison(options: &DayOptions, reports: &[DayReport]) -> Comparison {
         )
     });
     table.row("metrics-table writes refused by the outage", reports, |r| r.outage_refused.to_string());
-    table.row("given up by the mapping (ranges, records)", reports, |r| {
-        format!("{}, {}", r.replays.ranges, r.mapping.given_up)
+    table.row("given up by the mapping: ranges, records (of them while the mode was lambda)", reports, |r| {
+        format!(
+            "{}, {} ({}, {})",
+            r.replays.ranges, r.mapping.given_up, r.replays.lambda_ranges, r.replays.lambda_records
+        )
     });
     table.row("replayed: applied / applied before", reports, |r| {
         let failed = if r.replays.failed.is_empty() {
