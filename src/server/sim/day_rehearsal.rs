@@ -260,7 +260,12 @@ impl DayReport {
             }
         }
         let (first, last) = (Self::per_order(self.first_window), Self::per_order(self.last_window));
-        if last > first * 1.25 + 0.05 {
+        // The checkpoint writes per order follow how full each shard's
+        // batches are, which the consumers' lag decides (between runs of the
+        // same day, the last window's took 0.3 to 2.1 units with the first's
+        // at 1.4 to 1.55); what would grow with the stream's age (a write per
+        // listed shard) would be many times more.
+        if last > first * 2.0 + 0.05 {
             failed.push(format!("write units per order: {first:.2} in the first window, {last:.2} in the last"));
         }
         if self.outage_refused == 0 {
