@@ -11,7 +11,7 @@ BIN := $(or $(CARGO_TARGET_DIR),target)/debug/northwind-ops
 # same, so tests reuse the build instead of recompiling every crate.
 TEST_ENV := RUSTFLAGS="--cfg erase_components" LEPTOS_OUTPUT_NAME=northwind-ops
 
-.PHONY: setup build run docs screenshots test test-rust test-e2e test-deploy image bench bench-dashboard rehearse rehearse-counters clean
+.PHONY: setup build run docs screenshots test test-rust test-e2e test-deploy image bench bench-dashboard rehearse rehearse-counters rehearse-day clean
 
 setup:
 	scripts/setup.sh
@@ -110,6 +110,17 @@ rehearse: build
 # (DynamoDB Local instead of a fresh embedded store: --endpoint-url URL).
 rehearse-counters: build
 	$(TEST_ENV) NORTHWIND_BENCH_ONLY=counters NORTHWIND_REHEARSE_ARGS="$(REHEARSE_FLAGS)" \
+	  cargo bench --profile dev --features ssr,testing --bench northwind
+
+# A day on AWS at speed (sim::day_rehearsal): 32 stream shards rolled over
+# and split until 250 are listed, a flash sale as the order service writes
+# it, the consumer mode switched serve → lambda → serve during it, the
+# metrics table refused for 10 s, reconciliation every minute, every range
+# the local Lambda mapping gave up replayed; and the embedded store's file
+# over simulated days. About 6 minutes. DynamoDB Local instead of a fresh
+# embedded store: REHEARSE_FLAGS="--endpoint-url http://127.0.0.1:8000".
+rehearse-day: build
+	$(TEST_ENV) NORTHWIND_BENCH_ONLY=day NORTHWIND_REHEARSE_ARGS="$(REHEARSE_FLAGS)" \
 	  cargo bench --profile dev --features ssr,testing --bench northwind
 
 clean:

@@ -13,8 +13,9 @@
 //! NORTHWIND_BENCH_LIVE_RATE change table 7's 1,000 clients and 200 orders/s.
 //!
 //! The rehearsals are parts of their own, run only when named (`make
-//! rehearse`, `make rehearse-counters`): NORTHWIND_BENCH_ONLY=rehearse or
-//! counters, with `rehearse`'s flags in NORTHWIND_REHEARSE_ARGS; each writes
+//! rehearse`, `make rehearse-counters`, `make rehearse-day`):
+//! NORTHWIND_BENCH_ONLY=rehearse, counters or day, with `rehearse`'s flags
+//! in NORTHWIND_REHEARSE_ARGS (the day takes only the store's); each writes
 //! its own section of BENCHMARKS.md, which `make bench` keeps.
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -39,7 +40,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use northwind_ops::server::cli::config::Command as CliCommand;
 use northwind_ops::server::sim::report::Comparison;
-use northwind_ops::server::sim::{counters_rehearsal, rehearse};
+use northwind_ops::server::sim::{counters_rehearsal, day_rehearsal, rehearse};
 
 /// What `make bench` keeps of BENCHMARKS.md when it rewrites it: the
 /// hand-written reading below this line.
@@ -62,6 +63,11 @@ const COUNTERS: Section = Section {
     start: "<!-- rehearse counters: start (written by `make rehearse-counters`) -->",
     end: "<!-- rehearse counters: end -->",
     title: "Counters at many shards (`make rehearse-counters`)",
+};
+const DAY: Section = Section {
+    start: "<!-- rehearse day: start (written by `make rehearse-day`) -->",
+    end: "<!-- rehearse day: end -->",
+    title: "A day at speed (`make rehearse-day`)",
 };
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -1227,9 +1233,10 @@ async fn main() {
                 "live" => live_crowd(&settings, &mut out).await,
                 "rehearse" => rehearsal(false, &mut out).await,
                 "counters" => rehearsal(true, &mut out).await,
+                "day" => day_rehearsal(&mut out).await,
                 other => panic!(
                     "NORTHWIND_BENCH_ONLY: no part {other:?} (pending, fanout, reads, server, ingest, consumer, wasm, \
-                     browser, live, rehearse, counters)"
+                     browser, live, rehearse, counters, day)"
                 ),
             }
         }
@@ -1264,7 +1271,7 @@ async fn main() {
         .unwrap_or_else(|| "\n\n## Reading\n\n(to be written)\n".into());
     // The rehearsals' sections are kept too, where they were: before the reading.
     let old = std::fs::read_to_string("BENCHMARKS.md").unwrap_or_default();
-    for section in [&REHEARSAL, &COUNTERS] {
+    for section in [&REHEARSAL, &COUNTERS, &DAY] {
         if let (Some(start), Some(end)) = (old.find(section.start), old.find(section.end)) {
             out.push_str(&old[start..end + section.end.len()]);
             out.push_str("\n\n");
@@ -1310,6 +1317,28 @@ async fn rehearsal(counters: bool, out: &mut String) {
     let body = markdown(&comparison);
     write_section(section, &body);
     out.push_str(&body);
+}
+
+/// `make rehearse-day`: a day at speed (`sim::day_rehearsal`) on the
+/// embedded store, or on DynamoDB Local with `--endpoint-url URL` in
+/// NORTHWIND_REHEARSE_ARGS; its table printed and written into its section
+/// of BENCHMARKS.md.
+async fn day_rehearsal(out: &mut String) {
+    let flags = std::env::var("NORTHWIND_REHEARSE_ARGS").unwrap_or_default();
+    let argv =
+        ["northwind-ops", "rehearse"].into_iter().map(String::from).chain(flags.split_whitespace().map(String::from));
+    let cli = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("NORTHWIND_REHEARSE_ARGS: {e}"));
+    // The Lambda function runs as processes of the binary `make build` made.
+    let binary = std::fs::canonicalize(DEV.bin()).expect("make build made the binary");
+    let options = day_rehearsal::DayOptions::full(binary);
+    let report = day_rehearsal::rehearse_day(&cli.store, &options).await.expect("the day ran");
+    let failures = report.failures();
+    let body = markdown(&day_rehearsal::comparison(&options, std::slice::from_ref(&report)));
+    write_section(&DAY, &body);
+    out.push_str(&body);
+    if !failures.is_empty() {
+        println!("the day's \"done when\" does not hold:\n- {}", failures.join("\n- "));
+    }
 }
 
 /// A comparison as a markdown table, its setup sentence above.

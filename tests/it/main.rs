@@ -12,6 +12,7 @@ mod autoscaling;
 mod capacity;
 mod chaos;
 mod cli;
+mod day;
 mod delivery;
 mod deploy;
 mod docs;

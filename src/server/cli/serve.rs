@@ -115,15 +115,11 @@ pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &Cance
         let reconciler = Reconciler::new(service.store.clone(), options);
         let stop = stop.clone();
         tasks.spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = tokio::time::sleep(every) => {}
-                }
-                // The verdict is recorded on the counter item, for every instance to show.
-                // A repair needs two runs that agree: this one records what
-                // it finds, the next repairs it if it finds the same.
-                match reconciler.pending_confirmed(chrono::Utc::now().date_naive()).await {
+            reconciler
+                .every(every, stop, |outcome, _| match outcome {
+                    // The verdict is recorded on the counter item, for every instance to show.
+                    // A repair needs two runs that agree: this one records what
+                    // it finds, the next repairs it if it finds the same.
                     Ok(r) if r.awaiting => tracing::info!(
                         date = %r.day,
                         drift = r.drift,
@@ -141,8 +137,8 @@ pub(super) fn start_background(service: &Service, args: &ServeArgs, stop: &Cance
                         tracing::info!(reason = %why, "reconciliation refused: nothing judged or repaired")
                     }
                     Err(err) => tracing::warn!(error = %err, "reconciliation failed"),
-                }
-            }
+                })
+                .await
         });
     }
 }

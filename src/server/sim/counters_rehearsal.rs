@@ -176,14 +176,14 @@ fn io(what: String) -> impl FnOnce(std::io::Error) -> RehearseError {
 /// embedded store in memory (served on a loopback port, for the other
 /// processes): the disk's speed is no part of a rehearsal's figures, as it is
 /// no part of DynamoDB's.
-struct Engine {
-    config: StoreConfig,
-    direct: Arc<Store>,
-    url: String,
-    embedded: Option<store::embedded::Embedded>,
+pub(crate) struct Engine {
+    pub(crate) config: StoreConfig,
+    pub(crate) direct: Arc<Store>,
+    pub(crate) url: String,
+    pub(crate) embedded: Option<store::embedded::Embedded>,
 }
 
-async fn engine(base: &StoreConfig) -> Result<Engine, RehearseError> {
+pub(crate) async fn engine(base: &StoreConfig) -> Result<Engine, RehearseError> {
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     let mut config = StoreConfig {
         orders_table: format!("rehearse-{suffix}-orders"),
@@ -594,7 +594,7 @@ impl Dashboard {
 
 /// Waits up to a minute for the counters to agree with the tables
 /// (`Store::counter_differences`): what still differs.
-async fn settle(store: &Store, day: NaiveDate) -> Vec<String> {
+pub(crate) async fn settle(store: &Store, day: NaiveDate) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let off = store.counter_differences(day).await;

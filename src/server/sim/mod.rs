@@ -6,6 +6,7 @@
 
 pub mod consumer_rate;
 pub mod counters_rehearsal;
+pub mod day_rehearsal;
 pub mod lambda;
 pub mod loadgen;
 pub mod orders;

@@ -121,7 +121,10 @@ impl DeadLetters {
                 .create(true)
                 .append(true)
                 .open(path)
-                .and_then(|mut file| writeln!(file, "{message}"));
+                // One write a message: shards give up concurrently, and
+                // `writeln!` writes a value's pieces one call each, which
+                // interleaved with another shard's into lines not JSON.
+                .and_then(|mut file| file.write_all(format!("{message}\n").as_bytes()));
             if let Err(err) = written {
                 tracing::error!(error = %err, path = %path.display(), "local Lambda: cannot write the dead letter");
             }

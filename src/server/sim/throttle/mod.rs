@@ -112,6 +112,26 @@ pub async fn start(
     options: ProxyOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(SocketAddr, JoinHandle<Result<Tally, ThrottleError>>), ThrottleError> {
+    let (addr, task, _) = start_watched(options, shutdown).await?;
+    Ok((addr, task))
+}
+
+/// A running proxy's tally, read while it serves (a rehearsal's figures
+/// minute by minute).
+#[derive(Clone)]
+pub struct Watch(Arc<Proxy>);
+
+impl Watch {
+    pub fn tally(&self) -> Tally {
+        self.0.tally()
+    }
+}
+
+/// `start`, and a `Watch` of the tally so far.
+pub async fn start_watched(
+    options: ProxyOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(SocketAddr, JoinHandle<Result<Tally, ThrottleError>>, Watch), ThrottleError> {
     if !(options.scale.is_finite() && options.scale > 0.0) {
         return Err(ThrottleError::Scale(options.scale));
     }
@@ -134,11 +154,12 @@ pub async fn start(
         .map_err(|source| ThrottleError::Listen { addr: options.listen, source })?;
     let addr = listener.local_addr().map_err(|source| ThrottleError::Listen { addr: options.listen, source })?;
     let app = Router::new().fallback(handle).with_state(proxy.clone());
+    let watch = Watch(proxy.clone());
     let task = tokio::spawn(async move {
         axum::serve(listener, app).with_graceful_shutdown(shutdown).await.map_err(ThrottleError::Serve)?;
         Ok(proxy.tally())
     });
-    Ok((addr, task))
+    Ok((addr, task, watch))
 }
 
 /// The command: serves until `shutdown`, then prints the tally.

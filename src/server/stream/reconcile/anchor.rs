@@ -6,11 +6,12 @@ use super::drift::Touched;
 use super::{ReconcileError, Reconciler};
 use crate::server::store::error::StoreError;
 use crate::server::store::{
-    Checkpoint, CounterItem, Snapshot, StreamBatch, StreamShard, TRANSACT_GET_MAX, snapshot_items,
+    Checkpoint, CounterItem, Snapshot, StreamBatch, StreamShard, TRANSACT_GET_MAX, backoff, snapshot_items,
 };
 use crate::server::stream::consumer::state_before;
 use crate::server::stream::counters::Key;
 use aws_sdk_dynamodbstreams::types::Record;
+use backon::Retryable;
 use chrono::{DateTime, Utc};
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
@@ -23,6 +24,11 @@ const BATCH: i32 = 1000;
 /// Pause between reads of a shard that has nothing new (DynamoDB Streams
 /// allows five GetRecords a second per shard).
 const POLL: Duration = Duration::from_millis(250);
+/// A stream call refused for throughput (a shard's five GetRecords a second
+/// are shared with the consumers, reading every 250 ms; a stream's ten
+/// DescribeStream calls with every reader) is sent again this many times,
+/// with the store's backoff, before the run fails.
+const THROTTLED_TRIES: u32 = 8;
 
 /// Where the consumer stood in one shard at a snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -164,7 +170,7 @@ impl Reconciler {
     pub(super) async fn anchor(&self, keys: &[Key], group: usize) -> Result<Anchor, ReconcileError> {
         let stream_arn = self.store.stream_arn().await?.ok_or(ReconcileError::NoStream)?;
         for _ in 0..SETTLE_TRIES {
-            let shards = self.store.stream_shards(&stream_arn).await?;
+            let shards = self.shards_listed(&stream_arn).await?;
             let ids: Vec<String> = shards.iter().map(|s| s.id.clone()).collect();
             let read = self.checkpoints_unless_finished(&stream_arn, &shards).await?;
             let finished = |id: &String| read.get(id).is_some_and(|c| c.finished);
@@ -191,7 +197,7 @@ impl Reconciler {
             }
             let (at, taken_at) = (Instant::now(), Utc::now());
             let known: HashSet<&String> = ids.iter().collect();
-            if self.store.stream_shards(&stream_arn).await?.iter().all(|s| known.contains(&s.id)) {
+            if self.shards_listed(&stream_arn).await?.iter().all(|s| known.contains(&s.id)) {
                 return Ok(Anchor { stream_arn, shards, taken, at, taken_at });
             }
         }
@@ -335,7 +341,7 @@ impl Reconciler {
                 ended.insert(shard.id, closed);
             }
             // Shards split while being read have children to read too.
-            listed = self.store.stream_shards(&anchor.stream_arn).await?;
+            listed = self.shards_listed(&anchor.stream_arn).await?;
         }
     }
 
@@ -354,7 +360,12 @@ impl Reconciler {
         let mut iterator = self.iterator(anchor, shard_id, last.as_deref()).await?;
         loop {
             lease.renew_if_due(self).await?;
-            let (records, next) = match self.store.get_records(&iterator, BATCH).await? {
+            let batch = (|| self.store.get_records(&iterator, BATCH))
+                .retry(backoff(THROTTLED_TRIES))
+                .sleep(tokio::time::sleep)
+                .when(StoreError::is_throttled)
+                .await?;
+            let (records, next) = match batch {
                 StreamBatch::Records { records, next } => (records, next),
                 StreamBatch::Expired => {
                     iterator = self.iterator(anchor, shard_id, last.as_deref()).await?;
@@ -384,6 +395,15 @@ impl Reconciler {
             Err(StoreError::Trimmed(_)) => Err(ReconcileError::Trimmed(shard_id.to_string())),
             other => Ok(other?),
         }
+    }
+
+    /// The stream's shards, the listing retried while throttled.
+    async fn shards_listed(&self, stream_arn: &str) -> Result<Vec<StreamShard>, StoreError> {
+        (|| self.store.stream_shards(stream_arn))
+            .retry(backoff(THROTTLED_TRIES))
+            .sleep(tokio::time::sleep)
+            .when(StoreError::is_throttled)
+            .await
     }
 
     /// Takes the stream-reader lease, waiting up to one lease period for

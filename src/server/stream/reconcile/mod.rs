@@ -35,6 +35,28 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A periodic run refused for throughput or timed out is run again this
+/// many times, the pause growing by `THROTTLED_PAUSE` each time (45 s in
+/// all, inside a minute's period), before it counts as failed: a stream
+/// shard's five GetRecords a second are shared with the consumers (and the
+/// Lambda mapping, where both forms run), a stream's ten DescribeStream
+/// calls a second with every reader, a throttled metrics table refuses its
+/// writes, and a busy store answers late; any of them failed the whole run,
+/// until the next period.
+const THROTTLED_RUNS: u32 = 5;
+const THROTTLED_PAUSE: Duration = Duration::from_secs(3);
+
+fn is_transient(outcome: &Result<PendingOutcome, ReconcileError>) -> bool {
+    use crate::server::store::error::Unavailable;
+    matches!(
+        outcome,
+        Err(ReconcileError::Store(StoreError::Unavailable {
+            kind: Unavailable::Throttled | Unavailable::TimedOut,
+            ..
+        }))
+    )
+}
+
 /// Increments one repair write makes to one item (DynamoDB limits an update
 /// expression to 4 KB).
 const MAX_REPAIR_ATTRIBUTES: usize = 100;
@@ -180,6 +202,43 @@ impl Plan {
 impl Reconciler {
     pub fn new(store: Arc<Store>, options: ReconcileOptions) -> Self {
         Self { store, options, finished: Default::default() }
+    }
+
+    /// `serve`'s periodic reconciliation: every `every` (the first run one
+    /// `every` after the start), today's PENDING counters checked and
+    /// repaired once two runs agree (`Repair::Confirmed`), until `stop`; each run's result handed to `seen` (serve
+    /// logs it; the day rehearsal, `sim::day_rehearsal`, records it) with
+    /// the runs it took: one refused for throughput or timed out is run
+    /// again after a pause (`THROTTLED_RUNS`).
+    pub async fn every(
+        &self,
+        every: Duration,
+        stop: tokio_util::sync::CancellationToken,
+        mut seen: impl FnMut(&Result<PendingOutcome, ReconcileError>, u32),
+    ) {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(every) => {}
+            }
+            let (mut outcome, mut runs) = (self.pending_confirmed(Utc::now().date_naive()).await, 1);
+            for again in 1..=THROTTLED_RUNS {
+                if !is_transient(&outcome) {
+                    break;
+                }
+                tracing::info!(
+                    again,
+                    "reconciliation refused for throughput or timed out; running it again after a pause"
+                );
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(THROTTLED_PAUSE * again) => {}
+                }
+                outcome = self.pending_confirmed(Utc::now().date_naive()).await;
+                runs += 1;
+            }
+            seen(&outcome, runs);
+        }
     }
 
     /// Checks the PENDING counters of `day` and, with `repair`, undoes the
