@@ -34,14 +34,6 @@ impl ConsumerRate<'_> {
         }
     }
 
-    fn records_per_second(&self) -> Option<f64> {
-        match self {
-            ConsumerRate::Measured(m) => Some(m.records_per_second),
-            ConsumerRate::Entered(rate) => Some(*rate),
-            ConsumerRate::Unknown => None,
-        }
-    }
-
     /// "measured N records/s on <date> (scale 1/k)", or how else it is known.
     pub(super) fn described(&self) -> String {
         match self {
