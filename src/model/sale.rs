@@ -415,6 +415,11 @@ pub struct RehearsalFigures {
     /// nothing: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consumer: Option<ConsumerMeasurement>,
+    /// Stream records a change the run's consumer read (every record of
+    /// the run's stream, over the orders created and closed). None: a run
+    /// recorded before, or one whose consumer never caught up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_records_per_change: Option<f64>,
 }
 
 impl ConsumerMeasurement {

@@ -380,6 +380,10 @@ async fn a_plans_rehearsal_measures_its_consumer_and_the_check_uses_it() {
         // Every change of the run was applied: created, and closed.
         let figures = rehearsal.figures.as_ref().unwrap();
         assert!(measured.records >= figures.created, "{measured:?} {figures:?}");
+        // A record a change read: the stream's records a second at the peak
+        // are what the checks predict, within 15%.
+        let per_change = figures.stream_records_per_change.unwrap_or_else(|| panic!("{engine:?}: {figures:#?}"));
+        assert!((per_change - 1.0).abs() <= 0.15, "{engine:?}: {per_change} records a change");
 
         // Recorded with the plan, through the store, and read back by the API.
         let stored = app.store.get_sale_plan("measured").await.unwrap().unwrap();
@@ -399,6 +403,10 @@ async fn a_plans_rehearsal_measures_its_consumer_and_the_check_uses_it() {
         );
         let verdict = if measured.records_per_second < 400.0 { Verdict::NoGo } else { consumer.verdict };
         assert_eq!(consumer.verdict, verdict, "under the peak's 400 records a second is a no-go: {consumer:#?}");
+        let rehearsal_check = checked.checks.iter().find(|c| c.id == "rehearsal").unwrap();
+        let stream = rehearsal_check.figures.iter().find(|f| f.label.starts_with("stream: records a second"));
+        let stream = stream.unwrap_or_else(|| panic!("{engine:?}: no stream row: {rehearsal_check:#?}"));
+        assert!(stream.value.starts_with("400 → ") && !stream.value.contains("GAP"), "{engine:?}: {stream:?}");
         let (_, text) = cli_ready(&app, &["--plan", "measured"]);
         assert!(text.contains("consumer: measured "), "{engine:?}: {text}");
 
@@ -434,10 +442,12 @@ async fn six_plans_rehearsed_meter_what_the_checks_predict() {
                 let compared: Vec<String> = check
                     .figures
                     .iter()
-                    .filter(|f| f.label.contains("predicted → metered"))
+                    .filter(|f| f.label.contains("predicted → "))
                     .map(|f| format!("{} {}", f.label.split(':').next().unwrap_or_default(), f.value))
                     .collect();
-                assert_eq!(compared.len(), 4, "{engine:?} {name}: {check:#?}");
+                // The four tables and indexes, and the stream's records a second.
+                assert_eq!(compared.len(), 5, "{engine:?} {name}: {check:#?}");
+                assert!(compared.last().is_some_and(|c| c.starts_with("stream ")), "{engine:?} {name}: {compared:?}");
                 gaps.extend(compared.iter().filter(|c| c.contains("GAP")).map(|c| format!("{name}: {c}")));
                 let consumer = checked.checks.iter().find(|c| c.id == "consumer").unwrap();
                 let figures = rehearsal.figures.clone().unwrap();

@@ -181,6 +181,7 @@ mod tests {
             dashboard_readable: true,
             metered: vec![],
             consumer: Some(consumer),
+            stream_records_per_change: None,
         };
         let mut rehearsal = Rehearsal {
             plan: "gala".into(),

@@ -137,6 +137,14 @@ fn metered(report: &DesignReport, base: &StoreConfig) -> Vec<MeteredUnits> {
         .collect()
 }
 
+/// Stream records a change the run's consumer read: once it caught up it
+/// had read every record of the run's stream (before, some were left
+/// unread, and nothing is said).
+fn stream_records_per_change(report: &DesignReport) -> Option<f64> {
+    let changes = (report.load.created + report.load.closed).max(1) as f64;
+    report.consumer.as_ref().filter(|c| c.caught_up).map(|c| c.records as f64 / changes)
+}
+
 /// What the service keeps of a design's report.
 pub fn figures(report: &DesignReport, base: &StoreConfig) -> RehearsalFigures {
     let throttles = report
@@ -167,6 +175,7 @@ pub fn figures(report: &DesignReport, base: &StoreConfig) -> RehearsalFigures {
         dashboard_readable: report.reads.readable(),
         metered: metered(report, base),
         consumer: report.consumer.clone(),
+        stream_records_per_change: stream_records_per_change(report),
     }
 }
 

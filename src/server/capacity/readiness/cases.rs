@@ -132,6 +132,7 @@ pub(super) fn figures(throttled: u64, achieved: f64) -> RehearsalFigures {
         dashboard_readable: true,
         metered: vec![],
         consumer: None,
+        stream_records_per_change: None,
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::fixes::shell_quote;
 use super::shards::design_shards;
-use super::{Inputs, Sizing, check, figure, fix_text, num, sourced};
+use super::{Inputs, RECORDS_PER_ORDER, Sizing, check, figure, fix_text, num, sourced};
 use crate::model::{Figure, Fix, MeteredUnits, ReadinessCheck, RehearsalFigures, RehearsalState, Verdict};
 use crate::server::capacity::costs::CHANGES_PER_ORDER;
 use crate::server::capacity::planner;
@@ -63,37 +63,78 @@ pub fn rehearsal_verdict(figures: &RehearsalFigures) -> (Verdict, String) {
 /// flagged: a check's figure that far off describes another program.
 pub const PREDICTION_GAP: f64 = 0.15;
 
+/// One figure a check predicted beside what the rehearsal measured, the
+/// gap flagged over `PREDICTION_GAP`: every compared row is one of these.
+struct Compared {
+    label: String,
+    predicted: f64,
+    measured: f64,
+    show: fn(f64) -> String,
+    source: &'static str,
+}
+
+impl Compared {
+    /// How far off the prediction is, of itself (a prediction of nothing
+    /// with something measured: all of it).
+    fn gap(&self) -> f64 {
+        if self.predicted > 0.0 {
+            (self.measured - self.predicted).abs() / self.predicted
+        } else if self.measured > 0.0 {
+            1.0
+        } else {
+            0.0
+        }
+    }
+
+    fn figure(&self) -> Figure {
+        let gap = self.gap();
+        let flag = if gap > PREDICTION_GAP { " — GAP over 15%" } else { "" };
+        let (show, predicted, measured) = (self.show, self.predicted, self.measured);
+        sourced(
+            self.label.clone(),
+            format!("{} → {} ({:.0}%){flag}", show(predicted), show(measured), gap * 100.0),
+            self.source,
+        )
+    }
+}
+
 /// Each table's and index's write units a change, as predicted
-/// (`costs`) beside what the rehearsal's proxy metered, the gap flagged
-/// over `PREDICTION_GAP`. The metrics table's prediction is the audit
-/// records only: the rehearsal's stream consumer writes past the proxy
-/// (its rate is the consumer check's figure, its counters the counters
-/// check's).
-fn predicted_and_metered(sizing: &Sizing, metered: &[MeteredUnits]) -> Vec<Figure> {
+/// (`costs`) beside what the rehearsal's proxy metered. The metrics
+/// table's prediction is the audit records only: the rehearsal's stream
+/// consumer writes past the proxy (its rate is the consumer check's
+/// figure, its counters the counters check's).
+fn predicted_and_metered(sizing: &Sizing, metered: &[MeteredUnits]) -> Vec<Compared> {
     metered
         .iter()
-        .map(|m| {
-            let predicted = sizing.writes.units_on(&m.resource) / CHANGES_PER_ORDER;
-            let gap = if predicted > 0.0 {
-                (m.units_per_change - predicted).abs() / predicted
-            } else if m.units_per_change > 0.0 {
-                1.0
+        .map(|m| Compared {
+            label: format!("{}: write units a change, predicted → metered", m.resource),
+            predicted: sizing.writes.units_on(&m.resource) / CHANGES_PER_ORDER,
+            measured: m.units_per_change,
+            show: num2,
+            source: if m.resource == "metrics table" {
+                "predicted: the audit records (the rehearsal's consumer writes past the proxy); metered: the \
+                 throttle proxy"
             } else {
-                0.0
-            };
-            let flag = if gap > PREDICTION_GAP { " — GAP over 15%" } else { "" };
-            sourced(
-                format!("{}: write units a change, predicted → metered", m.resource),
-                format!("{} → {} ({:.0}%){flag}", num2(predicted), num2(m.units_per_change), gap * 100.0),
-                if m.resource == "metrics table" {
-                    "predicted: the audit records (the rehearsal's consumer writes past the proxy); metered: the \
-                     throttle proxy"
-                } else {
-                    "predicted: the plan's costs; metered: the throttle proxy, over the orders created and closed"
-                },
-            )
+                "predicted: the plan's costs; metered: the throttle proxy, over the orders created and closed"
+            },
         })
         .collect()
+}
+
+/// The stream's records a second at the plan's peak, as the consumer and
+/// shards checks predict them (`RECORDS_PER_ORDER` an order), beside the
+/// records a change the rehearsal's consumer read, scaled back to the
+/// peak's changes (`CHANGES_PER_ORDER` an order). None if its consumer
+/// never caught up (or the run predates the figure).
+fn stream_records(peak: f64, records_per_change: Option<f64>) -> Option<Compared> {
+    records_per_change.map(|per_change| Compared {
+        label: "stream: records a second at the peak, predicted → measured".into(),
+        predicted: peak * RECORDS_PER_ORDER,
+        measured: per_change * CHANGES_PER_ORDER * peak,
+        show: num,
+        source: "predicted: the plan's peak × the records an order; measured: the records the rehearsal's \
+                 consumer read a change created or closed, scaled back to the peak's changes",
+    })
 }
 
 fn num2(value: f64) -> String {
@@ -152,7 +193,11 @@ pub(super) fn rehearsal_check(
         if let Some(sizing) = sizing
             && shape.written_by == plan.writer
         {
-            figures.extend(predicted_and_metered(sizing, &f.metered));
+            let peak = plan.peak_orders_per_second;
+            let compared = predicted_and_metered(sizing, &f.metered)
+                .into_iter()
+                .chain(stream_records(peak, f.stream_records_per_change));
+            figures.extend(compared.map(|c| c.figure()));
         }
     }
     if last.state == RehearsalState::Failed {
@@ -234,6 +279,21 @@ mod tests {
         assert_eq!(value("table: write units a change"), "1.00 → 1.10 (10%)");
         assert_eq!(value("GSI1: write units a change"), "1.00 → 2.00 (100%) — GAP over 15%");
         assert_eq!(check.verdict, Verdict::Ready, "shown, not weighed: {check:#?}");
+        // A consumer that never caught up said nothing of the stream.
+        assert!(!check.figures.iter().any(|f| f.label.starts_with("stream")), "{check:#?}");
+        // 100 orders a second at the peak: 200 records predicted; 1.05
+        // records read a change is 210 scaled back, 1.3 is 260 (flagged).
+        rehearsal.figures.as_mut().unwrap().stream_records_per_change = Some(1.05);
+        let readiness = assess(&case.inputs(Some(&rehearsal)));
+        let check = readiness.checks.iter().find(|c| c.id == "rehearsal").unwrap();
+        let stream = check.figures.iter().find(|f| f.label.starts_with("stream: records a second")).unwrap();
+        assert_eq!(stream.value, "200 → 210 (5%)");
+        assert!(stream.source.as_deref().unwrap_or_default().contains("scaled back"), "{stream:?}");
+        rehearsal.figures.as_mut().unwrap().stream_records_per_change = Some(1.3);
+        let readiness = assess(&case.inputs(Some(&rehearsal)));
+        let check = readiness.checks.iter().find(|c| c.id == "rehearsal").unwrap();
+        let stream = check.figures.iter().find(|f| f.label.starts_with("stream: records a second")).unwrap();
+        assert_eq!(stream.value, "200 → 260 (30%) — GAP over 15%");
         // A run of another writer's orders is not compared.
         rehearsal.shape.written_by = crate::model::Writer::Console;
         let readiness = assess(&case.inputs(Some(&rehearsal)));
