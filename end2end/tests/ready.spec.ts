@@ -173,6 +173,9 @@ test('a plan row\'s actions are labelled buttons, and Delete is confirmed first,
   await row.getByTestId('plan-delete-no').click();
   await expect(row).toHaveCount(1);
   await row.getByTestId('plan-delete').click();
+  // Enter confirms once the focus is on Delete (moved there as the row
+  // asks; a key pressed before that lands on the button being replaced).
+  await expect(row.getByTestId('plan-delete-yes')).toBeFocused();
   await page.keyboard.press('Enter');
   await expect(row).toHaveCount(0);
   expect((await request.get(`/api/sales/${name}`)).status()).toBe(404);
