@@ -79,20 +79,8 @@ impl Store {
         name: &str,
         measured: &ConsumerMeasurement,
     ) -> Result<bool, StoreError> {
-        let (pk, sk) = keys::sale_plan_key(name);
-        let update = self
-            .client
-            .update_item()
-            .table_name(&self.metrics_table)
-            .key(keys::PK, AttributeValue::S(pk))
-            .key(keys::SK, AttributeValue::S(sk))
-            .update_expression("SET #measured = :measured")
-            .condition_expression("attribute_exists(PK)")
-            .expression_attribute_names("#measured", attr::CONSUMER_MEASURED)
-            .expression_attribute_values(":measured", serde_dynamo::to_attribute_value(measured)?)
-            .send()
-            .await;
-        Ok(unless_condition_failed(update)?.is_some())
+        let value = serde_dynamo::to_attribute_value(measured)?;
+        self.set_on_existing_metric(keys::sale_plan_key(name), attr::CONSUMER_MEASURED, value).await
     }
 
     pub async fn get_sale_plan(&self, name: &str) -> Result<Option<SalePlan>, StoreError> {
